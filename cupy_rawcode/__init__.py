@@ -1,0 +1,37 @@
+"""cupy-rawcode: compile raw CUDA C++ kernels with CCCL and std headers for CuPy, without Jitify.
+
+Importing this package is cheap: cupy, cuda.core and pcpp load only when first needed.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "resolve": ("resolve", "resolve"),
+    "Closure": ("resolve", "Closure"),
+    "Header": ("resolve", "Header"),
+    "ResolveError": ("resolve", "ResolveError"),
+    "MissingHeaderError": ("resolve", "MissingHeaderError"),
+    "cache_key": ("request", "cache_key"),
+    "parse_options": ("options", "parse_options"),
+    "toolchain": ("toolchain", "toolchain"),
+    "compile": ("compile", "compile"),
+    "CompileError": ("compile", "CompileError"),
+    "RawKernel": ("kernel", "RawKernel"),
+    "RawModule": ("kernel", "RawModule"),
+    "install": ("jitify_compat", "install"),
+    "uninstall": ("jitify_compat", "uninstall"),
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'cupy_rawcode' has no attribute {name!r}") from None
+    import importlib
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    globals()[name] = value
+    return value

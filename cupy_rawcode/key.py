@@ -1,0 +1,41 @@
+"""The cache key: labelled, length-prefixed fields, schema version first, hashed with SHA-256.
+
+It covers exactly what the compiler receives: source, normalized options (include directories as
+tags, never paths), NVRTC version, arch, output kind, sorted name expressions and the closure's
+(logical name, content digest) list. Install paths never enter it.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable
+
+SCHEMA = "cupy-rawcode-key-1"
+
+
+def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
+    """label, value pairs as len(label) label len(value) value: unambiguous, no reprs."""
+    out = bytearray()
+    for label, value in fields:
+        lab = label.encode()
+        val = value if isinstance(value, bytes) else value.encode("utf-8")
+        out += len(lab).to_bytes(4, "little") + lab + len(val).to_bytes(8, "little") + val
+    return bytes(out)
+
+
+def key_fields(*, source: str, option_fields: list[tuple[str, str]], search_tags: list[str],
+               nvrtc_version: str, arch: str, target: str, name_expressions: Iterable[str],
+               closure: list[tuple[str, str]], extra: Iterable[tuple[str, str]] = ()) -> list:
+    """All fields of a key, in a fixed order (pure; see module docstring)."""
+    fields: list[tuple[str, str]] = [("schema", SCHEMA), ("source", source)]
+    fields += option_fields
+    fields += [("search", tag) for tag in search_tags]
+    fields += [("nvrtc", nvrtc_version), ("arch", arch), ("target", target)]
+    fields += [("name_expression", n) for n in sorted(set(name_expressions))]
+    fields += list(extra)
+    for logical, digest in closure:
+        fields += [("header", logical), ("digest", digest)]
+    return fields
+
+
+def digest_fields(fields: list) -> str:
+    return hashlib.sha256(encode_fields(fields)).hexdigest()

@@ -1,0 +1,150 @@
+"""Parse the option tuples CuPy users pass into one normalized form for both compile and key."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ARCH = re.compile(r"(sm|compute|lto)_\d+[a-z]?\Z")
+
+# option spellings -> canonical name; each takes a value (joined, "=", or the next item)
+_VALUED = {
+    "-I": "include", "--include-path": "include",
+    "-isystem": "isystem",
+    "-D": "define", "--define-macro": "define",
+    "-U": "undef", "--undefine-macro": "undef",
+    "-std": "std", "--std": "std",
+    "-arch": "arch", "--gpu-architecture": "arch",
+    "-include": "pre_include", "--pre-include": "pre_include",
+}
+_JOINABLE = ("-isystem", "-I", "-D", "-U")  # may be glued: -Idir, -DX=1 (longest first)
+_FLAGS = {"-default-device": "default_device", "--device-as-default-execution-space": "default_device"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """Normalized compile options. Paths are absolute; macros keep only their final state."""
+    include_dirs: tuple[str, ...] = ()
+    isystem_dirs: tuple[str, ...] = ()
+    macros: tuple[tuple[str, str | None], ...] = ()  # (name, value) or (name, None) for -U
+    std: str = "c++17"
+    arch: str | None = None
+    pre_includes: tuple[str, ...] = ()
+    default_device: bool = False
+    passthrough: tuple[str, ...] = ()
+
+    @property
+    def defines(self) -> list[str]:
+        return [f"{n}={v}" for n, v in self.macros if v is not None]
+
+    @property
+    def undefines(self) -> list[str]:
+        return [n for n, v in self.macros if v is None]
+
+    def key_fields(self) -> list[tuple[str, str]]:
+        """Labelled option fields for the key; include dirs appear as tags, never as paths."""
+        fields = [("std", self.std), ("arch_option", self.arch or "")]
+        fields += [("include", f"user{i}") for i in range(len(self.include_dirs))]
+        fields += [("isystem", f"isys{i}") for i in range(len(self.isystem_dirs))]
+        fields += [("define", d) for d in self.defines]
+        fields += [("undefine", u) for u in self.undefines]
+        fields += [("pre_include", p) for p in self.pre_includes]
+        fields += [("default_device", "1" if self.default_device else "0")]
+        fields += [("option", o) for o in self.passthrough]
+        return fields
+
+
+def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
+    """(spelling, value, next index) for item i, or value None when it is no valued option."""
+    item = items[i]
+    head, eq, tail = item.partition("=")
+    if head in _VALUED:
+        if eq:
+            return head, tail, i + 1
+        if i + 1 >= len(items):
+            raise ValueError(f"option {item!r} needs a value")
+        return head, items[i + 1], i + 2
+    for prefix in _JOINABLE:
+        if item.startswith(prefix) and len(item) > len(prefix):
+            return prefix, item[len(prefix):], i + 1
+    return item, None, i + 1
+
+
+def _check_macro(spelling: str, value: str, undef: bool) -> tuple[str, str | None]:
+    name, eq, body = value.partition("=")
+    if not _IDENT.match(name) or (undef and eq):
+        raise ValueError(f"option {spelling} {value!r}: {name!r} is not a valid macro name")
+    return (name, None) if undef else (name, body if eq else "1")
+
+
+def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str | None = None) -> Options:
+    """Normalize CuPy-style options; raise ValueError naming any malformed option."""
+    if isinstance(options, str):
+        options = (options,)
+    items = list(options)
+    for o in items:
+        if not isinstance(o, str):
+            raise ValueError(f"option {o!r} is not a string")
+    base = cwd or os.getcwd()
+    include, isystem, pre, passthrough = [], [], [], []
+    macros: dict[str, str | None] = {}
+    std, arch, default_device = "c++17", None, False
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if not item.startswith("-"):
+            raise ValueError(f"option {item!r} does not start with '-' (options are a tuple of strings "
+                             "like ('-DN=4', '-I/path'))")
+        spelling, value, i = _split(item, items, i)
+        kind = _VALUED.get(spelling)
+        if kind is None:
+            if spelling in _FLAGS:
+                default_device = True
+            else:
+                passthrough.append(item)
+            continue
+        if value == "":
+            raise ValueError(f"option {item!r} has an empty value")
+        if kind == "include":
+            include.append(os.path.normpath(os.path.join(base, value)))
+        elif kind == "isystem":
+            isystem.append(os.path.normpath(os.path.join(base, value)))
+        elif kind in ("define", "undef"):
+            name, val = _check_macro(spelling, value, kind == "undef")
+            macros.pop(name, None)  # keep command-line order of the final state
+            macros[name] = val
+        elif kind == "std":
+            if value not in STD_VALUES:
+                raise ValueError(f"option {spelling}={value}: unknown standard (use one of {STD_VALUES})")
+            std = value
+        elif kind == "arch":
+            if not _ARCH.match(value):
+                raise ValueError(f"option {spelling}={value}: expected sm_XX or compute_XX")
+            arch = value
+        elif kind == "pre_include":
+            pre.append(value)
+    return Options(tuple(include), tuple(isystem), tuple(macros.items()), std, arch, tuple(pre),
+                   default_device, tuple(passthrough))
+
+
+def normalize_arch(arch: str | int | None, opts: Options) -> str:
+    """'sm_90' from 90, '90', 'sm_90' or the options' -arch; conflicting values raise."""
+    if arch is None:
+        if opts.arch is None:
+            raise ValueError("no target architecture: pass arch= (e.g. 'sm_90') or -arch=sm_90")
+        return opts.arch
+    text = str(arch)
+    if text.isdigit():
+        text = f"sm_{text}"
+    if not _ARCH.match(text):
+        raise ValueError(f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90")
+    if opts.arch is not None and opts.arch != text:
+        raise ValueError(f"arch={text!r} conflicts with option -arch={opts.arch}")
+    return text
+
+
+def arch_number(arch: str) -> int:
+    """90 for 'sm_90', 'compute_90' or 'sm_90a'."""
+    return int(re.sub(r"[^0-9]", "", arch.split("_", 1)[1]))

@@ -1,0 +1,74 @@
+"""A compile request in normalized form, and its cache key (resolve -> key)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .key import digest_fields, key_fields
+from .options import Options, normalize_arch, parse_options
+
+TARGETS = ("cubin", "ptx", "ltoir")
+WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
+_PTX = re.compile(r"^\s*(//.*\n\s*)*\.version\s", re.M)
+
+
+@dataclass(frozen=True)
+class Request:
+    source: str
+    options: Options
+    arch: str
+    target: str
+    name_expressions: tuple[str, ...]
+    source_dir: str | None = None
+    header_sources: str | tuple[str, ...] | None = None
+
+    @property
+    def is_ptx(self) -> bool:
+        """PTX input is linked, not compiled from C++."""
+        return bool(_PTX.match(self.source))
+
+    @property
+    def pre_includes(self) -> tuple[str, ...]:
+        return () if self.is_ptx else (WORKAROUND,)
+
+
+def make_request(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
+                 source_dir: str | None = None, header_sources=None) -> Request:
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, not {type(source).__name__}")
+    opts = options if isinstance(options, Options) else parse_options(options)
+    if target not in TARGETS:
+        raise ValueError(f"target={target!r}: expected one of {TARGETS}")
+    names = tuple(name_expressions or ())
+    for n in names:
+        if not isinstance(n, str) or not n:
+            raise ValueError(f"name expression {n!r} is not a non-empty string")
+    return Request(source, opts, normalize_arch(arch, opts), target, names, source_dir,
+                   header_sources)
+
+
+def compute_key(req: Request):
+    """(hex key, closure or None when a manifest answered, header count, context)."""
+    from .manifest import closure_digests
+    from .resolve import make_context
+    ctx = make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
+    if req.is_ptx:
+        digests, closure = [], None
+    else:
+        digests, closure = closure_digests(req.source, ctx, req.pre_includes)
+    fields = key_fields(
+        source=req.source, option_fields=req.options.key_fields(),
+        search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
+        arch=req.arch, target=req.target, name_expressions=req.name_expressions,
+        closure=digests, extra=[("input", "ptx" if req.is_ptx else "c++"),
+                                ("source_dir", "src" if req.source_dir else "")])
+    return digest_fields(fields), closure, len(digests), ctx
+
+
+def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
+              source_dir: str | None = None, header_sources=None) -> str:
+    """The cache key of a compile, as a hex string: equal under relocated header roots,
+    different when any byte of the source or any closure header changes."""
+    req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
+                       target=target, source_dir=source_dir, header_sources=header_sources)
+    return compute_key(req)[0]

@@ -1,0 +1,229 @@
+"""The closure of a source: every header an NVRTC compile reads, where it was found, and why.
+
+``resolve(source, options, exact=False)`` walks includes from the source. Fast mode follows
+every include in every branch (a superset, for the cache key); exact mode (exact.py) evaluates
+conditions like NVRTC does. The include search itself lives in search.py.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from . import scan as _scan
+from .options import Options, parse_options
+from .search import Found, find, search_list, searched
+from .toolchain import SearchDir, Toolchain, toolchain
+
+MAIN = "<source>"
+
+
+class ResolveError(ValueError):
+    """A source or header that cannot be resolved (reported before any compile starts)."""
+
+
+class MissingHeaderError(ResolveError):
+    """An include that matches no file."""
+
+
+@dataclass(frozen=True)
+class Step:
+    file: str   # logical name of the including file, or "<source>"
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Header:
+    logical: str
+    path: str
+    root: str
+    digest: str
+    chain: tuple[Step, ...]  # outermost first; the last step is the #include that pulled it in
+
+    def why(self) -> str:
+        return " -> ".join(str(s) for s in self.chain)
+
+
+@dataclass(frozen=True)
+class Missing:
+    name: str
+    angled: bool
+    chain: tuple[Step, ...]
+    searched: tuple[str, ...]
+    conditional: bool  # True when NVRTC may never reach it (inside #if, or a __has_include probe)
+
+    def message(self) -> str:
+        spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
+        dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
+        chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
+        return f"header {spelled} not found\n{chain}\n  searched:\n{dirs}"
+
+
+@dataclass
+class Closure:
+    """What a compile reads: headers in discovery order plus includes that matched nothing."""
+    headers: tuple[Header, ...]
+    missing: tuple[Missing, ...]
+    mode: str
+    search: tuple[SearchDir, ...]
+    file_ids: dict[str, tuple] = field(default_factory=dict, repr=False)  # path -> FileId
+    errors: tuple[str, ...] = ()  # live #error directives (exact mode)
+
+    def digests(self) -> list[tuple[str, str]]:
+        """(logical name, content digest), sorted: the closure's part of the cache key."""
+        return sorted((h.logical, h.digest) for h in self.headers)
+
+    def raise_for_missing(self) -> None:
+        live = [m for m in self.missing if not m.conditional]
+        if live:
+            raise MissingHeaderError("\n".join(m.message() for m in live))
+
+
+@dataclass(frozen=True)
+class Context:
+    opts: Options
+    toolchain: Toolchain
+    dirs: tuple[SearchDir, ...]
+    source_dir: str | None
+
+
+def make_context(options=(), *, source_dir: str | None = None, header_sources=None) -> Context:
+    opts = options if isinstance(options, Options) else parse_options(options)
+    tc = toolchain(header_sources)
+    sd = os.path.abspath(source_dir) if source_dir else None
+    return Context(opts, tc, search_list(opts, tc), sd)
+
+
+def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = None,
+            source_dir: str | None = None, header_sources=None,
+            pre_includes: tuple[str, ...] = ()) -> Closure:
+    """The header closure of ``source`` under ``options`` (see module docstring).
+
+    Exact mode raises MissingHeaderError for a live include that matches nothing; fast mode
+    records misses in ``Closure.missing`` (``raise_for_missing`` raises for unconditional ones).
+    """
+    ctx = make_context(options, source_dir=source_dir, header_sources=header_sources)
+    if exact:
+        from .exact import resolve_exact
+        return resolve_exact(source, ctx, arch=arch, pre_includes=pre_includes)
+    return resolve_fast(source, ctx, pre_includes=pre_includes)
+
+
+# ---------------------------------------------------------------- fast mode
+
+_ID = re.compile(r"[A-Za-z_]\w*")
+
+
+def expand_computed(text: str, table: dict[str, set[str]], limit: int = 64) -> list[tuple[str, bool]]:
+    """Every header name a computed include can take, using all values seen for each macro."""
+    results, done = {text}, set()
+    for _ in range(24):
+        pending = results - done
+        if not pending:
+            break
+        for t in pending:
+            m = next((m for m in _ID.finditer(t) if m.group() in table), None)
+            if m is None:
+                done.add(t)
+                continue
+            results.discard(t)
+            for v in sorted(table[m.group()]):
+                if len(results) < limit:
+                    results.add(t[:m.start()] + v + t[m.end():])
+    names = []
+    for t in sorted(done):
+        t = t.strip()
+        if len(t) > 2 and ((t[0] == "<" and t[-1] == ">") or (t[0] == '"' and t[-1] == '"')):
+            names.append((re.sub(r"\s+", "", t[1:-1]) if t[0] == "<" else t[1:-1], t[0] == "<"))
+    return names
+
+
+@dataclass
+class _Node:
+    found: Found | None
+    scan: _scan.FileScan
+    chain: tuple[Step, ...]
+    certain: bool
+
+
+def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
+    """Superset closure by lexical scan: every branch, every probe, every computed-include value."""
+    memo: dict[str, bool] = {}
+    table: dict[str, set[str]] = defaultdict(set)
+    for name, value in ctx.opts.macros:
+        if value is not None:
+            table[name].add(value)
+    nodes: dict[str, _Node] = {}
+    file_ids: dict[str, tuple] = {}
+    missing: dict[tuple, Missing] = {}
+    deferred: list[tuple[_Node, _scan.Include, str]] = []
+    pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
+    n_pre = pre.count("\n")
+    main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), True)
+    work = [main]
+
+    def add(parent: _Node, inc: _scan.Include, name: str, angled: bool, computed: bool) -> None:
+        nxt = inc.kind.endswith("next") and parent.found is not None
+        includer_name = parent.found.logical if parent.found else MAIN
+        step = Step(includer_name, inc.line)
+        if parent is main:  # pre-included headers come first, from the command line
+            line = inc.line - n_pre
+            step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
+        found = find(name, angled=angled, includer=parent.found, source_dir=ctx.source_dir,
+                     dirs=ctx.dirs, next_after=parent.found.index if nxt else None, memo=memo)
+        certain = parent.certain and not inc.conditional and not inc.kind.startswith("probe") \
+            and not computed
+        if found is None:
+            key = (name, angled, includer_name, nxt)
+            old = missing.get(key)
+            if old is None or (old.conditional and certain):
+                missing[key] = Missing(name, angled, parent.chain + (step,), tuple(searched(
+                    angled, parent.found, ctx.source_dir, ctx.dirs,
+                    parent.found.index if nxt else None)), not certain)
+            return
+        node = nodes.get(found.path)
+        if node is None:
+            try:
+                fid, fscan = _scan.scan_file(found.path)
+            except OSError as e:
+                raise ResolveError(f"cannot read {found.path} ({e.strerror}), included from "
+                                   + " -> ".join(map(str, parent.chain + (step,)))) from None
+            except _scan.ScanError as e:
+                raise ResolveError(f"{e} (included from "
+                                   + " -> ".join(map(str, parent.chain + (step,))) + ")") from None
+            file_ids[found.path] = fid
+            node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), certain)
+            for n, v in fscan.defines:
+                table[n].add(v)
+            work.append(node)
+        elif certain and not node.certain:
+            node.certain = True
+            work.append(node)
+
+    def visit(node: _Node) -> None:
+        for inc in node.scan.includes:
+            if inc.kind.startswith("computed"):
+                deferred.append((node, inc, ""))
+                for name, angled in expand_computed(inc.name, table):
+                    add(node, inc, name, angled, computed=True)
+            else:
+                add(node, inc, inc.name, inc.angled, computed=False)
+
+    seen_tables = -1
+    while work:
+        while work:
+            visit(work.pop())
+        # computed includes may name macros defined in files scanned after them: retry
+        size = sum(len(v) for v in table.values())
+        if size != seen_tables:
+            seen_tables = size
+            for node, inc, _ in list(deferred):
+                for name, angled in expand_computed(inc.name, table):
+                    add(node, inc, name, angled, computed=True)
+    headers = tuple(Header(n.found.logical, n.found.path, n.found.tag, n.scan.digest, n.chain)
+                    for n in nodes.values())
+    return Closure(headers, tuple(missing.values()), "fast", ctx.dirs, file_ids)

@@ -1,0 +1,90 @@
+"""Where a header path is chosen: the include search rules of nvcc/NVRTC, as pure functions.
+
+- ``#include "x"``: the including file's own directory first (the main source's own directory is
+  the directory of the program name: none unless a ``source_dir`` is given, as in CuPy), then the
+  search list;
+- ``#include <x>``: the search list only;
+- ``#include_next``: the search list after the entry where the current file was found;
+- search list: ``-I`` (tags user0..), ``-isystem`` (isys0..), then the system roots of
+  toolchain.py (cccl, cuda, shim).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .options import Options
+from .toolchain import SearchDir, Toolchain
+
+
+@dataclass(frozen=True)
+class Found:
+    path: str       # normalized absolute path
+    index: int      # search-list index where found, or -1 for "the includer's own directory"
+    tag: str        # root tag of the logical name
+    rel: str        # path relative to that root
+
+    @property
+    def logical(self) -> str:
+        return f"{self.tag}:{self.rel}"
+
+
+def search_list(opts: Options, tc: Toolchain) -> tuple[SearchDir, ...]:
+    """The full ordered search list: user -I, -isystem, then system roots."""
+    user = [SearchDir(f"user{i}", d, "user") for i, d in enumerate(opts.include_dirs)]
+    isys = [SearchDir(f"isys{i}", d, "user") for i, d in enumerate(opts.isystem_dirs)]
+    return tuple(user + isys + list(tc.system_dirs))
+
+
+def _is_file(path: str, memo: dict[str, bool]) -> bool:
+    hit = memo.get(path)
+    if hit is None:
+        hit = memo[path] = os.path.isfile(path)
+    return hit
+
+
+def find(name: str, *, angled: bool, includer: Found | None, source_dir: str | None,
+         dirs: tuple[SearchDir, ...], next_after: int | None = None,
+         memo: dict[str, bool] | None = None) -> Found | None:
+    """Resolve one include the way NVRTC does; None when no file matches.
+
+    ``includer`` is the file holding the directive (None for the main source);
+    ``next_after`` is set for ``#include_next`` to the index where the includer was found.
+    """
+    memo = {} if memo is None else memo
+    if os.path.isabs(name):
+        path = os.path.normpath(name)
+        return Found(path, -1, "abs", path.lstrip("/")) if _is_file(path, memo) else None
+    start = 0
+    if next_after is not None:
+        start = next_after + 1 if next_after >= 0 else 0
+    elif not angled:
+        own = None
+        if includer is not None:
+            own = os.path.dirname(includer.path)
+            root_tag, root_rel_dir = includer.tag, os.path.dirname(includer.rel)
+        elif source_dir is not None:
+            own, root_tag, root_rel_dir = source_dir, "src", ""
+        if own is not None:
+            path = os.path.normpath(os.path.join(own, name))
+            if _is_file(path, memo):
+                rel = os.path.normpath(os.path.join(root_rel_dir, name))
+                return Found(path, -1, root_tag, rel)  # gcc: include_next from here restarts
+    for i in range(start, len(dirs)):
+        path = os.path.normpath(os.path.join(dirs[i].path, name))
+        if _is_file(path, memo):
+            return Found(path, i, dirs[i].tag, os.path.normpath(name))
+    return None
+
+
+def searched(angled: bool, includer: Found | None, source_dir: str | None,
+             dirs: tuple[SearchDir, ...], next_after: int | None = None) -> list[str]:
+    """The directories ``find`` looked in, for error messages."""
+    out = []
+    if next_after is None and not angled:
+        if includer is not None:
+            out.append(os.path.dirname(includer.path))
+        elif source_dir is not None:
+            out.append(source_dir)
+    start = 0 if next_after is None or next_after < 0 else next_after + 1
+    return out + [d.path for d in dirs[start:]]

@@ -1,0 +1,177 @@
+"""Toolchain discovery: the NVRTC version and the system header roots, in one written policy.
+
+Search policy (README "Header search order"): the system roots come after the user's `-I` and
+`-isystem` directories, in this order:
+
+1. ``cccl``  - CCCL (cub, thrust, libcudacxx) from the first *source* that has it;
+2. ``cuda``  - CUDA headers (``cuda_fp16.h``, ...) from the first source that has them;
+3. ``shim``  - this package's ``include/`` (C++ standard header shims), always last.
+
+Sources are tried in the order ``wheel,cupy,toolkit`` unless the ``header_sources`` argument or
+``CUPY_RAWCODE_HEADER_SOURCES`` says otherwise. An entry is a source name (``wheel``: the pip
+``nvidia-cuda-cccl*`` / ``nvidia-cuda-runtime*`` wheels via cuda.pathfinder; ``cupy``: CuPy's
+bundled CCCL; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH``/``/usr/local/cuda``) or an explicit
+directory ``cccl=/path`` / ``cuda=/path``. Only one CCCL is ever used: mixing two is broken.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config
+
+DEFAULT_SOURCES = ("wheel", "cupy", "toolkit")
+KNOWN_SOURCES = ("wheel", "cupy", "toolkit")
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    """One directory of the include search list, with the tag that names it in keys."""
+    tag: str
+    path: str
+    origin: str  # where it came from: wheel, cupy, toolkit, explicit, user, package
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    nvrtc_version: tuple[int, int]
+    system_dirs: tuple[SearchDir, ...]
+    cccl_version: str | None
+    sources: tuple[str, ...]
+
+    @property
+    def nvrtc_version_str(self) -> str:
+        return "%d.%d" % self.nvrtc_version
+
+
+def shim_dir() -> Path:
+    """The package's ``include/`` (installed inside the package, or at the repo root)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "include"
+    return installed if installed.is_dir() else here.parent / "include"
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor), asking the library cuda.bindings loads."""
+    from cuda.bindings import nvrtc
+    err, major, minor = nvrtc.nvrtcVersion()
+    if int(err) != 0:
+        raise RuntimeError(f"nvrtcVersion failed: {err}")
+    return int(major), int(minor)
+
+
+def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """Validate a search policy: source names or ``cccl=DIR`` / ``cuda=DIR`` entries."""
+    if spec is None:
+        spec = config.header_sources() or DEFAULT_SOURCES
+    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
+    items = [s for s in items if s]
+    for item in items:
+        if "=" in item:
+            kind, _, path = item.partition("=")
+            if kind not in ("cccl", "cuda") or not path:
+                raise ValueError(f"header source {item!r}: expected cccl=DIR or cuda=DIR")
+        elif item not in KNOWN_SOURCES:
+            raise ValueError(f"unknown header source {item!r} (known: {', '.join(KNOWN_SOURCES)}, "
+                             "cccl=DIR, cuda=DIR)")
+    return tuple(items)
+
+
+def _pathfinder_dir(libname: str) -> str | None:
+    try:
+        import cuda.pathfinder as pf
+        located = pf.locate_nvidia_header_directory(libname)
+    except Exception:
+        return None
+    if located is None or located.found_via not in ("site-packages", "conda"):
+        return None
+    return located.abs_path
+
+
+def _cupy_cccl_dirs() -> list[str]:
+    spec = importlib.util.find_spec("cupy")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    base = Path(list(spec.submodule_search_locations)[0]) / "_core" / "include" / "cupy" / "_cccl"
+    dirs = [base / "libcudacxx", base / "cub", base / "thrust"]
+    return [str(d) for d in dirs if d.is_dir()] if (base / "cub").is_dir() else []
+
+
+def toolkit_home() -> Path | None:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(var)
+        if value and Path(value, "include").is_dir():
+            return Path(value)
+    default = Path("/usr/local/cuda")
+    return default if (default / "include").is_dir() else None
+
+
+def source_dirs(source: str) -> dict[str, list[str]]:
+    """The CCCL and CUDA header directories one source offers (empty lists when absent)."""
+    if "=" in source:
+        kind, _, path = source.partition("=")
+        if not Path(path).is_dir():
+            raise ValueError(f"header source {source!r}: {path} is not a directory")
+        return {kind: [str(Path(path).resolve())]}
+    if source == "wheel":
+        cccl, cudart = _pathfinder_dir("cccl"), _pathfinder_dir("cudart")
+        return {"cccl": [cccl] if cccl else [], "cuda": [cudart] if cudart else []}
+    if source == "cupy":
+        return {"cccl": _cupy_cccl_dirs(), "cuda": []}
+    if source == "toolkit":
+        home = toolkit_home()
+        if home is None:
+            return {}
+        inc = home / "include"
+        cccl = inc / "cccl" if (inc / "cccl" / "cub").is_dir() else inc
+        return {"cccl": [str(cccl)] if (cccl / "cub").is_dir() else [], "cuda": [str(inc)]}
+    raise ValueError(f"unknown header source {source!r}")
+
+
+def choose_system_dirs(sources: tuple[str, ...], offered: dict[str, dict[str, list[str]]],
+                       shim: str) -> tuple[SearchDir, ...]:
+    """Pure policy: the first source offering CCCL, the first offering CUDA headers, then shims."""
+    out: list[SearchDir] = []
+    for kind in ("cccl", "cuda"):
+        for source in sources:
+            dirs = offered.get(source, {}).get(kind) or []
+            if dirs:
+                origin = "explicit" if "=" in source else source
+                out.extend(SearchDir(kind, d, origin) for d in dirs)
+                break
+    out.append(SearchDir("shim", shim, "package"))
+    return tuple(out)
+
+
+_VERSION_RE = re.compile(rb"#\s*define\s+CCCL_VERSION\s+(\d+)")
+
+
+def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
+    """CCCL's version (e.g. '2.8.2') read from cuda/std/__cccl/version.h."""
+    for d in dirs:
+        if d.tag != "cccl":
+            continue
+        header = Path(d.path, "cuda", "std", "__cccl", "version.h")
+        if header.is_file():
+            m = _VERSION_RE.search(header.read_bytes())
+            if m:
+                v = int(m.group(1))
+                return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _toolchain(sources: tuple[str, ...]) -> Toolchain:
+    offered = {s: source_dirs(s) for s in sources}
+    dirs = choose_system_dirs(sources, offered, str(shim_dir()))
+    return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources)
+
+
+def toolchain(header_sources: str | tuple[str, ...] | None = None) -> Toolchain:
+    """The toolchain for a search policy, discovered once per process and policy."""
+    return _toolchain(parse_sources(header_sources))

@@ -60,12 +60,16 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     """(spelling, value, next index) for item i, or value None when it is no valued option."""
     item = items[i]
     head, eq, tail = item.partition("=")
-    if head in _VALUED:
+    if head in _VALUED and head not in ("-I", "-D", "-U"):  # -D=X is the macro "=X"
         if eq:
             return head, tail, i + 1
         if i + 1 >= len(items):
             raise ValueError(f"option {item!r} needs a value")
         return head, items[i + 1], i + 2
+    if item in ("-I", "-D", "-U"):
+        if i + 1 >= len(items):
+            raise ValueError(f"option {item!r} needs a value")
+        return item, items[i + 1], i + 2
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
             return prefix, item[len(prefix):], i + 1

@@ -1,0 +1,55 @@
+"""Proof that nothing was missed: compile from a directory holding only the closure."""
+import shutil
+
+import pytest
+
+from conftest import corpus
+from cupy_rawcode.resolve import resolve
+
+KERNELS = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu", "complex.cu"]
+
+
+def _copy_closure(closure, dest):
+    for h in closure.headers:
+        rel = h.logical.split(":", 1)[1]
+        target = dest / h.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(h.path, target)
+    return [str(dest / tag) for tag in ("cccl", "cuda", "shim") if (dest / tag).is_dir()]
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("exact", [True, False])
+def test_closure_alone_compiles(tmp_path, name, exact):
+    from cuda.core import Program, ProgramOptions
+    src = corpus(name)
+    closure = resolve(src, exact=exact, arch="sm_90", header_sources="wheel")
+    assert len(closure.headers) > 100
+    assert not closure.errors
+    dirs = _copy_closure(closure, tmp_path / "only")
+    obj = Program(src, "c++", ProgramOptions(arch="sm_90", std="c++17", include_path=dirs)).compile("cubin")
+    assert len(obj.code) > 1000
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_exact_is_subset_of_fast(name):
+    src = corpus(name)
+    exact = {h.logical for h in resolve(src, exact=True, arch="sm_90").headers}
+    fast = {h.logical for h in resolve(src).headers}
+    assert exact <= fast
+
+
+def test_exact_differs_by_arch_where_headers_do(tree):
+    root = tree({"i/a.h": "#if __CUDA_ARCH__ >= 900\n#include <hopper.h>\n#endif\n", "i/hopper.h": ""})
+    names = lambda arch: {h.logical for h in resolve("#include <a.h>\n", ("-I", str(root / "i")),
+                                                       exact=True, arch=arch).headers}
+    assert names("sm_90") == {"user0:a.h", "user0:hopper.h"}
+    assert names("sm_80") == {"user0:a.h"}
+
+
+def test_chain_names_each_step(tree):
+    root = tree({"i/a.h": "\n#include <b.h>\n", "i/b.h": "//b\n"})
+    for exact in (False, True):
+        c = resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact)
+        b = next(h for h in c.headers if h.logical == "user0:b.h")
+        assert [str(s) for s in b.chain] == ["<source>:1", "user0:a.h:2"]

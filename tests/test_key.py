@@ -1,0 +1,146 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, corpus
+from cupy_rawcode import scan
+from cupy_rawcode.key import encode_fields, key_fields, digest_fields
+from cupy_rawcode.request import cache_key
+from cupy_rawcode.toolchain import toolchain
+
+SRC = corpus("block_reduce.cu")
+
+
+@pytest.fixture(scope="module")
+def cccl_copies(tmp_path_factory):
+    """The wheel's CCCL copied to two places: /a and /b."""
+    src = next(d.path for d in toolchain("wheel").system_dirs if d.tag == "cccl")
+    base = tmp_path_factory.mktemp("reloc")
+    for name in ("a", "b"):
+        shutil.copytree(src, base / name / "cccl")
+    return base
+
+
+def test_relocated_roots_give_equal_keys(cccl_copies):
+    ka = cache_key(SRC, arch="sm_90", header_sources=f"cccl={cccl_copies / 'a' / 'cccl'}")
+    kb = cache_key(SRC, arch="sm_90", header_sources=f"cccl={cccl_copies / 'b' / 'cccl'}")
+    assert ka == kb
+
+
+def test_one_byte_in_a_deep_header_changes_the_key(cccl_copies, tmp_path):
+    root = tmp_path / "c"
+    shutil.copytree(cccl_copies / "a" / "cccl", root)
+    hs = f"cccl={root}"
+    before = cache_key(SRC, arch="sm_90", header_sources=hs)
+    deep = root / "cub" / "util_type.cuh"
+    data = deep.read_bytes()
+    deep.write_bytes(data[:-2] + bytes([data[-2] ^ 1]) + data[-1:])
+    assert cache_key(SRC, arch="sm_90", header_sources=hs) != before
+
+
+def test_user_header_edit_changes_key(tree):
+    root = tree({"i/u.h": "#define K 1\n"})
+    opts = ("-I", str(root / "i"))
+    k1 = cache_key('#include "u.h"\n', arch="sm_90", options=opts)
+    (root / "i" / "u.h").write_text("#define K 2\n")
+    assert cache_key('#include "u.h"\n', arch="sm_90", options=opts) != k1
+
+
+BASE = dict(source="extern \"C\" __global__ void k() {}\n", arch="sm_90", options=(),
+            name_expressions=(), target="cubin")
+
+DIFFERS = {
+    "source changes": dict(source="extern \"C\" __global__ void k2() {}\n"),
+    "a macro is defined": dict(options=("-DX=1",)),
+    "a macro value changes": dict(options=("-DX=2",)),
+    "std changes": dict(options=("-std=c++20",)),
+    "arch changes": dict(arch="sm_80"),
+    "target changes": dict(target="ltoir"),
+    "a name expression is added": dict(name_expressions=("k",)),
+    "a passthrough option is added": dict(options=("--use_fast_math",)),
+}
+EQUAL = {
+    "-I spelled three ways": [dict(options=("-I", "/x")), dict(options=("-I/x",)),
+                              dict(options=("--include-path=/x",))],
+    "-D spelled two ways": [dict(options=("-DX=1",)), dict(options=("--define-macro=X=1",))],
+    "name expressions reordered": [dict(name_expressions=("a", "b")), dict(name_expressions=("b", "a"))],
+    "default std spelled out": [dict(), dict(options=("-std=c++17",))],
+    "include dir at another path": [dict(options=("-I/x",)), dict(options=("-I/y",))],
+    "arch spelled as int": [dict(arch="sm_90"), dict(arch=90)],
+}
+
+
+def _key(**over):
+    args = {**BASE, **over}
+    return cache_key(args.pop("source"), **args)
+
+
+@pytest.mark.parametrize("case", sorted(DIFFERS))
+def test_key_differs_when(case):
+    assert _key(**DIFFERS[case]) != _key()
+
+
+@pytest.mark.parametrize("case", sorted(EQUAL))
+def test_key_equal_when(case):
+    keys = {_key(**v) for v in EQUAL[case]}
+    assert len(keys) == 1
+
+
+def test_nvrtc_version_is_a_key_field():
+    common = dict(source="s", option_fields=[], search_tags=["cccl"], arch="sm_90", target="cubin",
+                  name_expressions=(), closure=[])
+    assert digest_fields(key_fields(nvrtc_version="12.9", **common)) != \
+        digest_fields(key_fields(nvrtc_version="13.0", **common))
+
+
+def test_fields_are_length_prefixed_not_concatenated():
+    assert encode_fields([("a", "bc"), ("d", "")]) != encode_fields([("a", "b"), ("d", "c")])
+
+
+_COUNT_SCANS = r"""
+import sys, json
+from cupy_rawcode import scan, exact, request
+calls = []
+orig = scan.scan_file
+scan.scan_file = lambda p: (calls.append(p), orig(p))[1]
+src = open(sys.argv[1]).read()
+print(json.dumps({"key": request.cache_key(src, arch="sm_90"), "scans": len(calls)}))
+"""
+
+
+def _run(path, env):
+    out = subprocess.run([sys.executable, "-c", _COUNT_SCANS, str(path)], capture_output=True,
+                         text=True, env=env, cwd=ROOT, check=True).stdout
+    return json.loads(out)
+
+
+def test_new_process_keys_without_rescanning(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(SRC)
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "cache")}
+    first, second = _run(src, env), _run(src, env)
+    assert first["scans"] > 100
+    assert second["scans"] == 0
+    assert first["key"] == second["key"]
+
+
+def test_manifest_sees_a_changed_header(tree, tmp_path):
+    root = tree({"i/u.h": "#define K 1\n"})
+    opts = ("-I", str(root / "i"))
+    k1 = cache_key('#include "u.h"\n', arch="sm_90", options=opts)
+    assert cache_key('#include "u.h"\n', arch="sm_90", options=opts) == k1  # manifest hit
+    (root / "i" / "u.h").write_text("#define K 22\n")
+    assert cache_key('#include "u.h"\n', arch="sm_90", options=opts) != k1
+
+
+def test_corrupt_manifest_is_a_miss(tmp_path):
+    k1 = cache_key(SRC, arch="sm_90")
+    from cupy_rawcode import manifest
+    manifest._memo.clear()
+    for p in (tmp_path / "cache" / "manifests").rglob("*.json"):
+        p.write_bytes(b'{"schema": "cupy-rawcode-manifest-1", "files": [[1, 2]]}')
+    assert cache_key(SRC, arch="sm_90") == k1

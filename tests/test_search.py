@@ -1,0 +1,114 @@
+"""Each search rule on a small synthetic tree, checked against gcc's own resolution (gcc -M)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from cupy_rawcode.resolve import MissingHeaderError, resolve
+
+GCC = shutil.which("gcc")
+
+# name -> (files, main source, -I dirs, -isystem dirs, expected relative paths read)
+CASES = {
+    "quoted looks in the includer's own directory first": (
+        {"inc/x/a.h": '#include "b.h"\n', "inc/x/b.h": "//own\n", "inc/b.h": "//list\n"},
+        "#include <x/a.h>\n", ["inc"], [], {"inc/x/a.h", "inc/x/b.h"}),
+    "quoted does not look in directories further up the stack": (
+        {"main/y.h": "//wrong\n", "i1/x/a.h": '#include "y.h"\n', "i2/y.h": "//right\n"},
+        "#include <x/a.h>\n", ["i1", "i2"], [], {"i1/x/a.h", "i2/y.h"}),
+    "angle skips the own directory": (
+        {"i1/x/a.h": "#include <b.h>\n", "i1/x/b.h": "//own\n", "i2/b.h": "//list\n"},
+        "#include <x/a.h>\n", ["i1", "i2"], [], {"i1/x/a.h", "i2/b.h"}),
+    "quoted from the main source uses its directory": (
+        {"main/m.h": "//main dir\n", "i1/m.h": "//list\n"},
+        '#include "m.h"\n', ["i1"], [], {"main/m.h"}),
+    "-I comes before -isystem": (
+        {"i1/h.h": "//I\n", "s1/h.h": "//isystem\n"}, "#include <h.h>\n", ["i1"], ["s1"], {"i1/h.h"}),
+    "-I order is kept": (
+        {"i1/h.h": "//1\n", "i2/h.h": "//2\n"}, "#include <h.h>\n", ["i2", "i1"], [], {"i2/h.h"}),
+    "include_next continues after the current directory": (
+        {"i1/h.h": "#pragma once\n#include_next <h.h>\n", "i2/h.h": "#include_next <h.h>\n",
+         "i3/h.h": "//last\n"},
+        "#include <h.h>\n", ["i1", "i2", "i3"], [], {"i1/h.h", "i2/h.h", "i3/h.h"}),
+    "pragma once and guards read a file once": (
+        {"i1/a.h": "#pragma once\n#include <g.h>\n", "i1/g.h": "#ifndef G\n#define G\n#include <a.h>\n#endif\n"},
+        "#include <a.h>\n#include <a.h>\n#include <g.h>\n", ["i1"], [], {"i1/a.h", "i1/g.h"}),
+    "computed include": (
+        {"i1/cfg.h": "#define SYS sys_a\n#define HDR <SYS/impl.h>\n", "i1/sys_a/impl.h": "//a\n"},
+        "#include <cfg.h>\n#include HDR\n", ["i1"], [], {"i1/cfg.h", "i1/sys_a/impl.h"}),
+}
+
+EXACT_CASES = {
+    "__has_include picks the branch": (
+        {"i1/yes.h": "//y\n", "i1/p.h": "#if __has_include(<yes.h>)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n"},
+        "#include <p.h>\n", ["i1"], [], {"i1/p.h", "i1/yes.h"}),
+    "__has_include_next": (
+        {"i1/h.h": "#if __has_include_next(<h.h>)\n#include_next <h.h>\n#endif\n", "i2/h.h": "//2\n"},
+        "#include <h.h>\n", ["i1", "i2"], [], {"i1/h.h", "i2/h.h"}),
+    "conditions under user macros": (
+        {"i1/a.h": "#if MODE == 2\n#include <two.h>\n#elif defined(OTHER)\n#include <other.h>\n#endif\n",
+         "i1/two.h": "//2\n", "i1/other.h": "//o\n"},
+        "#include <a.h>\n", ["i1"], [], {"i1/a.h", "i1/two.h"}),
+    "elifdef": (
+        {"i1/a.h": "#ifdef NOPE\n#include <x.h>\n#elifdef MODE\n#include <two.h>\n#endif\n",
+         "i1/two.h": "//2\n"},
+        "#include <a.h>\n", ["i1"], [], {"i1/a.h", "i1/two.h"}),
+}
+
+
+def _setup(tree, files, main):
+    root = tree(files)
+    (root / "main").mkdir(exist_ok=True)
+    (root / "main" / "k.cu").write_text(main)
+    return root
+
+
+def _ours(root, main, inc, isys, exact):
+    opts = []
+    for d in inc:
+        opts += ["-I", str(root / d)]
+    for d in isys:
+        opts += ["-isystem", str(root / d)]
+    opts += ["-DMODE=2"]
+    c = resolve(main, tuple(opts), exact=exact, source_dir=str(root / "main"), arch="sm_90")
+    return {os.path.relpath(h.path, root) for h in c.headers}
+
+
+def _gcc(root, inc, isys):
+    cmd = [GCC, "-M", "-nostdinc", "-x", "c++", "-std=c++2b", "-DMODE=2"]
+    for d in inc:
+        cmd += ["-I", str(root / d)]
+    for d in isys:
+        cmd += ["-isystem", str(root / d)]
+    out = subprocess.run(cmd + [str(root / "main" / "k.cu")], capture_output=True, text=True, check=True).stdout
+    deps = out.replace("\\\n", " ").split(":", 1)[1].split()
+    return {os.path.relpath(p, root) for p in deps[1:]}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("exact", [False, True])
+def test_rule(tree, name, exact):
+    files, main, inc, isys, expected = CASES[name]
+    root = _setup(tree, files, main)
+    assert _ours(root, main, inc, isys, exact) == expected
+    if GCC:
+        assert _gcc(root, inc, isys) == expected
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_CASES))
+def test_exact_rule(tree, name):
+    files, main, inc, isys, expected = EXACT_CASES[name]
+    root = _setup(tree, files, main)
+    assert _ours(root, main, inc, isys, True) == expected
+    if GCC:
+        assert _gcc(root, inc, isys) == expected
+    # fast mode is a superset: it follows every branch
+    assert _ours(root, main, inc, isys, False) >= expected
+
+
+def test_no_source_dir_means_no_own_directory_for_main(tree):
+    root = tree({"main/m.h": "//x\n"})
+    with pytest.raises(MissingHeaderError):
+        resolve('#include "m.h"\n', exact=True)
+    assert resolve('#include "m.h"\n', exact=True, source_dir=str(root / "main")).headers

@@ -7,11 +7,11 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "resolve": ("resolve", "resolve"),
-    "Closure": ("resolve", "Closure"),
-    "Header": ("resolve", "Header"),
-    "ResolveError": ("resolve", "ResolveError"),
-    "MissingHeaderError": ("resolve", "MissingHeaderError"),
+    "resolve": ("closure", "resolve"),
+    "Closure": ("closure", "Closure"),
+    "Header": ("closure", "Header"),
+    "ResolveError": ("closure", "ResolveError"),
+    "MissingHeaderError": ("closure", "MissingHeaderError"),
     "cache_key": ("request", "cache_key"),
     "parse_options": ("options", "parse_options"),
     "toolchain": ("toolchain", "toolchain"),

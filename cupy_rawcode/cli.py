@@ -18,7 +18,7 @@ def _read_source(path: str) -> str:
 
 
 def _cmd_deps(args, options) -> int:
-    from .resolve import resolve
+    from .closure import resolve
     src = _read_source(args.file)
     closure = resolve(src, options, exact=args.exact, arch=args.arch,
                       source_dir=os.path.dirname(os.path.abspath(args.file)))
@@ -43,7 +43,7 @@ def _cmd_key(args, options) -> int:
 
 
 def _cmd_env(args, options) -> int:
-    from .resolve import make_context
+    from .closure import make_context
     ctx = make_context(options)
     tc = ctx.toolchain
     print(f"cupy-rawcode {__import__('cupy_rawcode').__version__}")
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .resolve import ResolveError
+    from .closure import ResolveError
     args, options = build_parser().parse_known_args(argv)
     try:
         return args.func(args, tuple(options))

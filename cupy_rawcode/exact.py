@@ -19,7 +19,7 @@ import pcpp
 
 from . import scan as _scan
 from .options import arch_number
-from .resolve import MAIN, Closure, Context, Header, Missing, MissingHeaderError, ResolveError, Step
+from .closure import MAIN, Closure, Context, Header, Missing, MissingHeaderError, ResolveError, Step
 from .search import Found, find, searched
 
 _STD_CPLUSPLUS = {"c++03": "199711L", "c++11": "201103L", "c++14": "201402L",

@@ -62,7 +62,7 @@ def _load(mid: str) -> list | None:
 
 def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = ()):
     """(sorted (logical, digest) list, closure or None when the manifest answered)."""
-    from .resolve import resolve_fast
+    from .closure import resolve_fast
     mid = manifest_id(source, ctx, pre_includes)
     files = _load(mid)
     if files is not None:

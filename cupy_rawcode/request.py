@@ -50,7 +50,7 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
 def compute_key(req: Request):
     """(hex key, closure or None when a manifest answered, header count, context)."""
     from .manifest import closure_digests
-    from .resolve import make_context
+    from .closure import make_context
     ctx = make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
     if req.is_ptx:
         digests, closure = [], None

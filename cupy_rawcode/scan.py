@@ -11,14 +11,14 @@ import os
 import re
 from dataclasses import dataclass
 
-_DIRECTIVE = re.compile(
-    rb"^[ \t]*#[ \t]*(include_next|include|define|ifndef|ifdef|if|elif|else|endif|pragma)\b"
-    rb"((?:[^\n\\]|\\\n|\\)*)", re.M)
+# patterns open with a literal '#', which re finds by fast search; line starts are checked after
+_INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*([^\n]*)")
+_PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
+_DEFINE = re.compile(rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M)
+_CONDITIONAL = re.compile(rb"^[ \t]*#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)", re.M)
 _COMMENT = re.compile(rb"/\*.*?\*/|//.*", re.S)
-_PROBE = re.compile(rb"\w*(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
-_NAME = re.compile(rb"\s*(<[^>\n]*>|\"[^\"\n]*\")")
-_DEFINE = re.compile(rb"\s*([A-Za-z_]\w*)(\(?)\s*(.*)", re.S)
 _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
+_NAME = re.compile(rb"(<[^>\n]*>|\"[^\"\n]*\")")
 
 
 @dataclass(frozen=True)
@@ -27,14 +27,22 @@ class Include:
     angled: bool
     line: int
     kind: str            # "include", "next", "probe", "probe_next", "computed", "computed_next"
-    conditional: bool    # inside #if (an include guard does not count)
 
 
-@dataclass(frozen=True)
+@dataclass
 class FileScan:
     digest: str
     includes: tuple[Include, ...]
-    defines: tuple[tuple[str, str], ...]  # object-like macros (name, value)
+    defines: tuple[tuple[str, str], ...]  # object-like macros whose value may name a header
+    data: bytes
+    _conditional: frozenset | None = None
+
+    def conditional(self, line: int) -> bool:
+        """True when the directive on ``line`` sits inside #if (an include guard does not count).
+        Computed on first use: only includes that match nothing need it."""
+        if self._conditional is None:
+            self._conditional = _conditional_lines(self.data)
+        return line in self._conditional
 
 
 class ScanError(Exception):
@@ -55,43 +63,59 @@ def _check_utf8(data: bytes, path: str) -> None:
                         "save the file as UTF-8") from None
 
 
+def _line_numbers(data: bytes, positions: list[int]) -> list[int]:
+    out, line, pos = [], 1, 0
+    for p in positions:
+        line += data.count(b"\n", pos, p)
+        pos = p
+        out.append(line)
+    return out
+
+
 def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
-    """Directives of one file, in order."""
+    """Includes, probes and header-like object macros of one file, in every branch."""
     _check_utf8(data, path)
-    includes: list[Include] = []
-    defines: list[tuple[str, str]] = []
-    matches = list(_DIRECTIVE.finditer(data))
-    offset = 1 if _guarded(matches) else 0  # an include guard's #ifndef is no condition
-    depth, line, pos = 0, 1, 0
-    for m in matches:
+    found: list[tuple[int, str, bool, str]] = []  # (pos, name, angled, kind)
+    for m in _INCLUDE.finditer(data):
+        start = m.start()
+        if data[data.rfind(b"\n", 0, start) + 1:start].strip(b" \t"):
+            continue  # not a directive: '#' is not first on its line
+        nxt = m.group(1) is not None
+        body = _COMMENT.sub(b" ", m.group(2)).strip()
+        n = _NAME.match(body)
+        if n:
+            text = n.group(1).decode()
+            found.append((m.start(), text[1:-1], text[0] == "<", "next" if nxt else "include"))
+        elif body:
+            found.append((m.start(), body.decode(), False, "computed_next" if nxt else "computed"))
+    if b"has_include" in data or b"HAS_INCLUDE" in data:
+        for m in _PROBE.finditer(data):
+            text = m.group(2).decode()
+            found.append((m.start(), text[1:-1], text[0] == "<", "probe_next" if m.group(1) else "probe"))
+        found.sort()
+    lines = _line_numbers(data, [f[0] for f in found])
+    includes = tuple(Include(name, angled, line, kind)
+                     for (_, name, angled, kind), line in zip(found, lines))
+    defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
+    return FileScan(digest_bytes(data), includes, defines, data)
+
+
+def _conditional_lines(data: bytes) -> frozenset:
+    """Line numbers of #include directives inside #if blocks, not counting an include guard."""
+    matches = list(_CONDITIONAL.finditer(data))
+    offset = 1 if _guarded(matches) else 0
+    depth, out = 0, set()
+    for m, line in zip(matches, _line_numbers(data, [m.start() for m in matches])):
         kind = m.group(1)
-        body = _COMMENT.sub(b" ", m.group(2).replace(b"\\\n", b" "))
-        line += data.count(b"\n", pos, m.start())
-        pos = m.start()
-        conditional = depth > offset
         if kind in (b"if", b"ifdef", b"ifndef"):
             depth += 1
-            if kind == b"if":
-                _probes(body, line, conditional=True, out=includes)
-        elif kind == b"elif":
-            _probes(body, line, conditional=True, out=includes)
+            if depth > offset:
+                out.add(line)  # probes on #if lines are conditional by nature
         elif kind == b"endif":
             depth = max(0, depth - 1)
-        elif kind in (b"include", b"include_next"):
-            nxt = kind == b"include_next"
-            n = _NAME.match(body)
-            if n:
-                text = n.group(1).decode()
-                includes.append(Include(text[1:-1], text[0] == "<", line,
-                                        "next" if nxt else "include", conditional))
-            elif body.strip():
-                includes.append(Include(body.strip().decode(), False, line,
-                                        "computed_next" if nxt else "computed", conditional))
-        elif kind == b"define":
-            d = _DEFINE.match(body)
-            if d and not d.group(2) and d.group(3).strip():
-                defines.append((d.group(1).decode(), d.group(3).strip().decode()))
-    return FileScan(digest_bytes(data), tuple(includes), tuple(defines))
+        elif depth > offset:
+            out.add(line)
+    return frozenset(out)
 
 
 def _guarded(matches: list) -> bool:
@@ -100,13 +124,6 @@ def _guarded(matches: list) -> bool:
         return False
     a, b = _IFNDEF.match(matches[0].group(2)), _IFNDEF.match(matches[1].group(2))
     return bool(a and b and a.group(1) == b.group(1))
-
-
-def _probes(body: bytes, line: int, conditional: bool, out: list[Include]) -> None:
-    for p in _PROBE.finditer(body):
-        text = p.group(2).decode()
-        out.append(Include(text[1:-1], text[0] == "<", line,
-                           "probe_next" if p.group(1) else "probe", conditional))
 
 
 FileId = tuple  # (path, size, mtime_ns, inode)

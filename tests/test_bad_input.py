@@ -4,7 +4,7 @@ import pytest
 
 from cupy_rawcode import scan
 from cupy_rawcode.request import cache_key
-from cupy_rawcode.resolve import MissingHeaderError, ResolveError, resolve
+from cupy_rawcode.closure import MissingHeaderError, ResolveError, resolve
 
 
 def test_missing_header_names_header_chain_and_dirs(tree):

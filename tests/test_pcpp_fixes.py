@@ -1,7 +1,7 @@
 """Each pcpp 1.30 defect (facts.md) fixed in exact mode, one test each."""
 import pytest
 
-from cupy_rawcode.resolve import resolve
+from cupy_rawcode.closure import resolve
 
 
 def _reads(tree, header_text, extra=None):

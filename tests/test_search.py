@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from cupy_rawcode.resolve import MissingHeaderError, resolve
+from cupy_rawcode.closure import MissingHeaderError, resolve
 
 GCC = shutil.which("gcc")
 

@@ -147,7 +147,20 @@ class _Node:
     found: Found | None
     scan: _scan.FileScan
     chain: tuple[Step, ...]
-    certain: bool
+    parent: "_Node | None"
+    line: int  # line of the #include in parent
+
+
+def _live(node: _Node, line: int, kind: str) -> bool:
+    """Whether an include is reached unconditionally along its first-found chain (a miss there
+    is an error NVRTC will hit); probes and computed includes never are."""
+    if kind.startswith(("probe", "computed")):
+        return False
+    while node is not None:
+        if node.scan.conditional(line):
+            return False
+        node, line = node.parent, node.line
+    return True
 
 
 def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
@@ -160,13 +173,13 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
     nodes: dict[str, _Node] = {}
     file_ids: dict[str, tuple] = {}
     missing: dict[tuple, Missing] = {}
-    deferred: list[tuple[_Node, _scan.Include, str]] = []
+    deferred: list[tuple[_Node, _scan.Include]] = []
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
-    main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), True)
+    main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
     work = [main]
 
-    def add(parent: _Node, inc: _scan.Include, name: str, angled: bool, computed: bool) -> None:
+    def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
         nxt = inc.kind.endswith("next") and parent.found is not None
         includer_name = parent.found.logical if parent.found else MAIN
         step = Step(includer_name, inc.line)
@@ -175,43 +188,37 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
             step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
         found = find(name, angled=angled, includer=parent.found, source_dir=ctx.source_dir,
                      dirs=ctx.dirs, next_after=parent.found.index if nxt else None, memo=memo)
-        certain = parent.certain and not inc.conditional and not inc.kind.startswith("probe") \
-            and not computed
         if found is None:
             key = (name, angled, includer_name, nxt)
-            old = missing.get(key)
-            if old is None or (old.conditional and certain):
+            if key not in missing:
                 missing[key] = Missing(name, angled, parent.chain + (step,), tuple(searched(
                     angled, parent.found, ctx.source_dir, ctx.dirs,
-                    parent.found.index if nxt else None)), not certain)
+                    parent.found.index if nxt else None)), not _live(parent, inc.line, inc.kind))
             return
-        node = nodes.get(found.path)
-        if node is None:
-            try:
-                fid, fscan = _scan.scan_file(found.path)
-            except OSError as e:
-                raise ResolveError(f"cannot read {found.path} ({e.strerror}), included from "
-                                   + " -> ".join(map(str, parent.chain + (step,)))) from None
-            except _scan.ScanError as e:
-                raise ResolveError(f"{e} (included from "
-                                   + " -> ".join(map(str, parent.chain + (step,))) + ")") from None
-            file_ids[found.path] = fid
-            node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), certain)
-            for n, v in fscan.defines:
-                table[n].add(v)
-            work.append(node)
-        elif certain and not node.certain:
-            node.certain = True
-            work.append(node)
+        if found.path in nodes:
+            return
+        try:
+            fid, fscan = _scan.scan_file(found.path)
+        except OSError as e:
+            raise ResolveError(f"cannot read {found.path} ({e.strerror}), included from "
+                               + " -> ".join(map(str, parent.chain + (step,)))) from None
+        except _scan.ScanError as e:
+            raise ResolveError(f"{e} (included from "
+                               + " -> ".join(map(str, parent.chain + (step,))) + ")") from None
+        file_ids[found.path] = fid
+        node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.line)
+        for n, v in fscan.defines:
+            table[n].add(v)
+        work.append(node)
 
     def visit(node: _Node) -> None:
         for inc in node.scan.includes:
             if inc.kind.startswith("computed"):
-                deferred.append((node, inc, ""))
+                deferred.append((node, inc))
                 for name, angled in expand_computed(inc.name, table):
-                    add(node, inc, name, angled, computed=True)
+                    add(node, inc, name, angled)
             else:
-                add(node, inc, inc.name, inc.angled, computed=False)
+                add(node, inc, inc.name, inc.angled)
 
     seen_tables = -1
     while work:
@@ -221,9 +228,9 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
         size = sum(len(v) for v in table.values())
         if size != seen_tables:
             seen_tables = size
-            for node, inc, _ in list(deferred):
+            for node, inc in list(deferred):
                 for name, angled in expand_computed(inc.name, table):
-                    add(node, inc, name, angled, computed=True)
+                    add(node, inc, name, angled)
     headers = tuple(Header(n.found.logical, n.found.path, n.found.tag, n.scan.digest, n.chain)
                     for n in nodes.values())
     return Closure(headers, tuple(missing.values()), "fast", ctx.dirs, file_ids)

@@ -59,7 +59,7 @@ def _cmd_env(args, options) -> int:
 
 
 def _cmd_compile(args, options) -> int:
-    from .compile import compile_request
+    from .program import compile_request
     from .request import make_request
     src = _read_source(args.file)
     req = make_request(src, arch=args.arch, options=options, target=args.target,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 _INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*([^\n]*)")
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M)
-_CONDITIONAL = re.compile(rb"^[ \t]*#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)", re.M)
+_CONDITIONAL = re.compile(rb"#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)")
 _COMMENT = re.compile(rb"/\*.*?\*/|//.*", re.S)
 _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
 _NAME = re.compile(rb"(<[^>\n]*>|\"[^\"\n]*\")")
@@ -102,9 +102,10 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
 
 def _conditional_lines(data: bytes) -> frozenset:
     """Line numbers of #include directives inside #if blocks, not counting an include guard."""
-    matches = list(_CONDITIONAL.finditer(data))
-    offset = 1 if _guarded(matches) else 0
     depth, out = 0, set()
+    matches = list(_CONDITIONAL.finditer(data))
+    matches = [m for m in matches if not data[data.rfind(b"\n", 0, m.start()) + 1:m.start()].strip(b" \t")]
+    offset = 1 if _guarded(matches) else 0
     for m, line in zip(matches, _line_numbers(data, [m.start() for m in matches])):
         kind = m.group(1)
         if kind in (b"if", b"ifdef", b"ifndef"):

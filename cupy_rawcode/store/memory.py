@@ -1,0 +1,28 @@
+"""An in-process LRU of entry bytes, in front of the disk."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+
+class MemoryStore:
+    name = "memory"
+
+    def __init__(self, max_entries: int = 256):
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._data.get(key)
+            if data is not None:
+                self._data.move_to_end(key)
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._data[key] = data
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)

@@ -1,0 +1,144 @@
+"""Compile through the cache (CPU: NVRTC needs no GPU)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, corpus
+from cupy_rawcode.program import CompileError, compile_request, default_store
+from cupy_rawcode.request import make_request
+from cupy_rawcode.store import Layered
+from cupy_rawcode.store.directory import DirectoryStore
+from cupy_rawcode.store.memory import MemoryStore
+
+NVRTC_KERNELS = ["block_reduce.cu", "block_scan.cu", "complex.cu", "plain.cu", "radix_sort.cu",
+                 "warp_reduce.cu"]
+
+
+@pytest.mark.parametrize("name", NVRTC_KERNELS)
+def test_corpus_compiles_to_cubin(name, tmp_path):
+    store = Layered([DirectoryStore(tmp_path / "c")])
+    r = compile_request(make_request(corpus(name), arch="sm_90"), store=store)
+    assert not r.hit and r.object_code.code[:4] == b"\x7fELF"
+
+
+_CHILD = r"""
+import json, sys
+from cupy_rawcode import program
+from cupy_rawcode.request import make_request
+calls = []
+orig = program._nvrtc_compile
+program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]
+src = open(sys.argv[1]).read()
+names = tuple(sys.argv[2:])
+r = program.compile_request(make_request(src, arch="sm_90", name_expressions=names))
+print(json.dumps({"hit": r.hit, "compiles": len(calls), "key": r.key,
+                  "symbols": {k: v.decode() for k, v in r.object_code.symbol_mapping.items()},
+                  "size": len(r.object_code.code)}))
+"""
+
+
+def _child(path, env, *names):
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(path), *names], capture_output=True,
+                       text=True, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_second_process_hits_without_nvrtc_and_keeps_name_expressions(tmp_path):
+    src = tmp_path / "t.cu"
+    src.write_text("#include <cub/warp/warp_reduce.cuh>\n"
+                   "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= N; }\n")
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
+    first = _child(src, env, "scale<3>")
+    second = _child(src, env, "scale<3>")
+    assert (first["hit"], first["compiles"]) == (False, 1)
+    assert (second["hit"], second["compiles"]) == (True, 0)
+    assert second["symbols"] == first["symbols"] and second["symbols"]["scale<3>"].startswith("_Z")
+    assert second["size"] == first["size"]
+
+
+def _entry_path(tmp_path, key):
+    return DirectoryStore(tmp_path / "c").path(key)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "other_key"])
+def test_broken_entry_is_a_miss(tmp_path, damage, caplog):
+    req = make_request(corpus("plain.cu"), arch="sm_90")
+    disk = lambda: Layered([DirectoryStore(tmp_path / "c")])
+    good = compile_request(req, store=disk())
+    path = _entry_path(tmp_path, good.key)
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        path.write_bytes(data[:-10] + bytes([data[-10] ^ 0x40]) + data[-9:])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "foreign":
+        path.write_bytes(b"\x80\x04this is a pickle, never loaded")
+    else:
+        other = compile_request(make_request(corpus("plain.cu") + "//x\n", arch="sm_90"), store=disk())
+        path.write_bytes(_entry_path(tmp_path, other.key).read_bytes())
+    again = compile_request(req, store=disk())
+    assert not again.hit and again.object_code.code == good.object_code.code
+    from cupy_rawcode.store.entry import decode
+    assert decode(good.key, path.read_bytes())[0] == good.object_code.code  # replaced, valid
+    assert "broken cache entry" in caplog.text
+
+
+def test_read_only_cache_still_compiles(tmp_path, caplog):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    if os.access(ro, os.W_OK):
+        pytest.skip("running as root: directory permissions are not enforced")
+    r = compile_request(make_request(corpus("plain.cu"), arch="sm_90"),
+                        store=Layered([MemoryStore(), DirectoryStore(ro / "c")]))
+    assert not r.hit and len(r.object_code.code) > 0
+
+
+def test_unwritable_cache_path_still_compiles(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    store = Layered([MemoryStore(), DirectoryStore(blocker / "c")])
+    req = make_request(corpus("plain.cu"), arch="sm_90")
+    assert not compile_request(req, store=store).hit
+    assert compile_request(req, store=store).hit  # from memory
+
+
+def test_eight_processes_compile_at_once(tmp_path):
+    src = tmp_path / "t.cu"
+    src.write_text(corpus("block_reduce.cu"))
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(src)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for _ in range(8)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    results = [json.loads(o) for o, _ in outs]
+    assert len({r["key"] for r in results}) == 1
+    entries = [p for p in (tmp_path / "c" / "entries").rglob("*") if p.is_file()]
+    assert len(entries) == 1 and not any(p.name.endswith(".tmp") for p in entries)
+    from cupy_rawcode.store.entry import decode
+    code, meta = decode(results[0]["key"], entries[0].read_bytes())
+    assert len(code) == results[0]["size"]
+
+
+def test_compile_error_carries_log_options_and_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_DUMP_SOURCE", "1")
+    src = 'extern "C" __global__ void k(float* x) {\n  x[0] = nope;\n}\n'
+    with pytest.raises(CompileError) as e:
+        compile_request(make_request(src, arch="sm_90", options=("-DQ=1",)),
+                        store=Layered([MemoryStore()]))
+    err = e.value
+    assert "nope" in err.log and "--define-macro=Q=1" in err.options
+    assert ">     2 |   x[0] = nope;" in str(err)
+    assert err.dump_path and "nope" in open(err.dump_path).read()
+
+
+def test_passthrough_option_reaches_nvrtc():
+    with pytest.raises(CompileError, match="bogus"):
+        compile_request(make_request("", arch="sm_90", options=("--bogus-flag",)),
+                        store=Layered([MemoryStore()]))

@@ -4,12 +4,16 @@ import sys
 from conftest import ROOT
 
 
-def test_import_loads_no_heavy_modules():
-    code = ("import sys, cupy_rawcode; "
+def _heavy_modules(stmt: str) -> str:
+    code = (f"import sys; {stmt}; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda', 'pcpp', 'numpy')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         check=True).stdout.strip()
-    assert out == "[]"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          check=True).stdout.strip()
+
+
+def test_import_loads_no_heavy_modules():
+    # cuda-bindings' .pth preloads the bare 'cuda' namespace at startup; compare with that
+    assert _heavy_modules("import cupy_rawcode") == _heavy_modules("pass")
 
 
 def test_lazy_exports_resolve_to_functions():

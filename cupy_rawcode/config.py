@@ -57,10 +57,3 @@ def memory_cache_entries() -> int:
     except ValueError:
         raise ValueError(f"CUPY_RAWCODE_MEMORY_ENTRIES={value!r} is not an integer") from None
 
-
-def disable_cache() -> bool:
-    return env_bool("CUPY_RAWCODE_DISABLE_CACHE")
-
-
-def use_pch() -> bool:
-    return env_bool("CUPY_RAWCODE_PCH", default=True)

@@ -46,7 +46,6 @@ def test_true_false_in_if(tree):
 
 
 def test_include_next(tree):
-    files = {"j/yes.h": '#include_next <yes.h>\n'}
     root = tree({"j/yes.h": "#include_next <yes.h>\n", "i/yes.h": "//real\n"})
     c = resolve("#include <yes.h>\n", ("-I", str(root / "j"), "-I", str(root / "i")), exact=True)
     assert [h.logical for h in c.headers] == ["user0:yes.h", "user1:yes.h"]

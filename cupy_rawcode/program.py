@@ -144,8 +144,13 @@ def _from_bytes(ObjectCode, target: str, code: bytes, mapping: dict):
 
 
 def compile(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-            source_dir: str | None = None):
-    """Compile CUDA C++ to a ``cuda.core.ObjectCode`` through the cache (see module docstring)."""
+            source_dir: str | None = None, cache_dir: str | os.PathLike | None = None,
+            dump: bool | None = None):
+    """Compile CUDA C++ (or link PTX) to a ``cuda.core.ObjectCode`` through the cache.
+
+    ``cache_dir`` overrides CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE
+    (write the source and options of a failing compile to a file named in the error)."""
     req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
                        target=target, source_dir=source_dir)
-    return compile_request(req).object_code
+    store = _store_for(os.fspath(cache_dir)) if cache_dir is not None else None
+    return compile_request(req, store=store, dump=dump).object_code

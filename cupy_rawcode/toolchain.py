@@ -65,6 +65,24 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+@functools.lru_cache(maxsize=None)
+def supported_archs() -> tuple[int, ...]:
+    """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120))."""
+    from cuda.bindings import nvrtc
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    if int(err) != 0:
+        raise RuntimeError(f"nvrtcGetSupportedArchs failed: {err}")
+    return tuple(sorted(int(a) for a in archs))
+
+
+def choose_arch(compute_capability: int, supported: tuple[int, ...]) -> tuple[str, str]:
+    """(arch, target) for a device: a cubin for its own SM when NVRTC knows it, else PTX for
+    the newest architecture NVRTC has, which the driver JIT-compiles for the device."""
+    if compute_capability <= max(supported):
+        return f"sm_{compute_capability}", "cubin"
+    return f"compute_{max(supported)}", "ptx"
+
+
 def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
     """Validate a search policy: source names or ``cccl=DIR`` / ``cuda=DIR`` entries."""
     if spec is None:

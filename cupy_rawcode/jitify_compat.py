@@ -1,0 +1,79 @@
+"""Route CuPy's own ``jitify=True`` compiles through cupy-rawcode (a migration aid).
+
+``install()`` wraps ``cupy.cuda.compiler._compile_module_with_cache``, the one Python-level
+function every CuPy 13/14 RawKernel/RawModule compile passes through. Calls with
+``jitify=True`` (NVRTC, not LTO) are compiled by cupy-rawcode's resolver, shim headers and
+cache; every other call goes to CuPy unchanged. ``uninstall()`` restores CuPy's function.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+_lock = threading.Lock()
+_MARK = "_cupy_rawcode_original"
+
+
+def _compiler():
+    import cupy.cuda.compiler as compiler
+    return compiler
+
+
+def installed() -> bool:
+    """Whether CuPy's jitify=True path currently goes through cupy-rawcode."""
+    return hasattr(_compiler()._compile_module_with_cache, _MARK)
+
+
+def install() -> None:
+    """Make ``cupy.RawKernel/RawModule(..., jitify=True)`` use cupy-rawcode. Idempotent."""
+    with _lock:
+        compiler = _compiler()
+        original = compiler._compile_module_with_cache
+        if hasattr(original, _MARK):
+            return
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def compile_module_with_cache(*args, **kwargs):
+            call = signature.bind(*args, **kwargs)
+            call.apply_defaults()
+            a = call.arguments
+            if (not a.get("jitify") or a.get("backend", "nvrtc") != "nvrtc"
+                    or a.get("to_ltoir")):
+                return original(*args, **kwargs)
+            return _compile_for_cupy(a["source"], tuple(a.get("options") or ()), a.get("arch"),
+                                     a.get("name_expressions"), a.get("log_stream"))
+
+        setattr(compile_module_with_cache, _MARK, original)
+        compiler._compile_module_with_cache = compile_module_with_cache
+
+
+def uninstall() -> None:
+    """Give CuPy its own ``jitify=True`` path back. Does nothing when not installed."""
+    with _lock:
+        compiler = _compiler()
+        original = getattr(compiler._compile_module_with_cache, _MARK, None)
+        if original is not None:
+            compiler._compile_module_with_cache = original
+
+
+def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressions, log_stream):
+    """Compile what CuPy assembled (its -I list, std, workaround header) and load it."""
+    from .kernel import Code, _arch_target, _device_target, _load_module, compile_args, report
+    from .options import parse_options
+    from .program import compile_request
+    from .request import make_request
+
+    opts = parse_options(compile_args(options, False))
+    if opts.arch is not None:
+        target_arch, target = opts.arch, ("ptx" if opts.arch.startswith("compute_") else "cubin")
+        arch_arg = None
+    else:
+        target_arch, target = _arch_target(arch) if arch is not None else _device_target(None)
+        arch_arg = target_arch
+    req = make_request(source, arch=arch_arg, options=opts, target=target,
+                       name_expressions=tuple(name_expressions or ()))
+    result = compile_request(req)
+    report(log_stream, req, result)
+    return _load_module(Code.from_object_code(target, result.object_code))

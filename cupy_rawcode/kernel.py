@@ -1,0 +1,407 @@
+"""CuPy drop-ins: RawKernel and RawModule with CuPy 14's call convention, built by cupy-rawcode.
+
+Constructing never compiles or touches the GPU. The first launch compiles once per
+architecture (through the cache) and loads the module once per device; both are guarded by a
+lock, so threads racing on a first launch share one compile and one load.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+
+from .options import parse_options
+
+_STATE_VERSION = 1
+_CUCOMPLEX_INCLUDE = re.compile(r"\s*#\s*include\s*<\s*cuComplex\.h\s*>")
+_CUPY_HEADERS = ("cupy/complex.cuh", "cupy/carray.cuh", "cupy/atomics.cuh",
+                 "cupy/math_constants.h")  # what CuPy prepends when translate_cucomplex=True
+
+
+@dataclass(frozen=True)
+class Code:
+    """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
+    expressions to mangled names."""
+    kind: str
+    data: bytes
+    symbols: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_object_code(cls, kind: str, obj) -> "Code":
+        symbols = {k: v.decode() if isinstance(v, bytes) else v
+                   for k, v in (obj.symbol_mapping or {}).items()}
+        return cls(kind, bytes(obj.code), symbols)
+
+
+def _check_backend(backend: str) -> None:
+    if backend != "nvrtc":
+        raise ValueError(f"backend={backend!r} is not supported: cupy_rawcode compiles with NVRTC "
+                         "only; use cupy.RawKernel/RawModule for backend='nvcc'")
+
+
+def _check_options(options) -> tuple[str, ...]:
+    if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
+        raise TypeError(f"options must be a tuple of str, not {options!r}")
+    return tuple(options)
+
+
+def translate_cucomplex(source: str) -> str:
+    """CuPy's translate_cucomplex: cuComplex.h becomes CuPy's bridge to its complex<T>."""
+    lines = [("#include <cupy/cuComplex_bridge.h>  // translate_cucomplex\n"
+              if _CUCOMPLEX_INCLUDE.match(line) else line)
+             for line in source.splitlines(keepends=True)]
+    return "".join(f"#include <{h}>\n" for h in _CUPY_HEADERS) + "".join(lines)
+
+
+def _cupy_include_dir() -> str:
+    import cupy
+    return os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
+
+
+def compile_args(options: tuple[str, ...], translate: bool) -> tuple[str, ...]:
+    """The options a RawKernel compiles with: the user's, CuPy's -ftz=true unless the user set
+    -ftz, and CuPy's own include directory when cuComplex is translated."""
+    extra = () if any(o.startswith(("-ftz", "--ftz")) for o in options) else ("-ftz=true",)
+    if translate:
+        extra += ("-I" + _cupy_include_dir(),)
+    return options + extra
+
+
+def _device_target(opts_arch: str | None) -> tuple[str, str]:
+    """(arch, target) for the current device; an -arch in the options wins, as in NVRTC."""
+    if opts_arch is not None:
+        return opts_arch, ("ptx" if opts_arch.startswith("compute_") else "cubin")
+    import cupy
+    from .toolchain import choose_arch, supported_archs
+    cc = int(cupy.cuda.Device().compute_capability)
+    return choose_arch(cc, supported_archs())
+
+
+def report(log_stream, req, result) -> None:
+    """One line on what a compile did, for CuPy's ``log_stream`` argument."""
+    if log_stream is not None:
+        log_stream.write(f"cupy-rawcode: {'hit' if result.hit else 'compiled'} {req.arch} "
+                         f"{req.target} key {result.key} ({result.header_count} headers, "
+                         f"{result.key_seconds * 1e3:.1f} ms key, "
+                         f"{result.compile_seconds:.2f} s compile)\n")
+
+
+def _load_module(code: Code):
+    """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
+    from cupy.cuda.function import Module
+    mod = Module()
+    mod.load(code.data)
+    if code.symbols:
+        mod._set_mapping(dict(code.symbols))
+    return mod
+
+
+def _load_file(path: str):
+    from cupy.cuda.function import Module
+    mod = Module()
+    mod.load_file(path)
+    return mod
+
+
+class _Build:
+    """One module's source (or file), its compiled code per arch and its loaded module per
+    device. Shared by a RawModule and every RawKernel it hands out."""
+
+    def __init__(self, code: str | None, path: str | None, options: tuple[str, ...],
+                 translate: bool, name_expressions: tuple[str, ...] | None,
+                 compiled: dict[str, Code] | None = None):
+        self.code, self.path, self.options = code, path, options
+        self.translate, self.name_expressions = translate, name_expressions
+        self.compiled: dict[str, Code] = dict(compiled or {})
+        self.modules: dict[int, object] = {}
+        self.lock = threading.RLock()
+        self.last_result = None
+
+    @property
+    def is_file(self) -> bool:
+        """A cubin/ptx/fatbin path, loaded as it is (a .cu path is compiled)."""
+        return self.path is not None and not self.path.endswith(".cu")
+
+    def source(self) -> tuple[str, str | None]:
+        if self.code is not None:
+            src, where = self.code, None
+        else:
+            with open(self.path, encoding="utf-8") as f:
+                src = f.read()
+            where = os.path.dirname(os.path.abspath(self.path))
+        return (translate_cucomplex(src) if self.translate else src), where
+
+    def arch_option(self) -> str | None:
+        return parse_options(self.options).arch
+
+    def code_for(self, arch: str, target: str, log_stream=None) -> Code:
+        """Compiled code for arch, compiling through the cache once per arch."""
+        with self.lock:
+            found = self.compiled.get(arch)
+            if found is not None:
+                return found
+            from .program import compile_request
+            from .request import make_request
+            source, where = self.source()
+            opts = parse_options(compile_args(self.options, self.translate))
+            req = make_request(source, arch=None if opts.arch else arch, options=opts,
+                               name_expressions=self.name_expressions or (), target=target,
+                               source_dir=where)
+            result = compile_request(req)
+            self.last_result = result
+            report(log_stream, req, result)
+            code = Code.from_object_code(target, result.object_code)
+            self.compiled[arch] = code
+            return code
+
+    def module(self, log_stream=None):
+        """The CuPy Module for the current device, compiled and loaded on first use."""
+        import cupy
+        dev = cupy.cuda.runtime.getDevice()
+        mod = self.modules.get(dev)
+        if mod is not None:
+            return mod
+        with self.lock:
+            mod = self.modules.get(dev)
+            if mod is None:
+                if self.is_file:
+                    mod = _load_file(self.path)
+                else:
+                    arch, target = _device_target(self.arch_option())
+                    mod = _load_module(self.code_for(arch, target, log_stream))
+                self.modules[dev] = mod
+            return mod
+
+    def reset(self) -> None:
+        with self.lock:
+            self.modules.clear()
+
+    def state(self) -> dict:
+        return {"code": self.code, "path": self.path, "options": self.options,
+                "translate_cucomplex": self.translate, "name_expressions": self.name_expressions,
+                "compiled": {a: (c.kind, c.data, dict(c.symbols)) for a, c in self.compiled.items()}}
+
+    @classmethod
+    def from_state(cls, s: dict) -> "_Build":
+        compiled = {a: Code(k, bytes(d), dict(m)) for a, (k, d, m) in s["compiled"].items()}
+        return cls(s["code"], s["path"], tuple(s["options"]), s["translate_cucomplex"],
+                   s["name_expressions"], compiled)
+
+
+_ATTRIBUTES = ("max_threads_per_block", "shared_size_bytes", "const_size_bytes",
+               "local_size_bytes", "num_regs", "ptx_version", "binary_version", "cache_mode_ca",
+               "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout")
+
+
+def _driver_attr(name: str) -> tuple[object, int]:
+    from cupy_backends.cuda.api import driver
+    return driver, getattr(driver, "CU_FUNC_ATTRIBUTE_" + name.upper())
+
+
+def _get_attr(name: str):
+    def get(self) -> int:
+        driver, attr = _driver_attr(name)
+        return driver.funcGetAttribute(attr, self.kernel.ptr)
+    get.__doc__ = f"The kernel's {name} on the current device (cuFuncGetAttribute)."
+    return get
+
+
+def _set_attr(name: str):
+    def set_(self, value: int) -> None:
+        driver, attr = _driver_attr(name)
+        driver.funcSetAttribute(self.kernel.ptr, attr, value)
+    return set_
+
+
+class RawKernel:
+    """``cupy.RawKernel`` with cupy-rawcode's header resolution, shim headers and cache.
+
+    ``k(grid, block, args, *, shared_mem=0, stream=None)`` launches exactly as CuPy does.
+    ``jitify`` is accepted and ignored; ``backend`` must be ``'nvrtc'``."""
+
+    def __init__(self, code: str, name: str, options: tuple = (), backend: str = "nvrtc", *,
+                 translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
+                 jitify: bool | None = None):
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        if not isinstance(name, str):
+            raise TypeError(f"name must be str, not {type(name).__name__}")
+        _check_backend(backend)
+        options = _check_options(options)
+        parse_options(options)  # a malformed option fails here, naming it, not at first launch
+        self._init(_Build(code, None, options, bool(translate_cucomplex), None), name,
+                   bool(enable_cooperative_groups), backend, jitify)
+
+    def _init(self, build: _Build, name: str, cooperative: bool, backend: str = "nvrtc",
+              jitify=None) -> None:
+        self._build, self.name, self.__name__ = build, name, name
+        self.enable_cooperative_groups, self.backend, self.jitify = cooperative, backend, jitify
+        self._functions: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _from_build(cls, build: _Build, name: str, cooperative: bool) -> "RawKernel":
+        k = cls.__new__(cls)
+        k._init(build, name, cooperative)
+        return k
+
+    code = property(lambda self: self._build.code, doc="The CUDA source (None for a file).")
+    options = property(lambda self: self._build.options, doc="The options as given.")
+    file_path = property(lambda self: self._build.path)
+    name_expressions = property(lambda self: self._build.name_expressions)
+    translate_cucomplex = property(lambda self: self._build.translate)
+
+    def __call__(self, grid, block, args, **kwargs) -> None:
+        """Launch: ``k(grid, block, args, *, shared_mem=0, stream=None)`` (CuPy's convention)."""
+        self.kernel(grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups,
+                    **kwargs)
+
+    @property
+    def kernel(self):
+        """The ``cupy.cuda.Function`` on the current device (compiled and loaded on first use)."""
+        return self._kernel()
+
+    def _kernel(self, log_stream=None):
+        import cupy
+        dev = cupy.cuda.runtime.getDevice()
+        fn = self._functions.get(dev)
+        if fn is None:
+            with self._lock:
+                fn = self._functions.get(dev)
+                if fn is None:
+                    mod = self._build.module(log_stream)
+                    mangled = getattr(mod, "mapping", None) or {}
+                    fn = mod.get_function(mangled.get(self.name, self.name))
+                    self._functions[dev] = fn
+        return fn
+
+    def compile(self, log_stream=None, *, arch: str | None = None) -> None:
+        """Compile now. With ``arch`` (e.g. 'sm_90') compile for it without touching the GPU;
+        otherwise compile and load for the current device."""
+        if arch is not None:
+            self._build.code_for(*_arch_target(arch), log_stream)
+            return
+        self._functions.clear()
+        self._build.reset()
+        self._kernel(log_stream)
+
+    @property
+    def attributes(self) -> dict:
+        """The kernel's attributes on the current device, as CuPy reports them."""
+        return {a: getattr(self, a) for a in _ATTRIBUTES}
+
+    for _a in _ATTRIBUTES:
+        locals()[_a] = property(_get_attr(_a), _set_attr(_a) if _a in (
+            "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout") else None)
+    del _a
+
+    def __getstate__(self) -> dict:
+        return {"version": _STATE_VERSION, "build": self._build.state(), "name": self.name,
+                "enable_cooperative_groups": self.enable_cooperative_groups}
+
+    def __setstate__(self, state: dict) -> None:
+        _check_state(state, "RawKernel")
+        self._init(_Build.from_state(state["build"]), state["name"],
+                   state["enable_cooperative_groups"])
+
+    def __repr__(self) -> str:
+        return f"<cupy_rawcode.RawKernel {self.name!r}>"
+
+
+def _arch_target(arch: str) -> tuple[str, str]:
+    from .options import Options, normalize_arch
+    a = normalize_arch(arch, Options())
+    return a, ("ptx" if a.startswith("compute_") else "cubin")
+
+
+def _check_state(state: dict, what: str) -> None:
+    import pickle
+    if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+        raise pickle.UnpicklingError(f"this pickled {what} was made by another cupy_rawcode "
+                                     "version; create it again")
+
+
+class RawModule:
+    """``cupy.RawModule`` with cupy-rawcode's header resolution, shim headers and cache.
+
+    ``path=`` loads a cubin, PTX or fatbin file as CuPy does, and also compiles a ``.cu`` file
+    (with the options and name expressions, which CuPy ignores for paths)."""
+
+    def __init__(self, *, code: str | None = None, path: str | os.PathLike | None = None,
+                 options: tuple = (), backend: str = "nvrtc", translate_cucomplex: bool = False,
+                 enable_cooperative_groups: bool = False, name_expressions=None,
+                 jitify: bool | None = None):
+        if (code is None) == (path is None):
+            raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
+        if code is not None and not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        _check_backend(backend)
+        options = _check_options(options)
+        path = os.fspath(path) if path is not None else None
+        is_binary = path is not None and not path.endswith(".cu")
+        if name_expressions is not None:
+            if is_binary:
+                raise ValueError(f"name_expressions need CUDA C++ source; {path} is compiled")
+            name_expressions = tuple(name_expressions)
+        if is_binary and (options or translate_cucomplex):
+            raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
+        parse_options(options)
+        self._build = _Build(code, path, options, bool(translate_cucomplex), name_expressions)
+        self.enable_cooperative_groups, self.backend, self.jitify = (
+            bool(enable_cooperative_groups), backend, jitify)
+
+    code = property(lambda self: self._build.code)
+    file_path = property(lambda self: self._build.path)
+    options = property(lambda self: self._build.options)
+    name_expressions = property(lambda self: self._build.name_expressions)
+    translate_cucomplex = property(lambda self: self._build.translate)
+
+    @property
+    def module(self):
+        """The ``cupy.cuda.function.Module`` on the current device."""
+        return self._build.module()
+
+    def compile(self, log_stream=None, *, arch: str | None = None) -> None:
+        """Compile now (for ``arch`` without a GPU, else for the current device, and load)."""
+        if arch is not None:
+            if self._build.is_file:
+                raise ValueError(f"{self._build.path} is already compiled")
+            self._build.code_for(*_arch_target(arch), log_stream)
+            return
+        self._build.reset()
+        self._build.module(log_stream)
+
+    def get_function(self, name: str) -> RawKernel:
+        """The kernel ``name``: a plain name, or one of the name expressions."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be str, not {type(name).__name__}")
+        k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
+        fn = k.kernel  # loads now, as CuPy does, so a wrong name fails here
+        mapping = getattr(self._build.module(), "mapping", None) or {}
+        k.name = k.__name__ = mapping.get(name, name)
+        del fn
+        return k
+
+    def get_global(self, name: str):
+        """A ``cupy.cuda.MemoryPointer`` to the global symbol ``name`` on the current device."""
+        import cupy
+        from cupy.cuda.memory import MemoryPointer, UnownedMemory
+        mod = self.module
+        mapping = getattr(mod, "mapping", None) or {}
+        ptr = mod.get_global_var(mapping.get(name, name))
+        return MemoryPointer(UnownedMemory(ptr, 0, mod, cupy.cuda.runtime.getDevice()), 0)
+
+    def __getstate__(self) -> dict:
+        return {"version": _STATE_VERSION, "build": self._build.state(),
+                "enable_cooperative_groups": self.enable_cooperative_groups}
+
+    def __setstate__(self, state: dict) -> None:
+        _check_state(state, "RawModule")
+        self._build = _Build.from_state(state["build"])
+        self.enable_cooperative_groups = state["enable_cooperative_groups"]
+        self.backend, self.jitify = "nvrtc", None
+
+    def __repr__(self) -> str:
+        what = f"path={self._build.path!r}" if self._build.path else "code=..."
+        return f"<cupy_rawcode.RawModule {what}>"

@@ -1,0 +1,197 @@
+"""RawKernel/RawModule without a GPU: laziness, validation, compile for an arch, pickling."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT
+import cupy_rawcode
+from cupy_rawcode import program
+from cupy_rawcode.kernel import compile_args, translate_cucomplex
+from cupy_rawcode.toolchain import choose_arch
+
+SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
+TEMPLATE = "#include <cub/warp/warp_reduce.cuh>\n" \
+           "template <typename T> __global__ void twice(T* x) { x[threadIdx.x] *= 2; }\n"
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Count NVRTC compiles in this process."""
+    calls = []
+    orig = program._nvrtc_compile
+    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: (calls.append(1), orig(*a))[1])
+    return calls
+
+
+def test_constructing_never_compiles(compiles):
+    cupy_rawcode.RawKernel(SCALE, "scale")
+    cupy_rawcode.RawModule(code=TEMPLATE, name_expressions=["twice<float>"])
+    assert compiles == []
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", backend="nvcc"), "backend='nvcc'"),
+    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-I",)), "'-I' needs a value"),
+    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-std=c++99",)), "c++99"),
+    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options="-DX"), "tuple of str"),
+    (lambda: cupy_rawcode.RawKernel(b"x", "scale"), "code must be str"),
+    (lambda: cupy_rawcode.RawModule(), "Exactly one of"),
+    (lambda: cupy_rawcode.RawModule(code="x", path="y.cubin"), "Exactly one of"),
+    (lambda: cupy_rawcode.RawModule(path="k.cubin", name_expressions=["f<int>"]), "need CUDA C++"),
+    (lambda: cupy_rawcode.RawModule(path="k.cubin", options=("-DX",)), "apply to source"),
+])
+def test_bad_arguments_raise_clearly(make, message):
+    with pytest.raises((ValueError, TypeError), match=message.replace("+", r"\+")):
+        make()
+
+
+def test_jitify_argument_is_accepted_and_ignored(compiles):
+    a = cupy_rawcode.RawKernel(SCALE, "scale", jitify=True)
+    b = cupy_rawcode.RawKernel(SCALE, "scale")
+    a.compile(arch="sm_90")
+    b.compile(arch="sm_90")
+    assert a._build.compiled["sm_90"] == b._build.compiled["sm_90"]
+    assert len(compiles) == 1  # same key: the second is a cache hit
+
+
+@pytest.mark.parametrize("cc, supported, expected", [
+    (90, (75, 80, 90, 120), ("sm_90", "cubin")),
+    (86, (75, 80, 90), ("sm_86", "cubin")),
+    (120, (75, 80, 90), ("compute_90", "ptx")),   # newer GPU than NVRTC: PTX, driver JITs it
+    (121, (75, 80, 90, 120, 121), ("sm_121", "cubin")),
+])
+def test_arch_for_device(cc, supported, expected):
+    assert choose_arch(cc, supported) == expected
+
+
+@pytest.mark.parametrize("options, translate, expected_tail", [
+    ((), False, ("-ftz=true",)),
+    (("-ftz=false",), False, ()),
+    (("--ftz=true",), False, ()),
+    (("-DX",), False, ("-ftz=true",)),
+])
+def test_compile_args_follow_cupy(options, translate, expected_tail):
+    assert compile_args(options, translate) == options + expected_tail
+
+
+def test_translate_cucomplex_rewrites_only_the_include():
+    src = "#include <cuComplex.h>\n  #  include < cuComplex.h >\n#include <cuda/std/complex>\nx\n"
+    out = translate_cucomplex(src).splitlines()
+    assert out[:4] == ["#include <cupy/complex.cuh>", "#include <cupy/carray.cuh>",
+                       "#include <cupy/atomics.cuh>", "#include <cupy/math_constants.h>"]
+    assert out[4].startswith("#include <cupy/cuComplex_bridge.h>")
+    assert out[5].startswith("#include <cupy/cuComplex_bridge.h>")
+    assert out[6:] == ["#include <cuda/std/complex>", "x"]
+
+
+def test_translate_cucomplex_compiles():
+    src = ('#include <cuComplex.h>\nextern "C" __global__ void z(cuDoubleComplex* a) '
+           '{ a[0] = cuCmul(a[0], make_cuDoubleComplex(1.0, 2.0)); }\n')
+    k = cupy_rawcode.RawKernel(src, "z", translate_cucomplex=True)
+    k.compile(arch="sm_80")
+    assert k._build.compiled["sm_80"].data[:4] == b"\x7fELF"
+
+
+def test_module_name_expressions_compile_to_mangled_names():
+    m = cupy_rawcode.RawModule(code=TEMPLATE, name_expressions=["twice<float>", "twice<int>"])
+    m.compile(arch="sm_90")
+    symbols = m._build.compiled["sm_90"].symbols
+    assert set(symbols) == {"twice<float>", "twice<int>"}
+    assert symbols["twice<float>"] != symbols["twice<int>"]
+    assert all(s.startswith("_Z") for s in symbols.values())
+
+
+def test_cu_path_compiles_with_options_and_its_own_directory(tmp_path):
+    (tmp_path / "local.h").write_text("#define FACTOR VALUE\n")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "local.h"\nextern "C" __global__ void f(float* x) { x[0] = FACTOR; }\n')
+    m = cupy_rawcode.RawModule(path=cu, options=("-DVALUE=3.0f",))
+    m.compile(arch="sm_90")
+    assert m._build.compiled["sm_90"].kind == "cubin"
+    with pytest.raises(cupy_rawcode.CompileError, match="VALUE"):
+        cupy_rawcode.RawModule(path=cu).compile(arch="sm_90")  # without the -D it fails
+
+
+def test_threads_racing_compile_once(compiles):
+    k = cupy_rawcode.RawKernel(TEMPLATE + 'extern "C" __global__ void g() {}', "g")
+    barrier = threading.Barrier(16)
+    errors = []
+
+    def run():
+        try:
+            barrier.wait()
+            k.compile(arch="sm_90")
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(compiles) == 1
+
+
+_CHILD = r"""
+import json, pickle, sys
+from cupy_rawcode import program
+calls = []
+orig = program._nvrtc_compile
+program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]
+obj = pickle.load(open(sys.argv[1], "rb"))
+code = obj._build.code_for("sm_90", "cubin")
+print(json.dumps({"compiles": len(calls), "size": len(code.data), "symbols": code.symbols,
+                  "type": type(obj).__name__}))
+"""
+
+
+@pytest.mark.parametrize("make", [
+    lambda: cupy_rawcode.RawKernel(SCALE, "scale"),
+    lambda: cupy_rawcode.RawModule(code=TEMPLATE, name_expressions=["twice<float>"]),
+])
+def test_pickle_carries_compiled_bytes_to_another_process(make, tmp_path):
+    obj = make()
+    obj.compile(arch="sm_90")
+    path = tmp_path / "obj.pkl"
+    path.write_bytes(pickle.dumps(obj))
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "empty-cache")}
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True,
+                       env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    want = obj._build.compiled["sm_90"]
+    assert out == {"compiles": 0, "size": len(want.data), "symbols": want.symbols,
+                   "type": type(obj).__name__}
+
+
+def test_pickle_without_compiled_bytes_compiles_after_unpickling(compiles):
+    k = pickle.loads(pickle.dumps(cupy_rawcode.RawKernel(SCALE, "scale", options=("-DX=1",))))
+    assert (k.code, k.name, k.options) == (SCALE, "scale", ("-DX=1",))
+    k.compile(arch="sm_80")
+    assert len(compiles) == 1
+
+
+def test_pickle_from_another_version_is_refused():
+    k = cupy_rawcode.RawKernel(SCALE, "scale")
+    state = k.__getstate__()
+    state["version"] = 999
+    with pytest.raises(pickle.UnpicklingError, match="another cupy_rawcode version"):
+        k.__setstate__(state)
+
+
+def test_object_code_pickles_as_bytes_and_mapping():
+    obj = cupy_rawcode.compile(TEMPLATE, arch="sm_90", name_expressions=["twice<int>"])
+    back = pickle.loads(pickle.dumps(obj))
+    assert bytes(back.code) == bytes(obj.code)
+    assert back.symbol_mapping == obj.symbol_mapping
+
+
+def test_compile_takes_a_cache_dir_argument(tmp_path):
+    cupy_rawcode.compile(SCALE, arch="sm_90", cache_dir=tmp_path / "mine")
+    entries = list((tmp_path / "mine").rglob("entries/*/*"))
+    assert len(entries) == 1
+    assert oct((tmp_path / "mine").stat().st_mode & 0o777) == "0o700"

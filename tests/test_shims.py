@@ -1,0 +1,196 @@
+"""Standard header shims: each supported header compiles with its main names, each refused one
+says why, user and real headers win over shims, and the README's list is generated from them."""
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+import cupy_rawcode
+from cupy_rawcode import shims
+from cupy_rawcode.toolchain import toolchain
+
+# header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
+USES = {
+    "type_traits": "static_assert(std::is_same<int, int>::value && std::is_floating_point_v<float>"
+                   " && !std::is_pointer<int>::value, \"\");"
+                   " using T = std::conditional_t<true, std::decay_t<const int&>, float>;"
+                   " static_assert(std::is_same_v<T, int>, \"\"); q[0] = std::is_signed<T>::value;",
+    "limits": "p[0] = std::numeric_limits<float>::max() + std::numeric_limits<float>::epsilon();"
+              " q[0] = std::numeric_limits<int>::max(); p[1] = std::numeric_limits<double>::lowest();",
+    "utility": "std::pair<int, float> a = std::make_pair(1, 2.0f); std::swap(q[0], q[1]);"
+               " auto b = std::move(a); p[0] = b.second + std::forward<int>(b.first);"
+               " static_assert(std::integer_sequence<int, 1, 2>::size() == 2, \"\");",
+    "tuple": "std::tuple<int, float> t = std::make_tuple(1, 2.0f); auto [a, b] = t;"
+             " q[0] = std::get<0>(t) + a + std::tuple_size<decltype(t)>::value; int x; float y;"
+             " std::tie(x, y) = t; p[0] = b + y + x;",
+    "array": "std::array<int, 4> a{1, 2, 3, 4}; q[0] = a[2] + (int)a.size() + a.back();",
+    "complex": "std::complex<float> z(p[0], 1.0f); z = z * std::conj(z); p[1] = std::abs(z) + z.real();",
+    "functional": "q[0] = std::plus<int>()(1, 2) + std::multiplies<int>()(3, 4)"
+                  " + std::less<int>()(1, 2) + std::greater<>()(2, 1);",
+    "iterator": "int a[4] = {1, 2, 3, 4}; auto it = std::begin(a); std::advance(it, 2);"
+                " q[0] = *it + (int)std::distance(std::begin(a), std::end(a));"
+                " q[1] = *std::reverse_iterator<int*>(std::end(a));"
+                " static_assert(std::is_same<std::iterator_traits<int*>::value_type, int>::value, \"\");",
+    "initializer_list": "std::initializer_list<int> il = {1, 2, 3}; q[0] = (int)il.size() + *il.begin();",
+    "numeric": "int a[3] = {1, 2, 3}; q[0] = std::accumulate(a, a + 3, 0) + std::gcd(12, 18)"
+               " + std::lcm(4, 6); std::iota(a, a + 3, 5); q[1] = a[2];",
+    "memory": "q[0] = *std::addressof(q[1]);"
+              " static_assert(std::is_same<std::pointer_traits<int*>::element_type, int>::value, \"\");",
+    "new": "float* f = new (p) float(3.0f); p[1] = *f;",
+    "algorithm": "q[0] = std::min(q[1], q[2]) + std::max(1, 2) + std::clamp(q[3], 0, 10);"
+                 " int a[4] = {4, 1, 3, 2}; q[1] = *std::min_element(a, a + 4)"
+                 " + *std::max_element(a, a + 4); std::fill(a, a + 2, 7); std::swap(a[0], a[3]);"
+                 " q[2] = (int)(std::find(a, a + 4, 3) - a) + std::count(a, a + 4, 7);"
+                 " int s[3] = {1, 3, 5}; q[3] = (int)(std::lower_bound(s, s + 3, 3) - s);",
+    "bit": "q[0] = std::popcount(7u) + std::countl_zero(1u) + (int)std::bit_width(8u);"
+           " p[0] = std::bit_cast<float>(q[1]);",
+    "span": "std::span<float> s(p, 4); p[0] = s[1] + (float)s.size() + s.subspan(1).front();",
+    "optional": "std::optional<int> o = 3; std::optional<int> e = std::nullopt;"
+                " q[0] = o.value_or(0) + e.value_or(5) + o.has_value();",
+    "variant": "std::variant<int, float> v = 1.0f; p[0] = std::get<float>(v);"
+               " q[0] = std::holds_alternative<float>(v) + (int)v.index();",
+    "ratio": "using R = std::ratio_add<std::ratio<1, 3>, std::ratio<1, 6>>; q[0] = R::num * 10 + R::den;",
+    "atomic": "std::atomic_ref<int> a(q[0]); a.fetch_add(1); q[1] = a.load();",
+    "chrono": "std::chrono::duration<int> d(2); q[0] = (int)std::chrono::milliseconds(d).count();",
+    "bitset": "std::bitset<8> b(5); q[0] = (int)b.count() + b.test(0);",
+    "concepts": "static_assert(std::same_as<int, int> && std::integral<int>, \"\");",
+    "expected": "std::expected<int, int> e = 3; std::expected<int, int> u = std::unexpected<int>(4);"
+                " q[0] = e.value() + u.error();",
+    "mdspan": "std::mdspan<float, std::dextents<int, 2>> m(p, 2, 3); p[0] = m(1, 2) + m.extent(1);",
+    "source_location": "q[0] = (int)std::source_location::current().line();",
+    "barrier": "static_assert(sizeof(std::barrier<>) > 0, \"\");",
+    "latch": "static_assert(sizeof(std::latch) > 0, \"\");",
+    "semaphore": "static_assert(sizeof(std::binary_semaphore) > 0, \"\");",
+    "numbers": "p[0] = std::numbers::pi_v<float> + (float)std::numbers::e;",
+    "string_view": "std::string_view s(\"abc\"); q[0] = (int)s.size() + s[1];",
+    "cstdint": "int64_t a = 1; std::int32_t b = 2; uint8_t c = 3; std::uintptr_t d = 4;"
+               " q[0] = (int)(a + b + c + d) + (INT32_MAX > 0);",
+    "cstddef": "size_t a = 1; std::size_t b = 2; ptrdiff_t c = 3; std::nullptr_t n = nullptr;"
+               " std::byte y{4}; q[0] = (int)(a + b + c) + (n == nullptr) + std::to_integer<int>(y);",
+    "climits": "q[0] = INT_MAX - CHAR_BIT + (LLONG_MAX > 0) + (UINT_MAX > 0) + SHRT_MIN;",
+    "cfloat": "p[0] = FLT_MAX - FLT_MIN + (float)DBL_EPSILON + FLT_EPSILON + FLT_MANT_DIG;",
+    "cmath": "p[0] = std::sin(p[1]) + std::sqrt(p[2]) + std::fabs(p[3]) + std::pow(p[4], 2.0f)"
+             " + std::floor(p[5]) + std::fmax(p[6], p[7]) + std::isnan(p[8]) + std::exp(p[9]);"
+             " double d = std::sqrt(2.0) + std::log(3.0) + std::abs(-1.0) + std::erf(0.5) + std::exp2(2.0);"
+             " int e; p[10] = (float)d + sinf(p[1]) + std::frexp(1.5f, &e) + std::lgamma(p[2]);",
+    "cassert": "assert(q[0] >= 0);",
+    "cstdlib": "q[0] = std::abs(q[1]) + (int)std::labs(-3L) + abs(q[2]);",
+    "cstring": "std::memcpy(p, p + 1, sizeof(float)); std::memset(q, 0, sizeof(int)); memcpy(p, p + 2, 4);",
+    "cstdio": "std::printf(\"%d\\n\", q[0]); printf(\"%f\\n\", p[0]);",
+    "ctime": "clock_t t = std::clock(); q[0] = (int)(t + clock64());",
+}
+C_NAMES = shims.C_HEADERS
+_C_GLOBAL = {"cstdint": "int32_t g = 1; q[0] = g;", "cstddef": "size_t g = 1; q[0] = (int)g;",
+             "climits": "q[0] = INT_MAX;", "cfloat": "p[0] = FLT_MAX;", "cmath": "p[0] = sinf(p[1]);",
+             "cassert": "assert(q[0] >= 0);", "cstdlib": "q[0] = abs(q[1]);",
+             "cstring": "memset(q, 0, 4);", "cstdio": "printf(\"x\");", "ctime": "q[0] = (int)clock();"}
+
+
+def _kernel(includes, body):
+    inc = "".join(f"#include <{h}>\n" for h in includes)
+    return f"{inc}__global__ void k(float* p, int* q) {{ {body} }}\n"
+
+
+def _cccl_has(name):
+    shim = shims.SUPPORTED[name]
+    roots = [d.path for d in toolchain().system_dirs]
+    return all(any((Path(r) / "cuda" / "std" / h).is_file() for r in roots) for h in shim.backing)
+
+
+def test_every_supported_header_has_a_use_case():
+    assert set(USES) == set(shims.SUPPORTED) and set(C_NAMES.values()) <= set(shims.SUPPORTED)
+
+
+@pytest.mark.parametrize("name", sorted(shims.SUPPORTED) + sorted(C_NAMES))
+def test_supported_header_compiles_with_its_main_names(name):
+    if not _cccl_has(C_NAMES.get(name, name)):
+        pytest.skip(f"<{name}> needs a newer CCCL than {toolchain().cccl_version}")
+    body = USES.get(name) or _C_GLOBAL[C_NAMES[name]]
+    cupy_rawcode.compile(_kernel([name], body), arch="sm_90")
+
+
+@pytest.mark.parametrize("name", sorted(shims.REFUSED))
+def test_refused_header_says_why(name):
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        cupy_rawcode.compile(_kernel([name], ""), arch="sm_90")
+    assert f"<{name}> has no device meaning" in str(e.value)
+    assert shims.REFUSED[name][:30] in str(e.value)
+
+
+def _other_roots():
+    from cupy_rawcode.toolchain import source_dirs
+    roots = []
+    for source in ("cupy", "toolkit"):
+        try:
+            cccl = source_dirs(source).get("cccl")
+            if cccl:  # CuPy's CCCL is three dirs; the toolkit's CUDA headers may not match NVRTC
+                roots.append("cupy,wheel" if source == "cupy" else f"cccl={cccl[0]},wheel")
+        except Exception:  # cupy not importable: that root is simply not there
+            pass
+    return roots
+
+
+@pytest.mark.parametrize("source", _other_roots())
+def test_all_shims_together_under_other_cccl_roots(source, monkeypatch):
+    """CuPy's bundled CCCL and the toolkit's (when present) as well as the wheel's."""
+    monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", source)  # CCCL from there, CUDA from the wheel
+    names = [n for n in USES if _cccl_has(n)]
+    body = " ".join("{ " + USES[n] + " }" for n in names)
+    cupy_rawcode.compile(_kernel(names + sorted(C_NAMES), body), arch="sm_90")
+
+
+@pytest.mark.parametrize("includes", [
+    ["type_traits", "type_traits"],
+    ["type_traits", "cuda/std/type_traits"],
+    ["cuda/std/type_traits", "type_traits"],
+    ["cuda/std/tuple", "tuple", "utility", "cuda/std/utility"],
+    ["cmath", "math.h", "complex", "cuda/std/cmath"],
+])
+def test_shims_mix_with_cuda_std_in_any_order(includes):
+    body = ("static_assert(std::is_same<std::pair<int, int>, cuda::std::pair<int, int>>::value, \"\");"
+            if "utility" in includes else
+            "static_assert(std::is_same<int, cuda::std::remove_cv_t<const int>>::value, \"\");"
+            if "type_traits" in includes else "p[0] = std::sin(p[1]);")
+    cupy_rawcode.compile(_kernel(includes, body), arch="sm_90")
+
+
+def test_user_header_wins_over_a_shim(tree):
+    root = tree({"mine/type_traits": "#pragma once\n#define MY_TYPE_TRAITS 1\n"})
+    src = _kernel(["type_traits"], "q[0] = MY_TYPE_TRAITS;")
+    cupy_rawcode.compile(src, arch="sm_90", options=(f"-I{root / 'mine'}",))
+    closure = cupy_rawcode.resolve(src, options=(f"-I{root / 'mine'}",))
+    tags = {h.logical for h in closure.headers}
+    assert "user0:type_traits" in tags and "shim:type_traits" not in tags
+
+
+def test_shims_are_the_last_root():
+    dirs = toolchain().system_dirs
+    assert dirs[-1].tag == "shim"
+
+
+def test_kernels_without_std_headers_do_not_reach_a_shim():
+    for name in ("block_reduce.cu", "plain.cu", "complex.cu"):
+        src = (ROOT / "bench" / "corpus" / name).read_text()
+        closure = cupy_rawcode.resolve(src, exact=True)
+        assert not [h.logical for h in closure.headers if h.logical.startswith("shim:")], name
+
+
+def test_workaround_header_stays_tiny():
+    text = (ROOT / "include" / "cupy_rawcode" / "workaround.h").read_text()
+    assert "#include" not in text and len(text) < 1024
+
+
+def test_include_dir_is_what_the_table_renders():
+    include = ROOT / "include"
+    on_disk = {str(p.relative_to(include)) for p in include.rglob("*") if p.is_file()}
+    rendered = shims.files()
+    assert on_disk - {"cupy_rawcode/workaround.h"} == set(rendered), \
+        "run: python -m cupy_rawcode.shims --write"
+    for rel, text in rendered.items():
+        assert (include / rel).read_text() == text, f"{rel} is stale: python -m cupy_rawcode.shims --write"
+
+
+def test_readme_lists_the_headers_from_the_table():
+    readme = (ROOT / "README.md").read_text()
+    assert shims.markdown() in readme, "README header list is stale: python -m cupy_rawcode.shims --markdown"

@@ -23,7 +23,7 @@ def _copy_closure(closure, dest):
 def test_closure_alone_compiles(tmp_path, name, exact):
     from cuda.core import Program, ProgramOptions
     src = corpus(name)
-    closure = resolve(src, exact=exact, arch="sm_90", header_sources="wheel")
+    closure = resolve(src, exact=exact, arch="sm_90")  # default policy: the CCCL wheel first
     assert len(closure.headers) > 100
     assert not closure.errors
     dirs = _copy_closure(closure, tmp_path / "only")

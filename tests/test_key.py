@@ -17,11 +17,12 @@ SRC = corpus("block_reduce.cu")
 
 @pytest.fixture(scope="module")
 def cccl_copies(tmp_path_factory):
-    """The wheel's CCCL copied to two places: /a and /b."""
-    src = next(d.path for d in toolchain("wheel").system_dirs if d.tag == "cccl")
+    """The CCCL in use (CuPy's is three dirs: merged) copied to two places: /a and /b."""
+    srcs = [d.path for d in toolchain().system_dirs if d.tag == "cccl"]
     base = tmp_path_factory.mktemp("reloc")
     for name in ("a", "b"):
-        shutil.copytree(src, base / name / "cccl")
+        for src in srcs:
+            shutil.copytree(src, base / name / "cccl", dirs_exist_ok=True)
     return base
 
 

@@ -57,3 +57,17 @@ def memory_cache_entries() -> int:
     except ValueError:
         raise ValueError(f"CUPY_RAWCODE_MEMORY_ENTRIES={value!r} is not an integer") from None
 
+
+
+def overlap() -> bool:
+    """CUPY_RAWCODE_OVERLAP (default on): on a likely miss, start NVRTC while headers are scanned."""
+    return env_bool("CUPY_RAWCODE_OVERLAP", True)
+
+
+def pch_mode() -> str:
+    """CUPY_RAWCODE_PCH: 'auto' (default: NVRTC's automatic PCH for a series of compiles that
+    share their header prefix, see program._Pch), '1' (every compile) or '0' (never)."""
+    value = (env_str("CUPY_RAWCODE_PCH") or "auto").strip().lower()
+    if value == "auto":
+        return value
+    return "always" if parse_bool("CUPY_RAWCODE_PCH", value) else "never"

@@ -60,14 +60,25 @@ def _load(mid: str) -> list | None:
         return None
 
 
-def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = ()):
-    """(sorted (logical, digest) list, closure or None when the manifest answered)."""
-    from .closure import resolve_fast
+def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> list | None:
+    """The sorted (logical, digest) list when a valid manifest knows this closure, else None."""
     mid = manifest_id(source, ctx, pre_includes)
     files = _load(mid)
-    if files is not None:
-        _memo[mid] = files
-        return sorted((f[4], f[5]) for f in files), None
+    if files is None:
+        return None
+    _memo[mid] = files
+    return sorted((f[4], f[5]) for f in files)
+
+
+def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=None):
+    """(sorted (logical, digest) list, closure or None when the manifest answered).
+    ``known`` is a ``lookup`` result the caller already has."""
+    from .closure import resolve_fast
+    if known is None:
+        known = lookup(source, ctx, pre_includes)
+    if known is not None:
+        return known, None
+    mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes)
     closure.raise_for_missing()
     files = [[h.path, *closure.file_ids[h.path][1:], h.logical, h.digest] for h in closure.headers]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import re
 import threading
@@ -10,10 +11,11 @@ import time
 from dataclasses import dataclass
 
 from . import config
-from .request import Request, compute_key, make_request
+from .request import Request, compute_key, context, make_request
 from .store import Layered
 from .store.entry import encode, decode
 
+log = logging.getLogger("cupy_rawcode")
 _NO_DIR = "/dev/null/kernel.cu"  # a program name whose directory can never exist: quoted
 #                                  includes from the main source then use the -I list, as in CuPy
 
@@ -64,7 +66,62 @@ def default_store() -> Layered:
     return _store_for(str(config.cache_dir()))
 
 
-def _program_options(req: Request, ctx):
+_PREFIX_LINE = re.compile(r"\s*(#.*|//.*)?$")
+
+
+def include_prefix(source: str) -> str:
+    """The leading block of directive, comment and blank lines: what a PCH can cover."""
+    lines = []
+    for line in source.splitlines():
+        if not _PREFIX_LINE.match(line):
+            break
+        lines.append(line.strip())
+    return "\n".join(l for l in lines if l)
+
+
+class _Pch:
+    """NVRTC's automatic precompiled headers (NVRTC >= 12.8). A PCH lives in the NVRTC
+    instance that made it (facts.md) and only the latest one is reused, and creating one makes
+    that compile ~40 % slower. So 'auto' asks for it only when a compile has the same header
+    prefix and options as the one before it in this process: the second of a series creates
+    it, the third on reuse it. Files go to a private temp directory removed at exit. If
+    cuda.core fails on a PCH compile, PCH is turned off for the process with one log line."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.last = None
+        self.broken = False
+        self.dir: str | None = None
+
+    def wanted(self, req: Request, nvrtc_version: tuple[int, int]) -> bool:
+        mode = config.pch_mode()
+        if self.broken or mode == "never" or nvrtc_version < (12, 8) or req.is_ptx:
+            return False
+        signature = (include_prefix(req.source), req.options, req.arch, req.source_dir)
+        with self.lock:
+            repeat, self.last = signature == self.last, signature
+        return mode == "always" or repeat
+
+    def directory(self) -> str:
+        with self.lock:
+            if self.dir is None:
+                import atexit
+                import shutil
+                import tempfile
+                self.dir = tempfile.mkdtemp(prefix="cupy-rawcode-pch-")
+                atexit.register(shutil.rmtree, self.dir, True)
+            return self.dir
+
+    def disable(self, why: Exception) -> None:
+        self.broken = True
+        log.warning("cupy-rawcode: NVRTC precompiled headers turned off for this process "
+                    "(cuda.core failed on a PCH compile: %s)", why)
+
+
+_pch = _Pch()
+
+
+def _program_options(req: Request, ctx, pch: bool = False):
     from cuda.core import ProgramOptions
 
     @dataclasses.dataclass
@@ -75,12 +132,16 @@ def _program_options(req: Request, ctx):
             return list(super().as_bytes(backend, *args, **kwargs)) + [o.encode() for o in self.passthrough]
 
     o = req.options
+    if req.is_ptx:  # PTX is linked, not compiled: only the target matters
+        from cuda.core import ProgramOptions
+        return ProgramOptions(arch=req.arch)
     return _Options(
         name=os.path.join(req.source_dir, "kernel.cu") if req.source_dir else _NO_DIR,
         arch=req.arch, std=o.std, include_path=[d.path for d in ctx.dirs] or None,
         pre_include=list(req.pre_includes + o.pre_includes) or None,
         define_macro=o.defines or None, undefine_macro=o.undefines or None,
-        device_as_default_execution_space=o.default_device or None, passthrough=o.passthrough)
+        device_as_default_execution_space=o.default_device or None, passthrough=o.passthrough,
+        pch=True if pch else None, pch_dir=_pch.directory() if pch else None)
 
 
 def _dump(req: Request, options: list[str]) -> str:
@@ -93,29 +154,73 @@ def _dump(req: Request, options: list[str]) -> str:
 
 def _nvrtc_compile(req: Request, ctx, dump: bool):
     from cuda.core import Program
-    popts = _program_options(req, ctx)
+    pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
+    popts = _program_options(req, ctx, pch)
     flags = [b.decode() for b in popts.as_bytes("nvrtc")]
-    prog = Program(req.source, "c++", popts)
+    prog = Program(req.source, "ptx" if req.is_ptx else "c++", popts)
     try:
         return prog.compile(req.target, name_expressions=req.name_expressions or ())
-    except Exception as e:
-        log = str(e)
-        if "NVRTC_ERROR" not in log and "error" not in log:
+    except TypeError as e:
+        if not pch:
             raise
-        raise CompileError(log, flags, req.source, _dump(req, flags) if dump else None) from None
+        _pch.disable(e)  # cuda.core 1.2.2: "Expected str, got PCHStatusType" on some compiles
+        return _nvrtc_compile(req, ctx, dump)
+    except Exception as e:
+        text = str(e)
+        if "NVRTC_ERROR" not in text and "error" not in text:
+            raise
+        raise CompileError(text, flags, req.source, _dump(req, flags) if dump else None) from None
     finally:
         prog.close()
 
 
 _compile_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+_in_flight: dict[Request, object] = {}  # request -> Future of a compile started before keying
+
+
+def _executor():
+    global _pool
+    with _pool_guard:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cupy-rawcode-nvrtc")
+        return _pool
+
+
+_pool = None
+_pool_guard = threading.Lock()
+
+
+def _speculate(req: Request, ctx, dump: bool):
+    """On a likely miss (no manifest knows this source), start NVRTC now, so that scanning
+    headers for the key overlaps the compile (NVRTC releases the GIL). One per request."""
+    with _locks_guard:
+        fut = _in_flight.get(req)
+        if fut is None:
+            fut = _in_flight[req] = _executor().submit(_nvrtc_compile, req, ctx, dump)
+        return fut
 
 
 def compile_request(req: Request, *, store: Layered | None = None, dump: bool | None = None) -> Result:
-    """Key the request, return the stored code on a hit, else compile once and store it."""
+    """Key the request, return the stored code on a hit, else compile once and store it.
+
+    A missing header is reported by the resolver (with its include chain), never by NVRTC: a
+    compile started early is abandoned when resolution fails or the store has the entry."""
     from cuda.core import ObjectCode
+    from .manifest import lookup
+    dump = config.dump_source() if dump is None else dump
     t0 = time.perf_counter()
-    key, closure, count, ctx = compute_key(req)
+    ctx = context(req)
+    known = None if req.is_ptx else lookup(req.source, ctx, req.pre_includes)
+    early = None
+    if known is None and not req.is_ptx and config.overlap():
+        early = _speculate(req, ctx, dump)
+    try:
+        key, closure, count, ctx = compute_key(req, ctx, known)
+    except BaseException:
+        _forget(req, early)
+        raise
     t1 = time.perf_counter()
     store = store if store is not None else default_store()
     with _locks_guard:
@@ -123,11 +228,15 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
     with lock:  # threads racing on one key compile once
         found = store.get(key, lambda data: decode(key, data))
         if found is not None:
+            _forget(req, early)
             (code, meta), layer = found
             mapping = {k: v.encode() for k, v in meta.get("symbols", {}).items()}
             obj = _from_bytes(ObjectCode, req.target, code, mapping)
             return Result(obj, key, True, layer, count, t1 - t0, 0.0)
-        obj = _nvrtc_compile(req, ctx, config.dump_source() if dump is None else dump)
+        try:
+            obj = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
+        finally:
+            _forget(req, early)
         t2 = time.perf_counter()
         symbols = {k: v.decode() for k, v in (obj.symbol_mapping or {}).items()}
         names = sorted({h.logical for h in closure.headers}) if closure is not None else []
@@ -135,6 +244,13 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
                 "nvrtc": ctx.toolchain.nvrtc_version_str, "closure": names}
         store.put(key, encode(key, bytes(obj.code), meta))
         return Result(obj, key, False, None, count, t1 - t0, t2 - t1)
+
+
+def _forget(req: Request, early) -> None:
+    if early is not None:
+        with _locks_guard:
+            if _in_flight.get(req) is early:
+                del _in_flight[req]
 
 
 def _from_bytes(ObjectCode, target: str, code: bytes, mapping: dict):

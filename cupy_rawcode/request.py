@@ -47,15 +47,21 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
                    header_sources)
 
 
-def compute_key(req: Request):
-    """(hex key, closure or None when a manifest answered, header count, context)."""
-    from .manifest import closure_digests
+def context(req: Request):
+    """The search context (options + toolchain directories): cheap, no header is read."""
     from .closure import make_context
-    ctx = make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
+    return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
+
+
+def compute_key(req: Request, ctx=None, known=None):
+    """(hex key, closure or None when a manifest answered, header count, context).
+    ``known``: a manifest lookup the caller already made."""
+    from .manifest import closure_digests
+    ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
         digests, closure = [], None
     else:
-        digests, closure = closure_digests(req.source, ctx, req.pre_includes)
+        digests, closure = closure_digests(req.source, ctx, req.pre_includes, known)
     fields = key_fields(
         source=req.source, option_fields=req.options.key_fields(),
         search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,

@@ -253,3 +253,45 @@ def test_install_routes_cupy_jitify_true_through_cupy_rawcode(tmp_path):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     print(f"cupy.RawKernel(jitify=True) via install(): first launch {out['seconds']:.2f} s")
     assert out["ok"]
+
+
+def test_std_names_through_the_shims_match_numpy():
+    """std::tuple, std::pair, std::numeric_limits, std::min, <cmath> and int64_t on the device."""
+    import cupy as cp
+    code = r"""
+    #include <tuple>
+    #include <utility>
+    #include <limits>
+    #include <algorithm>
+    #include <cmath>
+    #include <cstdint>
+    extern "C" __global__ void kern(const float* x, float* y, int64_t* z, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i >= n) return;
+      std::pair<int, float> p = std::make_pair(i, x[i]);
+      std::tuple<float, float> t(std::sin(p.second), std::exp(std::fabs(p.second) * 0.5f));
+      float hi = std::numeric_limits<float>::max();
+      y[i] = std::min(std::get<0>(t) + std::get<1>(t) + std::sqrt(std::fabs(x[i])), hi)
+             + std::erf(x[i]);
+      int64_t big = static_cast<int64_t>(p.first) * 3000000000LL;
+      z[i] = big + std::numeric_limits<int32_t>::max();
+    }
+    """
+    k = cupy_rawcode.RawKernel(code, "kern")
+    x = RNG.standard_normal(N).astype(np.float32)
+    y, z = cp.zeros(N, dtype=cp.float32), cp.zeros(N, dtype=cp.int64)
+    k(((N + 127) // 128,), (128,), (cp.asarray(x), y, z, np.int32(N)))
+    from math import erf
+    want = (np.sin(x) + np.exp(np.abs(x) * 0.5) + np.sqrt(np.abs(x))
+            + np.array([erf(v) for v in x], dtype=np.float64))
+    np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(z.get(), np.arange(N, dtype=np.int64) * 3000000000 + 2**31 - 1)
+
+
+def test_ptx_source_is_linked_and_runs():
+    import cupy as cp
+    cc = cp.cuda.Device().compute_capability
+    ptx = bytes(cupy_rawcode.compile(corpus("plain.cu"), arch=f"compute_{cc}", target="ptx").code)
+    k = cupy_rawcode.RawKernel(ptx.decode(), "kern")
+    got, want = run_corpus_kernel(k, "plain.cu", cp)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1,0 +1,321 @@
+"""Startup-time benchmark: cold, warm, Nth kernel in a process, and import time, side by side.
+
+    python bench/startup.py --compile-only     # here, no GPU: compile and cache only
+    python bench/startup.py                    # on the GPU machine: launches, CuPy, Jitify too
+
+Every measurement runs in a fresh process (timed from the call to the compiled bytes or the
+finished launch; imports and header-root discovery are not timed and are reported apart); each scenario is repeated --runs times and reported
+as median and min-max. Cold runs append a unique comment to the source so that no cache (ours,
+CuPy's, NVRTC's) can answer. Targets are reported as pass/miss, never asserted.
+Writes bench/results/startup-<kind>.{json,md,png}.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CORPUS = HERE / "corpus"
+CUB = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu"]
+
+# One child program per measurement; it prints one JSON line. Imports are outside the timing.
+CHILD = r"""
+import json, os, sys, time
+mode, path, arch = sys.argv[1], sys.argv[2], sys.argv[3]
+src = open(path).read() + os.environ.get("BENCH_NONCE", "")
+out = {}
+if mode in ("floor", "rawcode-compile", "nth"):
+    # Not timed, the same for every mode: imports and finding the header roots (the floor
+    # needs the same include paths). Reported separately under "import" and "setup".
+    t0 = time.perf_counter()
+    import cuda.core, cupy_rawcode.program, cupy_rawcode.closure, cupy_rawcode.manifest
+    from cupy_rawcode.toolchain import toolchain
+    toolchain()
+    out["setup"] = time.perf_counter() - t0
+if mode == "import":
+    t0 = time.perf_counter(); import cupy; t1 = time.perf_counter()
+    import cupy_rawcode; t2 = time.perf_counter()
+    out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1}
+elif mode == "floor":
+    from cuda.core import Program, ProgramOptions
+    from cupy_rawcode.toolchain import toolchain
+    dirs = [d.path for d in toolchain().system_dirs if d.tag != "shim"]
+    if "#include <type_traits>" in src or "#include <limits>" in src:
+        dirs.append(str(toolchain().system_dirs[-1].path))  # std headers need the shims
+    opts = ProgramOptions(arch=arch, std="c++17", include_path=dirs)
+    t0 = time.perf_counter(); Program(src, "c++", opts).compile("cubin")
+    out["seconds"] = time.perf_counter() - t0
+elif mode == "rawcode-compile":
+    import cupy_rawcode
+    from cupy_rawcode import program
+    from cupy_rawcode.request import make_request
+    t0 = time.perf_counter()
+    r = program.compile_request(make_request(src, arch=arch))
+    out.update(seconds=time.perf_counter() - t0, hit=r.hit, key_s=r.key_seconds)
+elif mode == "nth":
+    import cupy_rawcode
+    n = int(sys.argv[4]); times = []
+    for i in range(n):
+        s = src.replace("BlockReduce<float, 128>", "BlockReduce<float, %d>" % (128 + 32 * i))
+        s = s.replace("kern", "kern%d" % i)
+        t0 = time.perf_counter(); cupy_rawcode.compile(s, arch=arch); times.append(time.perf_counter() - t0)
+    out.update(seconds=times[-1], all=times)
+elif mode in ("rawcode-launch", "cupy-launch", "jitify-launch"):
+    import numpy as np, cupy as cp
+    x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
+    y = cp.zeros(4096, dtype=cp.float32); n = np.int32(4096)
+    cp.cuda.Device().synchronize()
+    if mode == "rawcode-launch":
+        import cupy_rawcode
+        t0 = time.perf_counter(); k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
+    else:
+        import warnings; warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        k = cp.RawKernel(src, "kern", jitify=(mode == "jitify-launch")); k.kernel
+    t1 = time.perf_counter()
+    k((32,), (128,), (x, y, n)); cp.cuda.Device().synchronize()
+    out = {"seconds": time.perf_counter() - t0, "before_launch": t1 - t0}
+print(json.dumps(out))
+"""
+
+
+def child(mode: str, kernel: str, arch: str, env: dict, *extra: str, timeout: float = 600):
+    """Run one measurement in a new process: its JSON, or None after `timeout` seconds."""
+    try:
+        p = subprocess.run([sys.executable, "-c", CHILD, mode, str(CORPUS / kernel), arch, *extra],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def stats(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "runs": len(values)}
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="cupy-rawcode-bench-"))
+        self.rows: list[dict] = []
+
+    def env(self, cache: str, **extra) -> dict:
+        e = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(self.tmp / cache),
+             "CUPY_CACHE_DIR": str(self.tmp / (cache + "-cupy")), "PYTHONPATH": str(ROOT)}
+        e.pop("BENCH_NONCE", None)
+        return {**e, **extra}
+
+    def measure(self, scenario, mode, kernel, cache, *extra, fresh=True, key="seconds",
+                timeout=600, runs=None, env_extra=None, also=None):
+        """Time `runs` new processes; `also` = {scenario: key} adds rows from the same runs."""
+        values, errors, more = [], [], {s: [] for s in (also or {})}
+        for i in range(runs or self.args.runs):
+            env = self.env(f"{cache}-{i}" if fresh else cache, **(env_extra or {}))
+            if fresh:
+                env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
+            out = child(mode, kernel, self.args.arch, env, *extra, timeout=timeout)
+            if out is None:
+                errors.append(f"> {timeout:.0f} s")
+                break
+            if "error" in out:
+                errors.append(out["error"])
+                break
+            values.append(out[key])
+            for s, k in (also or {}).items():
+                more[s].append(out[k])
+        for s, vals in more.items():
+            if vals:
+                self.rows.append({"scenario": s, "mode": mode, "kernel": kernel, **stats(vals),
+                                  "error": None})
+        row = {"scenario": scenario, "mode": mode, "kernel": kernel,
+               **(stats(values) if values else {}), "error": errors[0] if errors else None}
+        self.rows.append(row)
+        shown = f"{row['median']:.4f} s" if values else row["error"]
+        print(f"  {scenario:7s} {mode:16s} {kernel:16s} {shown}", flush=True)
+        return row
+
+    def warm(self, scenario, mode, kernel, cache, also=None):
+        """Populate a cache once (not timed), then time new processes that hit it."""
+        child(mode, kernel, self.args.arch, self.env(cache))
+        return self.measure(scenario, mode, kernel, cache, fresh=False, also=also)
+
+
+def median_of(rows, scenario, mode, kernel):
+    for r in rows:
+        if (r["scenario"], r["mode"], r["kernel"]) == (scenario, mode, kernel) and "median" in r:
+            return r["median"]
+    return None
+
+
+def targets(rows, compile_only: bool) -> list[dict]:
+    out = []
+
+    def ratio(name, num, den, limit, why=""):
+        if num is None or den is None:
+            out.append({"target": name, "value": None, "limit": limit, "status": "not measured"})
+            return
+        v = num / den
+        out.append({"target": name, "value": v, "limit": limit,
+                    "status": "pass" if v <= limit else f"miss by {v / limit - 1:.0%}", "why": why})
+
+    for k in CUB + ["plain.cu"]:
+        ratio(f"cold {k}: cupy-rawcode / bare NVRTC", median_of(rows, "cold", "rawcode-compile", k),
+              median_of(rows, "cold", "floor", k), 1.05)
+    ratio("Nth distinct CUB kernel (PCH) / bare NVRTC",
+          median_of(rows, "nth", "nth", "block_reduce.cu"),
+          median_of(rows, "cold", "floor", "block_reduce.cu"), 0.5)
+    imp = median_of(rows, "import", "import", "plain.cu")
+    out.append({"target": "import cupy_rawcode adds (s)", "value": imp, "limit": 0.030,
+                "status": "not measured" if imp is None else ("pass" if imp <= 0.030 else "miss")})
+    if not compile_only:
+        for k in CUB:
+            ratio(f"warm {k}: cupy-rawcode / CuPy", median_of(rows, "warm", "rawcode-launch", k),
+                  median_of(rows, "warm", "cupy-launch", k), 0.8)
+        before = [r["median"] for r in rows if r["scenario"] == "warm-pre" and "median" in r
+                  and r["kernel"] in CUB]
+        if before:
+            v = max(before)
+            out.append({"target": "warm: before the launch itself (s, worst kernel)", "value": v,
+                        "limit": 0.005, "status": "pass" if v <= 0.005 else "miss"})
+        for k in ("plain.cu", "block_reduce.cu"):
+            j = [r for r in rows if r["scenario"] == "cold" and r["mode"] == "jitify-launch"
+                 and r["kernel"] == k]
+            raw = median_of(rows, "cold", "rawcode-launch", k)
+            if j and raw:
+                jt = j[0].get("median")
+                text = (f">= {j[0]['error'].strip('> s')} s" if jt is None else f"{jt:.2f} s")
+                lower = float(j[0]["error"].strip("> s")) if jt is None else jt
+                out.append({"target": f"cold {k}: CuPy jitify=True / cupy-rawcode",
+                            "value": lower / raw, "limit": 100,
+                            "status": f"{'>= ' if jt is None else ''}{lower / raw:.0f}x "
+                                      f"(jitify {text}, cupy-rawcode {raw:.2f} s)"})
+    return out
+
+
+def machine() -> dict:
+    info = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "host": platform.node(), "cpu_count": os.cpu_count(),
+            "python": platform.python_version(), "platform": platform.platform()}
+    sys.path.insert(0, str(ROOT))
+    try:
+        from cupy_rawcode.toolchain import toolchain
+        tc = toolchain()
+        info.update(nvrtc=tc.nvrtc_version_str, cccl=tc.cccl_version,
+                    header_sources=",".join(tc.sources))
+        import cuda.core
+        info["cuda_core"] = cuda.core.__version__
+    except Exception as e:  # pragma: no cover - reported, not fatal
+        info["toolchain_error"] = str(e)
+    try:
+        import cupy
+        info["cupy"] = cupy.__version__
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    except Exception:
+        info["gpu"] = None
+    return info
+
+
+def table(rows, tgts, info) -> str:
+    lines = [f"# Startup bench ({info['date']})", "",
+             "machine: " + ", ".join(f"{k}={v}" for k, v in info.items() if k != "date"), "",
+             "| scenario | mode | kernel | median s | min-max s | runs |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "median" in r:
+            lines.append(f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['median']:.4f} | "
+                         f"{r['min']:.4f}-{r['max']:.4f} | {r['runs']} |")
+        else:
+            lines.append(f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['error']} | | |")
+    lines += ["", "| target | value | limit | status |", "| --- | --- | --- | --- |"]
+    for t in tgts:
+        v = "" if t["value"] is None else f"{t['value']:.3f}"
+        lines.append(f"| {t['target']} | {v} | {t['limit']} | {t['status']} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(rows, path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no chart")
+        return
+    cold = [r for r in rows if r["scenario"] in ("cold", "warm", "nth") and "median" in r]
+    labels = [f"{r['scenario']} {r['mode']}\n{r['kernel']}" for r in cold]
+    fig, ax = plt.subplots(figsize=(10, max(4, 0.32 * len(cold))))
+    ax.barh(range(len(cold)), [r["median"] for r in cold],
+            xerr=[[r["median"] - r["min"] for r in cold], [r["max"] - r["median"] for r in cold]])
+    ax.set_yticks(range(len(cold)), labels, fontsize=6)
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds (median, min-max)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compile-only", action="store_true", help="no GPU: compile and cache only")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--nth", type=int, default=5, help="N for the Nth-kernel scenario")
+    ap.add_argument("--jitify-timeout", type=float, default=60.0)
+    ap.add_argument("--kernels", default=",".join(sorted(p.name for p in CORPUS.glob("*.cu"))))
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args(argv)
+    kernels = args.kernels.split(",")
+    b = Bench(args)
+    info = machine()
+    print("machine:", json.dumps(info))
+    print("cold (fresh caches, unique source per run):")
+    for k in kernels:
+        b.measure("cold", "floor", k, "floor")
+        b.measure("cold", "rawcode-compile", k, "raw")
+        if not args.compile_only:
+            b.measure("cold", "rawcode-launch", k, "rawl")
+            b.measure("cold", "cupy-launch", k, "cupy")
+    if not args.compile_only:
+        for k in ("plain.cu", "block_reduce.cu"):
+            b.measure("cold", "jitify-launch", k, "jit", runs=1, timeout=args.jitify_timeout)
+    print("warm (cache hit, new process):")
+    for k in kernels:
+        b.warm("warm", "rawcode-compile", k, f"warm-{k}")
+        if not args.compile_only:
+            b.warm("warm", "rawcode-launch", k, f"warml-{k}", also={"warm-pre": "before_launch"})
+            b.warm("warm", "cupy-launch", k, f"warmc-{k}", also={"warm-pre-cupy": "before_launch"})
+    print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
+    b.measure("nth", "nth", "block_reduce.cu", "nth", str(args.nth))
+    b.measure("nth-nopch", "nth", "block_reduce.cu", "nthp", str(args.nth),
+              env_extra={"CUPY_RAWCODE_PCH": "0"})
+    print("import:")
+    b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode")
+    b.measure("import-cupy", "import", "plain.cu", "imp", key="cupy")
+    tgts = targets(b.rows, args.compile_only)
+    kind = "cpu" if args.compile_only else "gpu"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"startup-{kind}.json").write_text(json.dumps(
+        {"machine": info, "args": vars(args), "rows": b.rows, "targets": tgts}, indent=1))
+    text = table(b.rows, tgts, info)
+    (out / f"startup-{kind}.md").write_text(text)
+    chart(b.rows, out / f"startup-{kind}.png")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The speed paths change nothing but time: compile overlapped with the header scan, and
+NVRTC's automatic precompiled headers (with a clean fallback)."""
+import pytest
+
+from conftest import corpus
+import cupy_rawcode
+from cupy_rawcode import program
+from cupy_rawcode.program import _Pch, include_prefix
+from cupy_rawcode.request import make_request
+
+
+@pytest.mark.parametrize("source, prefix", [
+    ("#include <a.h>\n#include <b.h>\n__global__ void k() {}\n", "#include <a.h>\n#include <b.h>"),
+    ("// c\n\n#include <a.h>\n#define X 1\nint y;\n#include <c.h>\n", "// c\n#include <a.h>\n#define X 1"),
+    ("__global__ void k() {}\n", ""),
+])
+def test_include_prefix(source, prefix):
+    assert include_prefix(source) == prefix
+
+
+def _req(src, **kw):
+    return make_request(src, arch="sm_90", **kw)
+
+
+A1 = "#include <a.h>\n__global__ void k1() {}\n"
+A2 = "#include <a.h>\n__global__ void k2() {}\n"
+B = "#include <b.h>\n__global__ void k3() {}\n"
+
+
+@pytest.mark.parametrize("mode, sequence, expected", [
+    ("auto", [A1, A2, A2, B, A1], [False, True, True, False, False]),  # only a repeated prefix
+    ("0", [A1, A2, A2], [False, False, False]),
+    ("1", [A1, B], [True, True]),
+])
+def test_pch_is_asked_for_only_when_it_can_pay(monkeypatch, mode, sequence, expected):
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", mode)
+    pch = _Pch()
+    assert [pch.wanted(_req(s), (12, 9)) for s in sequence] == expected
+
+
+def test_pch_never_on_old_nvrtc_or_ptx(monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
+    assert _Pch().wanted(_req(A1), (12, 6)) is False
+    assert _Pch().wanted(_req("// x\n.version 8.0\n.target sm_90\n"), (12, 9)) is False
+
+
+def test_pch_failure_in_cuda_core_falls_back_and_turns_pch_off(monkeypatch, caplog):
+    import cuda.core
+    real = cuda.core.Program
+
+    class Flaky:
+        def __init__(self, code, kind, options):
+            self.pch = bool(getattr(options, "pch", None))
+            self.inner = real(code, kind, options)
+
+        def compile(self, *a, **k):
+            if self.pch:
+                raise TypeError("Expected str, got PCHStatusType")
+            return self.inner.compile(*a, **k)
+
+        def close(self):
+            self.inner.close()
+    monkeypatch.setattr(cuda.core, "Program", Flaky)
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
+    monkeypatch.setattr(program, "_pch", _Pch())
+    obj = cupy_rawcode.compile(A1.replace("#include <a.h>\n", ""), arch="sm_90")
+    assert obj.code[:4] == b"\x7fELF"
+    assert program._pch.broken and "precompiled headers turned off" in caplog.text
+
+
+def test_pch_compile_gives_the_same_code(monkeypatch, tmp_path):
+    src = corpus("warp_reduce.cu")
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", "0")
+    plain = bytes(cupy_rawcode.compile(src, arch="sm_90", cache_dir=tmp_path / "a").code)
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
+    monkeypatch.setattr(program, "_pch", _Pch())
+    first = bytes(cupy_rawcode.compile(src, arch="sm_90", cache_dir=tmp_path / "b").code)
+    again = bytes(cupy_rawcode.compile(src + "\n", arch="sm_90", cache_dir=tmp_path / "c").code)
+    assert plain == first == again
+
+
+@pytest.mark.parametrize("overlap", ["1", "0"])
+def test_overlap_changes_nothing_but_time(monkeypatch, tmp_path, overlap):
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", overlap)
+    r = program.compile_request(_req(corpus("block_scan.cu")))
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0" if overlap == "1" else "1")
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "other"))
+    s = program.compile_request(_req(corpus("block_scan.cu")))
+    assert (r.key, bytes(r.object_code.code)) == (s.key, bytes(s.object_code.code))
+
+
+def test_missing_header_is_the_resolvers_error_even_with_overlap(monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "1")
+    with pytest.raises(cupy_rawcode.MissingHeaderError, match="no_such_header.h"):
+        cupy_rawcode.compile('#include "no_such_header.h"\n__global__ void k() {}\n', arch="sm_90")
+    assert program._in_flight == {}

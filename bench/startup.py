@@ -34,18 +34,23 @@ import json, os, sys, time
 mode, path, arch = sys.argv[1], sys.argv[2], sys.argv[3]
 src = open(path).read() + os.environ.get("BENCH_NONCE", "")
 out = {}
-if mode in ("floor", "rawcode-compile", "nth"):
+if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     # Not timed, the same for every mode: imports and finding the header roots (the floor
     # needs the same include paths). Reported separately under "import" and "setup".
     t0 = time.perf_counter()
-    import cuda.core, cupy_rawcode.program, cupy_rawcode.closure, cupy_rawcode.manifest
+    import cuda.core, concurrent.futures, cupy_rawcode.program, cupy_rawcode.closure
+    import cupy_rawcode.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
     from cupy_rawcode.toolchain import toolchain
     toolchain()
     out["setup"] = time.perf_counter() - t0
 if mode == "import":
     t0 = time.perf_counter(); import cupy; t1 = time.perf_counter()
     import cupy_rawcode; t2 = time.perf_counter()
-    out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1}
+    import cuda.core; t3 = time.perf_counter()
+    import concurrent.futures, cupy_rawcode.program, cupy_rawcode.closure, cupy_rawcode.manifest
+    import cupy_rawcode.store.directory, cupy_rawcode.store.memory, cupy_rawcode.kernel
+    out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1, "cuda_core": t3 - t2,
+           "first_use": time.perf_counter() - t3}
 elif mode == "floor":
     from cuda.core import Program, ProgramOptions
     from cupy_rawcode.toolchain import toolchain
@@ -62,6 +67,25 @@ elif mode == "rawcode-compile":
     t0 = time.perf_counter()
     r = program.compile_request(make_request(src, arch=arch))
     out.update(seconds=time.perf_counter() - t0, hit=r.hit, key_s=r.key_seconds)
+elif mode == "inproc":
+    # Cold compiles of unique sources, alternating bare NVRTC and cupy-rawcode in one process
+    # after one untimed warm-up of each: the per-kernel cost without first-call costs.
+    from cuda.core import Program, ProgramOptions
+    from cupy_rawcode import program
+    from cupy_rawcode.request import make_request
+    dirs = [d.path for d in toolchain().system_dirs]
+    floor, ours = [], []
+    for i in range(6):
+        t0 = time.perf_counter()
+        Program(src + "//f%d" % i, "c++", ProgramOptions(arch=arch, std="c++17", include_path=dirs)).compile("cubin")
+        t1 = time.perf_counter()
+        program.compile_request(make_request(src + "//r%d" % i, arch=arch))
+        t2 = time.perf_counter()
+        if i:
+            floor.append(t1 - t0); ours.append(t2 - t1)
+    import statistics
+    out.update(seconds=statistics.median(ours) / statistics.median(floor),
+               floor=statistics.median(floor), ours=statistics.median(ours))
 elif mode == "nth":
     import cupy_rawcode
     n = int(sys.argv[4]); times = []
@@ -174,6 +198,12 @@ def targets(rows, compile_only: bool) -> list[dict]:
     for k in CUB + ["plain.cu"]:
         ratio(f"cold {k}: cupy-rawcode / bare NVRTC", median_of(rows, "cold", "rawcode-compile", k),
               median_of(rows, "cold", "floor", k), 1.05)
+    for k in ("plain.cu", "block_reduce.cu"):
+        v = median_of(rows, "inproc", "inproc", k)
+        if v is not None:
+            out.append({"target": f"cold {k} in a warmed-up process: cupy-rawcode / bare NVRTC",
+                        "value": v, "limit": 1.05, "status": "pass" if v <= 1.05 else
+                        f"miss by {v / 1.05 - 1:.0%}"})
     ratio("Nth distinct CUB kernel (PCH) / bare NVRTC",
           median_of(rows, "nth", "nth", "block_reduce.cu"),
           median_of(rows, "cold", "floor", "block_reduce.cu"), 0.5)
@@ -254,7 +284,8 @@ def chart(rows, path: Path) -> None:
     except ImportError:
         print("matplotlib missing: no chart")
         return
-    cold = [r for r in rows if r["scenario"] in ("cold", "warm", "nth") and "median" in r]
+    cold = [r for r in rows if r["scenario"] in ("cold", "warm", "nth", "nth-nopch")
+            and "median" in r]
     labels = [f"{r['scenario']} {r['mode']}\n{r['kernel']}" for r in cold]
     fig, ax = plt.subplots(figsize=(10, max(4, 0.32 * len(cold))))
     ax.barh(range(len(cold)), [r["median"] for r in cold],
@@ -297,13 +328,18 @@ def main(argv=None) -> int:
         if not args.compile_only:
             b.warm("warm", "rawcode-launch", k, f"warml-{k}", also={"warm-pre": "before_launch"})
             b.warm("warm", "cupy-launch", k, f"warmc-{k}", also={"warm-pre-cupy": "before_launch"})
+    print("cold, in one process (ratio cupy-rawcode / bare NVRTC, first-call costs excluded):")
+    for k in ("plain.cu", "block_reduce.cu"):
+        b.measure("inproc", "inproc", k, "inproc", runs=max(1, args.runs // 2),
+                  env_extra={"CUPY_RAWCODE_PCH": "0"})  # PCH would flatter the series
     print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
     b.measure("nth", "nth", "block_reduce.cu", "nth", str(args.nth))
     b.measure("nth-nopch", "nth", "block_reduce.cu", "nthp", str(args.nth),
               env_extra={"CUPY_RAWCODE_PCH": "0"})
     print("import:")
-    b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode")
-    b.measure("import-cupy", "import", "plain.cu", "imp", key="cupy")
+    b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",
+              also={"import-cupy": "cupy", "import-cuda.core": "cuda_core",
+                    "import-first-use": "first_use"})
     tgts = targets(b.rows, args.compile_only)
     kind = "cpu" if args.compile_only else "gpu"
     out = Path(args.out)

@@ -76,4 +76,4 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
                        name_expressions=tuple(name_expressions or ()))
     result = compile_request(req)
     report(log_stream, req, result)
-    return _load_module(Code.from_object_code(target, result.object_code))
+    return _load_module(Code(target, result.code, dict(result.symbols)))

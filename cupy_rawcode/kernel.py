@@ -151,7 +151,7 @@ class _Build:
             result = compile_request(req)
             self.last_result = result
             report(log_stream, req, result)
-            code = Code.from_object_code(target, result.object_code)
+            code = Code(target, result.code, dict(result.symbols))
             self.compiled[arch] = code
             return code
 

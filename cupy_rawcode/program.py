@@ -45,13 +45,27 @@ class CompileError(RuntimeError):
 
 @dataclass
 class Result:
-    object_code: object
+    """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
+    importing cuda.core), and where they came from."""
+    code: bytes
+    symbols: dict
+    target: str
     key: str
     hit: bool
     hit_layer: str | None
     header_count: int
     key_seconds: float
     compile_seconds: float
+    _object_code: object = None
+
+    @property
+    def object_code(self):
+        """The ``cuda.core.ObjectCode`` (built on first use on a hit)."""
+        if self._object_code is None:
+            from cuda.core import ObjectCode
+            mapping = {k: v.encode() for k, v in self.symbols.items()}
+            self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
+        return self._object_code
 
 
 @functools.lru_cache(maxsize=8)
@@ -207,7 +221,6 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
 
     A missing header is reported by the resolver (with its include chain), never by NVRTC: a
     compile started early is abandoned when resolution fails or the store has the entry."""
-    from cuda.core import ObjectCode
     from .manifest import lookup
     dump = config.dump_source() if dump is None else dump
     t0 = time.perf_counter()
@@ -230,9 +243,8 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         if found is not None:
             _forget(req, early)
             (code, meta), layer = found
-            mapping = {k: v.encode() for k, v in meta.get("symbols", {}).items()}
-            obj = _from_bytes(ObjectCode, req.target, code, mapping)
-            return Result(obj, key, True, layer, count, t1 - t0, 0.0)
+            return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
+                          count, t1 - t0, 0.0)
         try:
             obj = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
@@ -242,8 +254,9 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         names = sorted({h.logical for h in closure.headers}) if closure is not None else []
         meta = {"target": req.target, "arch": req.arch, "symbols": symbols, "created": time.time(),
                 "nvrtc": ctx.toolchain.nvrtc_version_str, "closure": names}
-        store.put(key, encode(key, bytes(obj.code), meta))
-        return Result(obj, key, False, None, count, t1 - t0, t2 - t1)
+        code = bytes(obj.code)
+        store.put(key, encode(key, code, meta))
+        return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj)
 
 
 def _forget(req: Request, early) -> None:

@@ -27,12 +27,6 @@ class Code:
     data: bytes
     symbols: dict = field(default_factory=dict)
 
-    @classmethod
-    def from_object_code(cls, kind: str, obj) -> "Code":
-        symbols = {k: v.decode() if isinstance(v, bytes) else v
-                   for k, v in (obj.symbol_mapping or {}).items()}
-        return cls(kind, bytes(obj.code), symbols)
-
 
 def _check_backend(backend: str) -> None:
     if backend != "nvrtc":

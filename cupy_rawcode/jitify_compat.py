@@ -66,12 +66,10 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     from .request import make_request
 
     opts = parse_options(compile_args(options, False))
-    if opts.arch is not None:
-        target_arch, target = opts.arch, ("ptx" if opts.arch.startswith("compute_") else "cubin")
-        arch_arg = None
-    else:
-        target_arch, target = _arch_target(arch) if arch is not None else _device_target(None)
-        arch_arg = target_arch
+    # an -arch option wins; else CuPy's arch argument; else the current device
+    target_arch, target = (_arch_target(arch) if arch is not None and opts.arch is None
+                           else _device_target(opts.arch))
+    arch_arg = None if opts.arch is not None else target_arch
     req = make_request(source, arch=arch_arg, options=opts, target=target,
                        name_expressions=tuple(name_expressions or ()))
     result = compile_request(req)

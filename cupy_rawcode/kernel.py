@@ -65,7 +65,7 @@ def compile_args(options: tuple[str, ...], translate: bool) -> tuple[str, ...]:
 def _device_target(opts_arch: str | None) -> tuple[str, str]:
     """(arch, target) for the current device; an -arch in the options wins, as in NVRTC."""
     if opts_arch is not None:
-        return opts_arch, ("ptx" if opts_arch.startswith("compute_") else "cubin")
+        return _arch_target(opts_arch)
     import cupy
     from .toolchain import choose_arch, supported_archs
     cc = int(cupy.cuda.Device().compute_capability)

@@ -60,18 +60,12 @@ def uninstall() -> None:
 
 def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressions, log_stream):
     """Compile what CuPy assembled (its -I list, std, workaround header) and load it."""
-    from .kernel import Code, _arch_target, _device_target, _load_module, compile_args, report
+    from .kernel import _arch_target, _device_target, _load_module, build, compile_args
     from .options import parse_options
-    from .program import compile_request
-    from .request import make_request
 
     opts = parse_options(compile_args(options, False))
     # an -arch option wins; else CuPy's arch argument; else the current device
     target_arch, target = (_arch_target(arch) if arch is not None and opts.arch is None
                            else _device_target(opts.arch))
-    arch_arg = None if opts.arch is not None else target_arch
-    req = make_request(source, arch=arch_arg, options=opts, target=target,
-                       name_expressions=tuple(name_expressions or ()))
-    result = compile_request(req)
-    report(log_stream, req, result)
-    return _load_module(Code(target, result.code, dict(result.symbols)))
+    return _load_module(build(source, opts, target_arch, target, tuple(name_expressions or ()),
+                              None, log_stream))

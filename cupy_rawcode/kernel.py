@@ -81,6 +81,18 @@ def report(log_stream, req, result) -> None:
                          f"{result.compile_seconds:.2f} s compile)\n")
 
 
+def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
+          source_dir: str | None, log_stream=None) -> Code:
+    """Compile through the cache into loadable bytes; an -arch in ``opts`` overrides ``arch``."""
+    from .program import compile_request
+    from .request import make_request
+    req = make_request(source, arch=None if opts.arch else arch, options=opts,
+                       name_expressions=name_expressions, target=target, source_dir=source_dir)
+    result = compile_request(req)
+    report(log_stream, req, result)
+    return Code(target, result.code, dict(result.symbols))
+
+
 def _load_module(code: Code):
     """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
     from cupy.cuda.function import Module
@@ -110,7 +122,6 @@ class _Build:
         self.compiled: dict[str, Code] = dict(compiled or {})
         self.modules: dict[int, object] = {}
         self.lock = threading.RLock()
-        self.last_result = None
 
     @property
     def is_file(self) -> bool:
@@ -135,17 +146,10 @@ class _Build:
             found = self.compiled.get(arch)
             if found is not None:
                 return found
-            from .program import compile_request
-            from .request import make_request
             source, where = self.source()
             opts = parse_options(compile_args(self.options, self.translate))
-            req = make_request(source, arch=None if opts.arch else arch, options=opts,
-                               name_expressions=self.name_expressions or (), target=target,
-                               source_dir=where)
-            result = compile_request(req)
-            self.last_result = result
-            report(log_stream, req, result)
-            code = Code(target, result.code, dict(result.symbols))
+            code = build(source, opts, arch, target, self.name_expressions or (), where,
+                         log_stream)
             self.compiled[arch] = code
             return code
 
@@ -371,10 +375,9 @@ class RawModule:
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
         k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
-        fn = k.kernel  # loads now, as CuPy does, so a wrong name fails here
+        k.kernel  # loads now, as CuPy does, so a wrong name fails here
         mapping = getattr(self._build.module(), "mapping", None) or {}
         k.name = k.__name__ = mapping.get(name, name)
-        del fn
         return k
 
     def get_global(self, name: str):

@@ -19,6 +19,13 @@ _CUPY_HEADERS = ("cupy/complex.cuh", "cupy/carray.cuh", "cupy/atomics.cuh",
                  "cupy/math_constants.h")  # what CuPy prepends when translate_cucomplex=True
 
 
+_UNPARSED = object()
+
+
+class SignatureWarning(UserWarning):
+    """A kernel's parameters could not be parsed; its launch() is positional-only."""
+
+
 @dataclass(frozen=True)
 class Code:
     """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
@@ -237,6 +244,9 @@ class RawKernel:
         self.enable_cooperative_groups, self.backend, self.jitify = cooperative, backend, jitify
         self._functions: dict[int, object] = {}
         self._lock = threading.Lock()
+        self._entry = name  # the name or name expression the signature is looked up by
+        self._signature: object = _UNPARSED
+        self.check_pointers = True
 
     @classmethod
     def _from_build(cls, build: _Build, name: str, cooperative: bool) -> "RawKernel":
@@ -254,6 +264,48 @@ class RawKernel:
         """Launch: ``k(grid, block, args, *, shared_mem=0, stream=None)`` (CuPy's convention)."""
         self.kernel(grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups,
                     **kwargs)
+
+    def launch(self, grid, block, *args, shared_mem: int = 0, stream=None, **kwargs) -> None:
+        """Typed launch: binds positional and keyword arguments to the parsed signature, fills
+        defaults, converts scalars to the declared types and checks arrays against pointer
+        parameters (``check_pointers``). Without a parsed signature, positional arguments pass
+        unconverted, as with ``k(grid, block, args)``."""
+        sig = self.signature
+        if sig is None:
+            if kwargs:
+                raise TypeError(f"{self._entry}: keyword arguments need a parsed signature, and "
+                                f"this kernel's could not be parsed ({self._signature_error})")
+            values = args
+        else:
+            from .bind import bind
+            values = bind(sig, args, kwargs, check_pointers=self.check_pointers)
+        self(grid, block, values, shared_mem=shared_mem, stream=stream)
+
+    @property
+    def signature(self):
+        """The parsed parameters (a ``cupy_rawcode.signature.Signature``), or None with a
+        warning when the declaration cannot be parsed safely (launch is then positional)."""
+        if self._signature is _UNPARSED:
+            self._signature = self._parse_signature()
+        return self._signature
+
+    def _parse_signature(self):
+        import warnings
+        from .bind import signature_for
+        from .signature import SignatureError
+        self._signature_error = None
+        try:
+            if self._build.is_file:
+                raise SignatureError(f"{self._build.path} is compiled code, with no source")
+            source, where = self._build.source()
+            opts = parse_options(compile_args(self._build.options, False))
+            return signature_for(source, self._entry, opts, where)
+        except (SignatureError, OSError, UnicodeDecodeError) as e:
+            self._signature_error = str(e)
+            warnings.warn(f"cupy_rawcode: cannot parse the parameters of {self._entry!r} ({e}); "
+                          "launch() takes positional arguments only and converts nothing",
+                          SignatureWarning, stacklevel=3)
+            return None
 
     @property
     def kernel(self):
@@ -296,12 +348,15 @@ class RawKernel:
 
     def __getstate__(self) -> dict:
         return {"version": _STATE_VERSION, "build": self._build.state(), "name": self.name,
-                "enable_cooperative_groups": self.enable_cooperative_groups}
+                "enable_cooperative_groups": self.enable_cooperative_groups,
+                "entry": self._entry, "check_pointers": self.check_pointers}
 
     def __setstate__(self, state: dict) -> None:
         _check_state(state, "RawKernel")
         self._init(_Build.from_state(state["build"]), state["name"],
                    state["enable_cooperative_groups"])
+        self._entry = state.get("entry", self.name)
+        self.check_pointers = state.get("check_pointers", True)
 
     def __repr__(self) -> str:
         return f"<cupy_rawcode.RawKernel {self.name!r}>"
@@ -378,7 +433,7 @@ class RawModule:
         k.kernel  # loads now, as CuPy does, so a wrong name fails here
         mapping = getattr(self._build.module(), "mapping", None) or {}
         k.name = k.__name__ = mapping.get(name, name)
-        return k
+        return k  # k._entry stays ``name``: the signature is looked up by it
 
     def get_global(self, name: str):
         """A ``cupy.cuda.MemoryPointer`` to the global symbol ``name`` on the current device."""

@@ -295,3 +295,54 @@ def test_ptx_source_is_linked_and_runs():
     k = cupy_rawcode.RawKernel(ptx.decode(), "kern")
     got, want = run_corpus_kernel(k, "plain.cu", cp)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+TYPED = r"""
+#include <cuda_fp16.h>
+#include <cstdint>
+enum class Op : unsigned char { ADD = 1, MUL = 2 };
+extern "C" __global__ void affine(const float* __restrict__ x, float* y, int n,
+                                  float a = 2.0f, double b = 0.5, Op op = Op::ADD,
+                                  bool negate = false, std::int64_t offset = 0, __half h = 1) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = op == Op::ADD ? x[i] + a : x[i] * a;
+  v = v + (float)b + (float)offset + __half2float(h);
+  y[i] = negate ? -v : v;
+}
+template <typename T, int SCALE = 3>
+__global__ void scale(const T* x, T* y, unsigned n, T shift = 1) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * (T)SCALE + shift;
+}
+"""
+
+
+def test_typed_launch_converts_python_scalars_and_binds_keywords():
+    import cupy as cp
+    k = cupy_rawcode.RawKernel(TYPED, "affine")
+    x = RNG.standard_normal(N).astype(np.float32)
+    y = cp.zeros(N, dtype=cp.float32)
+    grid, block = ((N + 127) // 128,), (128,)
+    k.launch(grid, block, cp.asarray(x), y, N)  # Python int n, every default
+    np.testing.assert_allclose(y.get(), x + 2 + 0.5 + 0 + 1, rtol=1e-6)
+    k.launch(grid, block, cp.asarray(x), y=y, n=N, a=1.5, b=0.25, op=2, negate=True,
+             offset=3, h=0.5)
+    np.testing.assert_allclose(y.get(), -(x * 1.5 + 0.25 + 3 + 0.5), rtol=1e-6)
+    # the trap typed launch removes: CuPy passes a Python float as double, int as 64-bit
+    with pytest.raises(TypeError, match=r"'x' \(const float\* __restrict__\) points to float32"):
+        k.launch(grid, block, cp.asarray(x, dtype=cp.float64), y, N)
+    with pytest.raises(OverflowError, match=r"'n' \(int\)"):
+        k.launch(grid, block, cp.asarray(x), y, 2**31)
+
+
+def test_typed_launch_of_a_template_instantiation():
+    import cupy as cp
+    m = cupy_rawcode.RawModule(code=TYPED, name_expressions=["scale<double>", "scale<float, 5>"])
+    x = RNG.standard_normal(N)
+    for ne, dtype, factor in (("scale<double>", np.float64, 3), ("scale<float, 5>", np.float32, 5)):
+        k = m.get_function(ne)
+        assert [p.name for p in k.signature.params] == ["x", "y", "n", "shift"]
+        y = cp.zeros(N, dtype=dtype)
+        k.launch(((N + 127) // 128,), (128,), cp.asarray(x.astype(dtype)), y, N, shift=-2)
+        np.testing.assert_allclose(y.get(), x.astype(dtype) * factor - 2, rtol=1e-6)

@@ -1,0 +1,163 @@
+"""Bind launch arguments to a kernel signature: positional and keyword arguments, defaults,
+scalars converted to the declared type and arrays checked against pointer parameters.
+Every error names the kernel and the parameter."""
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy
+
+from .signature import NO_DEFAULT, Param, Signature
+
+_MISSING = object()
+
+
+def label(p: Param, index: int) -> str:
+    """How an error names a parameter: 'n' (int), or #3 (int) when it has no name."""
+    return f"{p.name!r} ({p.type.text})" if p.name else f"#{index + 1} ({p.type.text})"
+
+
+def bind(sig: Signature, args: tuple, kwargs: dict, *, check_pointers: bool = True) -> tuple:
+    """The kernel arguments in parameter order, converted; raises TypeError/OverflowError."""
+    params, where = sig.params, f"{sig.name}()"
+    if len(args) > len(params):
+        raise TypeError(f"{where} takes {len(params)} arguments but {len(args)} were given")
+    values = list(args) + [_MISSING] * (len(params) - len(args))
+    index = {p.name: i for i, p in enumerate(params) if p.name}
+    for key, value in kwargs.items():
+        i = index.get(key)
+        if i is None:
+            raise TypeError(f"{where} got an unknown keyword argument {key!r}; its parameters "
+                            f"are {', '.join(sig.names()) or 'unnamed'}")
+        if values[i] is not _MISSING:
+            raise TypeError(f"{where} got multiple values for parameter {key!r}")
+        values[i] = value
+    out = []
+    for i, (p, v) in enumerate(zip(params, values)):
+        if v is _MISSING:
+            if p.default is NO_DEFAULT:
+                raise TypeError(f"{where} missing the argument for parameter {label(p, i)}")
+            v = p.default
+        out.append(convert(p, v, f"{where} parameter {label(p, i)}", check_pointers))
+    return tuple(out)
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (bool, int, float, complex, numpy.generic)) or (
+        isinstance(v, numpy.ndarray) and v.ndim == 0)
+
+
+def _is_device_array(v) -> bool:
+    return hasattr(v, "__cuda_array_interface__")
+
+
+def convert(p: Param, v, where: str, check_pointers: bool = True):
+    """One argument as the kernel receives it (see module docstring)."""
+    t = p.type
+    if t.is_pointer:
+        return _pointer(t, v, where, check_pointers)
+    if _is_device_array(v) or isinstance(v, numpy.ndarray) and v.ndim > 0:
+        raise TypeError(f"{where} is a scalar, but got an array of shape {tuple(v.shape)}")
+    if t.dtype is None or t.reference:
+        return v  # opaque: a struct, or a name nothing resolved; passed as given
+    if isinstance(v, enum.Enum) and not isinstance(v, int):
+        v = v.value
+    if isinstance(v, numpy.ndarray):
+        v = v[()]
+    if not _is_scalar(v):
+        raise TypeError(f"{where} expects a number, got {type(v).__name__}")
+    return _scalar(numpy.dtype(t.dtype), t.text, v, where)
+
+
+def _scalar(dt: numpy.dtype, text: str, v, where: str):
+    is_int = isinstance(v, (int, numpy.integer, numpy.bool_))
+    is_real = is_int or isinstance(v, (float, numpy.floating))
+    if dt.kind == "b":
+        if isinstance(v, (bool, numpy.bool_)) or (is_int and int(v) in (0, 1)):
+            return numpy.bool_(bool(v))
+        raise TypeError(f"{where} expects a bool, got {type(v).__name__} {v!r}")
+    if dt.kind in "iu":
+        if not is_int:
+            raise TypeError(f"{where} expects an integer, got {type(v).__name__} {v!r}")
+        info = numpy.iinfo(dt)
+        if not info.min <= int(v) <= info.max:
+            raise OverflowError(f"{where}: {int(v)} is out of range for {text} "
+                                f"({info.min}..{info.max})")
+        return dt.type(int(v))
+    if dt.kind == "f":
+        if not is_real:
+            raise TypeError(f"{where} expects a real number, got {type(v).__name__} {v!r}")
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        with numpy.errstate(over="ignore"):
+            out = dt.type(f)
+        if math.isinf(out) and not (isinstance(v, (float, numpy.floating)) and math.isinf(v)):
+            raise OverflowError(f"{where}: {v!r} is out of range for {text}")
+        return out
+    if dt.kind == "c":
+        if not (is_real or isinstance(v, (complex, numpy.complexfloating))):
+            raise TypeError(f"{where} expects a complex number, got {type(v).__name__} {v!r}")
+        return dt.type(v)
+    raise TypeError(f"{where}: cannot convert to {text}")  # not reached with _ARITH's dtypes
+
+
+def _pointer(t, v, where: str, check: bool):
+    if v is None:
+        return numpy.uint64(0)  # a null pointer: 8 zero bytes, aligned as a pointer
+    if isinstance(v, numpy.ndarray):
+        raise TypeError(f"{where} is a pointer, but got a host numpy array; pass a cupy array")
+    if _is_scalar(v):
+        raise TypeError(f"{where} is a pointer, but got the scalar {type(v).__name__} {v!r}")
+    dtype = getattr(v, "dtype", None)
+    if check and dtype is not None and t.dtype is not None and t.pointer == 1:
+        if numpy.dtype(dtype) != numpy.dtype(t.dtype):
+            raise TypeError(f"{where} points to {numpy.dtype(t.dtype).name}, but got a "
+                            f"{numpy.dtype(dtype).name} array; convert it (x.astype(...)) or set "
+                            "kernel.check_pointers = False")
+    return v
+
+
+def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
+    """Texts of the user's own headers the source includes (from its directory and ``-I``),
+    followed transitively; system roots are not read. Unreadable files are skipped."""
+    from .scan import scan_bytes
+    from .search import find
+    from .toolchain import SearchDir
+    dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
+    out, seen = [], set()
+    pending = [(source.encode(), None)]
+    while pending:
+        data, includer = pending.pop()
+        try:
+            scan = scan_bytes(data)
+        except Exception:  # noqa: BLE001 - a header we cannot read adds nothing
+            continue
+        for inc in scan.includes:
+            if inc.kind not in ("include", "next"):
+                continue
+            found = find(inc.name, angled=inc.angled, includer=includer, source_dir=source_dir,
+                         dirs=dirs)
+            if found is None or found.path in seen:
+                continue
+            seen.add(found.path)
+            try:
+                with open(found.path, "rb") as f:
+                    text = f.read()
+                out.append(text.decode("utf-8"))
+            except (OSError, UnicodeDecodeError):
+                continue
+            pending.append((text, found))
+    return out
+
+
+def signature_for(source: str, entry: str, options, source_dir: str | None) -> Signature:
+    """The parsed signature of ``entry`` in ``source`` and the user's headers (SignatureError
+    when it cannot be parsed safely)."""
+    from .signature import parse_signature
+    headers = user_header_texts(source, options, source_dir) if (
+        source_dir or options.include_dirs) else []
+    return parse_signature(source, entry, options.macros, headers)
+

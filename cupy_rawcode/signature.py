@@ -1,0 +1,614 @@
+"""Kernel signatures: each entry point's parameter names, declared types and defaults, read from
+the CUDA source (and the user's own headers) with a small declaration parser.
+
+Object-like macros (``#define``, ``-D``), ``typedef``/``using`` aliases, enums and template
+arguments of a name expression are substituted before a parameter's type is classified. Anything
+the parser does not understand raises SignatureError; the caller then falls back to
+positional-only launches and converts nothing, so a misparse never becomes a wrong conversion.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass
+
+NO_DEFAULT = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
+
+
+class SignatureError(ValueError):
+    """The declaration could not be parsed safely."""
+
+
+@dataclass(frozen=True)
+class CType:
+    """A parameter's type after substitution. ``dtype`` is the NumPy dtype name of the base type
+    when it is arithmetic, bool, half, complex or an enum; None means opaque (a struct, an
+    unresolved name): values are then passed unconverted and pointers unchecked."""
+    text: str
+    base: str
+    pointer: int = 0
+    reference: bool = False
+    dtype: str | None = None
+    enum: bool = False
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.pointer > 0
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str | None
+    type: CType
+    default: object = NO_DEFAULT
+    default_text: str | None = None  # as written, also when it could not be evaluated
+
+    def __str__(self) -> str:
+        s = self.type.text + (f" {self.name}" if self.name else "")
+        return s + (f" = {self.default_text}" if self.default_text is not None else "")
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    params: tuple[Param, ...]
+    extern_c: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.params))})"
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.params if p.name]
+
+
+# ------------------------------------------------------------------ lexing
+
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                                re.S)
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<num>0[xX][0-9a-fA-F']+[uUlL]*|(?:\d[\d']*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[A-Za-z]*)
+  | (?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
+  | (?P<op>::|->|\.\.\.|&&|\|\||<<|<=|>=|==|!=|\[\[|\]\]|.)
+""", re.X | re.S)
+_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\()?(.*)", re.S)
+
+
+def _strip_comments(text: str) -> str:
+    return _COMMENT_OR_STRING.sub(lambda m: m.group() if m.group()[0] in "\"'" else " ", text)
+
+
+def tokenize(text: str) -> list[str]:
+    return [m.group() for m in _TOKEN.finditer(text) if m.lastgroup != "ws"]
+
+
+@dataclass
+class Unit:
+    """What the parser learns from one or more sources: tokens outside directives, object-like
+    macros, function-like macro names, aliases (typedef/using) and enums."""
+    tokens: list
+    macros: dict
+    function_macros: dict  # name -> (parameter names, body tokens)
+    aliases: dict
+    enums: dict  # name -> underlying base type text
+    structs: set
+    enumerators: dict = None  # enumerator name -> [value token]
+
+
+def read_unit(texts: list[str], defines=()) -> Unit:
+    """Lex ``texts`` (the user's headers, then the source) with the ``-D``/``-U`` macros
+    applied first. Directives are dropped after their ``#define``s are recorded."""
+    macros: dict[str, list[str]] = {}
+    fmacros: dict[str, tuple[list[str], list[str]]] = {}
+    for name, value in defines:
+        if value is None:
+            macros.pop(name, None)
+        else:
+            macros[name] = tokenize(value)
+    tokens: list[str] = []
+    for text in texts:
+        body = []
+        for line in _strip_comments(text.replace("\\\n", "")).splitlines():
+            s = line.lstrip()
+            if s.startswith("#"):
+                m = _DEFINE.match(s)
+                if m and m.group(2):
+                    close = m.group(3).find(")")
+                    fmacros[m.group(1)] = ([t for t in tokenize(m.group(3)[:close]) if t != ","],
+                                           tokenize(m.group(3)[close + 1:]))
+                    macros.pop(m.group(1), None)
+                elif m:
+                    macros[m.group(1)] = tokenize(m.group(3))
+                    fmacros.pop(m.group(1), None)
+                continue
+            body.append(line)
+        tokens += tokenize("\n".join(body))
+    unit = Unit(tokens, macros, fmacros, {}, {}, set(), {})
+    _collect_types(tokens, unit)
+    return unit
+
+
+def _collect_types(tokens: list[str], unit: Unit) -> None:
+    """typedef / using aliases, enums and struct names, wherever they are declared."""
+    n = len(tokens)
+    for i, t in enumerate(tokens):
+        if t == "typedef":
+            j = _find(tokens, i, ";")
+            decl = tokens[i + 1:j]
+            if "{" in decl or "(" in decl or not decl or not _is_id(decl[-1]):
+                if decl and _is_id(decl[-1]):
+                    unit.structs.add(decl[-1])
+                continue
+            unit.aliases[decl[-1]] = decl[:-1]
+        elif t == "using" and i + 2 < n and _is_id(tokens[i + 1]) and tokens[i + 2] == "=":
+            j = _find(tokens, i, ";")
+            unit.aliases[tokens[i + 1]] = tokens[i + 3:j]
+        elif t == "enum":
+            j = i + 1
+            if j < n and tokens[j] in ("class", "struct"):
+                j += 1
+            if j < n and _is_id(tokens[j]):
+                name, under = tokens[j], ["int"]
+                if j + 1 < n and tokens[j + 1] == ":":
+                    k = j + 2
+                    while k < n and tokens[k] not in ("{", ";"):
+                        k += 1
+                    under = tokens[j + 2:k]
+                unit.enums[name] = under
+                k = j + 1
+                while k < n and tokens[k] not in ("{", ";"):
+                    k += 1
+                if k < n and tokens[k] == "{":
+                    _enumerators(tokens[k + 1:_match(tokens, k, "{", "}")], unit)
+        elif t in ("struct", "class", "union") and i + 1 < n and _is_id(tokens[i + 1]):
+            if i == 0 or tokens[i - 1] not in ("enum", "<", ","):
+                unit.structs.add(tokens[i + 1])
+
+
+def _enumerators(body: list[str], unit: Unit) -> None:
+    """Values of ``A, B = 5, C``; an enumerator whose value cannot be computed is left out."""
+    value = -1
+    for part in split_top(body):
+        if not part or not _is_id(part[0]):
+            continue
+        try:
+            value = (evaluate(_unqualify(substitute(part[2:], unit.enumerators)))
+                     if len(part) > 2 and part[1] == "=" else value + 1)
+        except SignatureError:
+            return
+        unit.enumerators[part[0]] = [str(int(value))]
+
+
+def _unqualify(tokens: list[str]) -> list[str]:
+    """Drop ``Scope::`` prefixes, so ``Mode::MUL`` reads as the enumerator ``MUL``."""
+    out = []
+    for t in tokens:
+        if t == "::" and out and _is_id(out[-1]):
+            out.pop()
+        elif t != "::":
+            out.append(t)
+    return out
+
+
+def _find(tokens: list[str], i: int, what: str) -> int:
+    while i < len(tokens) and tokens[i] != what:
+        i += 1
+    return i
+
+
+def _is_id(t: str) -> bool:
+    return bool(t) and (t[0].isalpha() or t[0] == "_")
+
+
+def _match(tokens: list[str], i: int, open_: str, close: str) -> int:
+    """Index of the token closing the bracket opened at ``i``."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j] == open_:
+            depth += 1
+        elif tokens[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SignatureError(f"unbalanced {open_!r}")
+
+
+def split_top(tokens: list[str], sep: str = ",") -> list[list[str]]:
+    """Split at ``sep`` outside (), [], {} and <> nesting."""
+    parts, cur, depth = [], [], 0
+    for t in tokens:
+        if t in ("(", "[", "{", "<"):
+            depth += 1
+        elif t in (")", "]", "}", ">"):
+            depth -= 1
+        if t == sep and depth == 0:
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    if cur or parts:
+        parts.append(cur)
+    return parts
+
+
+# ------------------------------------------------------------------ declarations
+
+@dataclass(frozen=True)
+class Declaration:
+    name: str            # qualified with enclosing namespaces
+    template: tuple      # ((kind, name, default tokens), ...); kind 'type' or 'value'
+    params: tuple        # token lists, one per parameter
+    extern_c: bool
+
+
+_SKIP_CALLS = {"__launch_bounds__", "__attribute__", "__declspec", "alignas", "__maxnreg__",
+               "__cluster_dims__"}
+
+
+def declarations(tokens: list[str]) -> list[Declaration]:
+    """Every ``__global__`` function declared or defined in ``tokens``."""
+    out, stack, start, i, n = [], [], 0, 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        if t in (";", "}"):
+            if t == "}" and stack:
+                stack.pop()
+            start = i + 1
+        elif t == "{":
+            prev = tokens[start:i]
+            if len(prev) >= 2 and prev[-2] == "namespace":
+                stack.append(prev[-1])
+            elif prev[:2] == ["extern", '"C"']:
+                stack.append('extern"C"')
+            elif prev and prev[0] == "namespace" and len(prev) == 1:
+                stack.append("")
+            else:  # a body: skip it
+                i = _match(tokens, i, "{", "}")
+                start = i + 1
+            if i < n and tokens[i] == "{":
+                start = i + 1
+        elif t == "__global__":
+            decl, i = _declaration(tokens, start, i, stack)
+            out.append(decl)
+            if i < n and tokens[i] == "{":
+                i = _match(tokens, i, "{", "}")
+            start = i + 1
+        i += 1
+    return out
+
+
+def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
+    prefix = tokens[start:g]
+    template: tuple = ()
+    if "template" in prefix:
+        k = prefix.index("template")
+        close = _match(prefix, k + 1, "<", ">")
+        template = tuple(_template_param(p) for p in split_top(prefix[k + 2:close]) if p)
+    extern_c = 'extern"C"' in stack or '"C"' in prefix
+    j = g + 1
+    while j < len(tokens):
+        t = tokens[j]
+        if t in _SKIP_CALLS and j + 1 < len(tokens) and tokens[j + 1] == "(":
+            j = _match(tokens, j + 1, "(", ")") + 1
+            continue
+        if t == "[[":
+            j = _find(tokens, j, "]]") + 1
+            continue
+        if t == "(":
+            break
+        if t in (";", "{"):
+            raise SignatureError("no parameter list after __global__")
+        j += 1
+    name_tokens = []
+    k = j - 1
+    while k > g and (_is_id(tokens[k]) or tokens[k] == "::"):
+        name_tokens.insert(0, tokens[k])
+        k -= 1
+    while name_tokens and name_tokens[0] in ("void", "static", "inline", "__global__", "::"):
+        name_tokens.pop(0)
+    if not name_tokens:
+        raise SignatureError("cannot find the kernel's name")
+    close = _match(tokens, j, "(", ")")
+    params = [p for p in split_top(tokens[j + 1:close])]
+    if params in ([["void"]], [[]]):
+        params = []
+    ns = "::".join(s for s in stack if s and s != 'extern"C"')
+    name = "".join(name_tokens)
+    return (Declaration(f"{ns}::{name}" if ns else name, template, tuple(map(tuple, params)),
+                        extern_c), close + 1)
+
+
+def _template_param(tokens: list[str]) -> tuple[str, str, tuple]:
+    default: list[str] = []
+    if "=" in tokens:
+        k = tokens.index("=")
+        tokens, default = tokens[:k], tokens[k + 1:]
+    if "..." in tokens:
+        raise SignatureError("variadic template parameters are not supported")
+    if not tokens or not _is_id(tokens[-1]):
+        raise SignatureError(f"unusual template parameter {' '.join(tokens)!r}")
+    kind = "type" if tokens[0] in ("typename", "class") and len(tokens) == 2 else "value"
+    return kind, tokens[-1], tuple(default)
+
+
+# ------------------------------------------------------------------ types
+
+_INT_WORDS = {"signed", "unsigned", "short", "long", "int", "char"}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__",
+               "register", "struct", "class", "enum", "typename", "union"}
+_ARITH = {
+    "bool": "bool", "char": "int8", "signed char": "int8", "unsigned char": "uint8",
+    "short": "int16", "unsigned short": "uint16", "int": "int32", "unsigned int": "uint32",
+    "long": "int64", "unsigned long": "uint64", "long long": "int64",
+    "unsigned long long": "uint64", "float": "float32", "double": "float64",
+    "__half": "float16", "half": "float16", "__nv_half": "float16",
+    "int8_t": "int8", "int16_t": "int16", "int32_t": "int32", "int64_t": "int64",
+    "uint8_t": "uint8", "uint16_t": "uint16", "uint32_t": "uint32", "uint64_t": "uint64",
+    "size_t": "uint64", "ptrdiff_t": "int64", "intptr_t": "int64", "uintptr_t": "uint64",
+    "ssize_t": "int64", "cudaTextureObject_t": "uint64", "cudaSurfaceObject_t": "uint64",
+    "complex<float>": "complex64", "complex<double>": "complex128",
+    "cuFloatComplex": "complex64", "cuDoubleComplex": "complex128", "cuComplex": "complex64",
+}
+_NAMESPACES = ("::", "cuda::std::", "std::", "thrust::", "cupy::")
+
+
+def canonical_int(words: list[str]) -> str:
+    """``unsigned long int`` -> 'unsigned long', ``signed`` -> 'int', ..."""
+    unsigned = "unsigned" in words
+    if "char" in words:
+        base = "char"
+        return ("unsigned char" if unsigned else "signed char" if "signed" in words else "char")
+    base = ("long long" if words.count("long") == 2 else "long" if "long" in words
+            else "short" if "short" in words else "int")
+    return f"unsigned {base}" if unsigned else base
+
+
+def substitute(tokens, table: dict, functions: dict | None = None, limit: int = 16) -> list[str]:
+    """Replace identifiers found in ``table`` by their token lists and calls of ``functions``
+    (function-like macros: (parameters, body)) by their bodies, to a fixed point."""
+    out = list(tokens)
+    for _ in range(limit):
+        changed, new, i = False, [], 0
+        while i < len(out):
+            t = out[i]
+            if t in table:
+                new.extend(table[t])
+                changed = True
+            elif functions and t in functions and i + 1 < len(out) and out[i + 1] == "(":
+                close = _match(out, i + 1, "(", ")")
+                new.extend(_expand_call(t, functions[t], split_top(out[i + 2:close])))
+                changed, i = True, close
+            else:
+                new.append(t)
+            i += 1
+        out = new
+        if not changed:
+            return out
+    raise SignatureError("recursive alias or macro")
+
+
+def _expand_call(name: str, macro: tuple, args: list[list[str]]) -> list[str]:
+    params, body = macro
+    if "#" in body or "##" in body or "..." in params or "__VA_ARGS__" in body:
+        raise SignatureError(f"the macro {name} is too unusual to expand")
+    if len(args) != len(params) and not (not params and args in ([], [[]])):
+        raise SignatureError(f"the macro {name} takes {len(params)} arguments")
+    table = dict(zip(params, args))
+    return [x for t in body for x in table.get(t, [t])]
+
+
+def _strip_ns(name: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for p in _NAMESPACES:
+            if name.startswith(p):
+                name, changed = name[len(p):], True
+    return name
+
+
+def classify(tokens: list[str], unit: Unit) -> tuple[CType, str | None, list[str] | None]:
+    """(type, parameter name, default tokens) for one parameter's tokens, already substituted."""
+    default = None
+    if "=" in tokens:
+        k = tokens.index("=")
+        tokens, default = tokens[:k], tokens[k + 1:]
+    toks = []
+    i = 0
+    while i < len(tokens):  # drop attributes
+        t = tokens[i]
+        if t == "[[":
+            i = _find(tokens, i, "]]") + 1
+            continue
+        if t in _SKIP_CALLS and i + 1 < len(tokens) and tokens[i + 1] == "(":
+            i = _match(tokens, i + 1, "(", ")") + 1
+            continue
+        toks.append(t)
+        i += 1
+    pointer = 0
+    while toks and toks[-1] == "]":  # array declarator: T x[] or T x[N]
+        k = len(toks) - 1 - toks[::-1].index("[")
+        toks, pointer = toks[:k], pointer + 1
+    for t in toks:
+        if t in unit.function_macros:
+            raise SignatureError(f"declaration uses the function-like macro {t}")
+    if "(" in toks:
+        raise SignatureError(f"unusual declarator {' '.join(tokens)!r}")
+    name = None
+    if len(toks) >= 2 and _is_id(toks[-1]) and toks[-1] not in _INT_WORDS | _QUALIFIERS | {
+            "float", "double", "bool", "void"} and toks[-2] != "::":
+        name = toks.pop()
+    pointer += toks.count("*")
+    reference = "&" in toks or "&&" in toks
+    words = [t for t in toks if t not in _QUALIFIERS and t not in ("*", "&", "&&")]
+    if not words:
+        raise SignatureError(f"no type in {' '.join(tokens)!r}")
+    text = _join(toks)
+    if all(w in _INT_WORDS for w in words):
+        base = canonical_int(words)
+    else:
+        base = _strip_ns(_join(words))
+        if any(w in _INT_WORDS for w in words) or any(not (_is_id(w) or w in ("::", "<", ">", ","))
+                                                      for w in words):
+            if not re.fullmatch(r"complex<(float|double)>", base):
+                raise SignatureError(f"cannot read the type {' '.join(tokens)!r}")
+    enum = base in unit.enums
+    if enum:
+        under = substitute(unit.enums[base], {**unit.macros, **unit.aliases})
+        under_words = [w for w in under if w not in _QUALIFIERS]
+        dtype = _ARITH.get(canonical_int(under_words) if all(w in _INT_WORDS for w in under_words)
+                           else _strip_ns(_join(under_words)))
+    else:
+        dtype = _ARITH.get(base)
+    if base == "void":
+        dtype = None
+    return CType(text, base, pointer, reference, dtype, enum), name, default
+
+
+def _join(tokens: list[str]) -> str:
+    out = ""
+    for t in tokens:
+        if out and _is_id(t) and (_is_id(out[-1]) or out[-1].isdigit() or out[-1] in "*&"):
+            out += " "
+        out += t
+    return out
+
+
+# ------------------------------------------------------------------ defaults
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+           ast.BitOr: operator.or_, ast.BitAnd: operator.and_, ast.BitXor: operator.xor}
+_UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
+          ast.Not: operator.not_}
+_INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uUlL]*\Z")
+_FLOAT_LITERAL = re.compile(r"((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFlL]?\Z")
+
+
+def evaluate(tokens: list[str]):
+    """The value of a constant expression of literals (C rules for / and literal suffixes)."""
+    parts = []
+    for t in tokens:
+        t = t.replace("'", "") if t[:1].isdigit() else t
+        if t in ("true", "false"):
+            parts.append("True" if t == "true" else "False")
+        elif t in ("nullptr", "NULL"):
+            parts.append("None")
+        elif re.fullmatch(r"'(\\?[^\\'])'", t):
+            parts.append(str(ord(ast.literal_eval(t))))
+        elif _INT_LITERAL.match(t):
+            digits = t.rstrip("uUlL")
+            parts.append(str(int(digits, 0) if not re.fullmatch(r"0[0-7]+", digits)
+                             else int(digits, 8)))
+        elif _FLOAT_LITERAL.match(t):
+            parts.append(repr(float(_FLOAT_LITERAL.match(t).group(1))))
+        elif t in ("+", "-", "*", "/", "%", "<<", "~", "(", ")", "|", "&", "^", "!", ">"):
+            parts.append({"!": " not ", ">": ">"}.get(t, t))
+        else:
+            raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}")
+    expr = " ".join(parts).replace("> >", ">>")
+    try:
+        tree = ast.parse(expr, mode="eval")
+        return _eval(tree.body)
+    except (SyntaxError, TypeError, ZeroDivisionError, ValueError) as e:
+        raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}: {e}") from None
+
+
+def _eval(node):
+    if isinstance(node, ast.Constant) and (node.value is None or
+                                           isinstance(node.value, (bool, int, float))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
+        return _UNOPS[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Div):
+            if isinstance(a, int) and isinstance(b, int):
+                q = abs(a) // abs(b)
+                return q if (a >= 0) == (b >= 0) else -q
+            return a / b
+        if type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](a, b)
+    raise SignatureError("not a constant expression")
+
+
+# ------------------------------------------------------------------ entry points
+
+def parse_entry(entry: str) -> tuple[str, list[list[str]] | None]:
+    """'ns::kern<float, 4>' -> ('ns::kern', [['float'], ['4']]); a plain name has None args."""
+    tokens = tokenize(entry.strip())
+    if tokens[:1] == ["&"]:
+        tokens = tokens[1:]
+    if "<" not in tokens:
+        if not all(_is_id(t) or t == "::" for t in tokens) or not tokens:
+            raise SignatureError(f"cannot read the name {entry!r}")
+        return "".join(tokens), None
+    k = tokens.index("<")
+    close = _match(tokens, k, "<", ">")
+    if close != len(tokens) - 1:
+        raise SignatureError(f"cannot read the name expression {entry!r}")
+    return "".join(tokens[:k]), [p for p in split_top(tokens[k + 1:close])]
+
+
+def _same_name(qualified: str, wanted: str) -> bool:
+    wanted = wanted.lstrip(":")
+    return qualified == wanted or (("::" not in wanted) and qualified.rsplit("::", 1)[-1] == wanted)
+
+
+def find_signature(unit: Unit, entry: str) -> Signature:
+    """The signature of the kernel ``entry`` (a name or a name expression) in ``unit``."""
+    name, args = parse_entry(entry)
+    decls = [d for d in declarations(unit.tokens) if _same_name(d.name, name)]
+    if not decls:
+        raise SignatureError(f"no __global__ function named {name!r} in the source")
+    if len({len(d.params) for d in decls}) > 1 or len({len(d.template) for d in decls}) > 1:
+        raise SignatureError(f"{name} is overloaded")
+    if args is not None and not decls[0].template:
+        raise SignatureError(f"{name} is not a template")
+    subs: dict[str, list[str]] = {}
+    if decls[0].template:
+        if args is None:
+            raise SignatureError(f"{name} is a template: give its arguments in the name "
+                                 "expression to get a signature")
+        tparams = decls[0].template
+        if len(args) > len(tparams):
+            raise SignatureError(f"{name} takes {len(tparams)} template arguments")
+        for idx, (kind, pname, default) in enumerate(tparams):
+            value = args[idx] if idx < len(args) else list(
+                next((d.template[idx][2] for d in decls if d.template[idx][2]), ()))
+            if not value:
+                raise SignatureError(f"no value for template parameter {pname}")
+            subs[pname] = substitute(value, subs) if idx >= len(args) else value
+    table = {**unit.macros, **unit.aliases}
+    params = []
+    for idx in range(len(decls[0].params)):
+        ctype = pname = None
+        default_tokens = None
+        for d in decls:
+            toks = substitute(substitute(d.params[idx], subs), table, unit.function_macros)
+            ct, nm, df = classify(toks, unit)
+            if ctype is not None and (ct.base, ct.pointer) != (ctype.base, ctype.pointer):
+                raise SignatureError(f"declarations of {name} disagree on parameter {idx + 1}")
+            ctype, pname = ct, nm or pname
+            if df is not None:
+                default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1:])
+        default, text = NO_DEFAULT, None
+        if default_tokens is not None:
+            text = " ".join(default_tokens[1])
+            default = evaluate(_unqualify(substitute(default_tokens[0], unit.enumerators)))
+        params.append(Param(pname, ctype, default, text))
+    seen = [p.name for p in params if p.name]
+    if len(seen) != len(set(seen)):
+        raise SignatureError(f"{name} repeats a parameter name")
+    if any(p.type.base == "void" and not p.type.pointer for p in params):
+        raise SignatureError(f"{name} has a void parameter")
+    return Signature(entry if args is not None else decls[0].name, tuple(params),
+                     any(d.extern_c for d in decls))
+
+
+def parse_signature(source: str, entry: str, defines=(), headers=()) -> Signature:
+    """The signature of ``entry`` in ``source``; ``headers`` are the texts of the user's own
+    headers, whose macros, aliases and kernels count too. Raises SignatureError."""
+    return find_signature(read_unit(list(headers) + [source], defines), entry)

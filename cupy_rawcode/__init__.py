@@ -19,6 +19,8 @@ _EXPORTS = {
     "CompileError": ("program", "CompileError"),
     "RawKernel": ("kernel", "RawKernel"),
     "RawModule": ("kernel", "RawModule"),
+    "SignatureWarning": ("kernel", "SignatureWarning"),
+    "Signature": ("signature", "Signature"),
     "install": ("jitify_compat", "install"),
     "uninstall": ("jitify_compat", "uninstall"),
 }

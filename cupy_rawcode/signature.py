@@ -596,7 +596,7 @@ def find_signature(unit: Unit, entry: str) -> Signature:
                 default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1:])
         default, text = NO_DEFAULT, None
         if default_tokens is not None:
-            text = " ".join(default_tokens[1])
+            text = " ".join(default_tokens[1]).replace(" :: ", "::")
             default = evaluate(_unqualify(substitute(default_tokens[0], unit.enumerators)))
         params.append(Param(pname, ctype, default, text))
     seen = [p.name for p in params if p.name]

@@ -1,4 +1,4 @@
-"""The ``cupy-rawcode`` command: deps, key, env, compile."""
+"""The ``cupy-rawcode`` command: deps, key, env, compile, cache, prebuild, bundle."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +82,137 @@ def _cmd_compile(args, options) -> int:
     return 0
 
 
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _disk():
+    from . import config
+    from .store.directory import DirectoryStore
+    return DirectoryStore(config.cache_dir())
+
+
+def _cmd_cache(args, options) -> int:
+    if options:
+        raise ValueError(f"cache {args.action} takes no NVRTC options: {' '.join(options)}")
+    disk = _disk()
+    if args.action == "stats":
+        entries = disk.entries()
+        counts = disk.counts()
+        print(f"location  {disk.root}")
+        print(f"entries   {len(entries)}")
+        print(f"size      {_human(sum(e.size for e in entries))} "
+              f"(bound {_human(disk.max_bytes)})")
+        if counts is None:
+            print("hits      not recorded")
+        else:
+            total = counts[0] + counts[1]
+            rate = f" ({100 * counts[0] / total:.0f}% hits)" if total else ""
+            print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
+    elif args.action == "list":
+        from .store.entry import EntryError, decode
+        for e in disk.entries()[::-1]:
+            line = f"{e.key}  {e.size:>9}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(e.used))}"
+            if args.long:
+                data = disk.get(e.key)
+                try:
+                    _code, meta = decode(e.key, data or b"")
+                    line += (f"  {meta.get('arch', '?')} {meta.get('target', '?')} "
+                             f"nvrtc {meta.get('nvrtc', '?')} {len(meta.get('closure', []))} headers")
+                except EntryError as err:
+                    line += f"  BROKEN ({err})"
+            print(line)
+    elif args.action == "clear":
+        print(f"removed {disk.clear()} entries from {disk.root}")
+    elif args.action == "prune":
+        from . import config
+        bound = disk.max_bytes if args.max_size is None else config.parse_size(
+            "--max-size", args.max_size)
+        removed, freed = disk.prune(bound)
+        print(f"removed {removed} entries ({_human(freed)}); bound {_human(bound)}")
+    return 0
+
+
+def _cmd_prebuild(args, options) -> int:
+    from .prebuild import jobs_for, prebuild
+    archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    if not archs:
+        raise ValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
+    jobs = jobs_for(args.paths, archs, tuple(options))
+    outcomes = prebuild(jobs, workers=args.jobs)
+    failed = [o for o in outcomes if o.error]
+    for o in failed:
+        print(f"cupy-rawcode: {o.job.label} ({o.job.arch}) failed:\n  "
+              + o.error.replace("\n", "\n  "), file=sys.stderr)
+    keys = [o.key for o in outcomes if o.key]
+    if keys:
+        _record_prebuilt(keys)
+    hits = sum(o.hit for o in outcomes if not o.error)
+    print(f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
+          f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def _record_prebuilt(keys: list[str]) -> None:
+    """Append to <cache>/prebuilt.keys, which ``bundle export --prebuilt`` reads."""
+    disk = _disk()
+    try:
+        disk.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(disk.root / "prebuilt.keys", "a", encoding="ascii") as f:
+            f.write("".join(k + "\n" for k in keys))
+    except OSError as e:
+        print(f"cupy-rawcode: cannot record prebuilt keys ({e})", file=sys.stderr)
+
+
+def _cmd_bundle(args, options) -> int:
+    from .store.bundle import BundleError, read_index, write_bundle
+    from .store.entry import EntryError, decode
+    if args.action == "export":
+        disk = _disk()
+        if args.prebuilt:
+            try:
+                wanted = (disk.root / "prebuilt.keys").read_text().split()
+            except OSError:
+                raise ValueError(f"no prebuild recorded in {disk.root}; run cupy-rawcode "
+                                 "prebuild first, or export everything") from None
+            keys = list(dict.fromkeys(wanted))
+        else:
+            keys = [e.key for e in disk.entries()]
+        entries, skipped = [], 0
+        for key in keys:
+            data = disk.get(key)
+            try:
+                decode(key, data or b"")
+            except EntryError:
+                skipped += 1  # missing (evicted) or broken: never shipped
+                continue
+            entries.append((key, data))
+        n = write_bundle(args.out, entries)
+        print(f"wrote {n} entries to {args.out}" + (f" ({skipped} missing or broken skipped)"
+                                                   if skipped else ""))
+        return 0
+    try:
+        index, size = read_index(args.out)
+    except BundleError as e:
+        print(f"cupy-rawcode: {args.out}: {e}", file=sys.stderr)
+        return 1
+    from .store.bundle import BundleStore
+    store, broken = BundleStore(args.out), 0
+    for key in sorted(index):
+        try:
+            _code, meta = decode(key, store.get(key) or b"")
+            print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
+        except EntryError as e:
+            broken += 1
+            print(f"{key}  BROKEN ({e})")
+    print(f"{len(index)} entries, {_human(size)}, {broken} broken")
+    return 1 if broken else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cupy-rawcode", description=__doc__,
                                 epilog="Options the command does not know (-I, -D, -std=...) "
@@ -107,6 +238,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--name-expression", action="append")
     c.add_argument("-o", "--output")
     c.set_defaults(func=_cmd_compile)
+    ca = sub.add_parser("cache", help="inspect and trim the cache directory")
+    ca.add_argument("action", choices=("stats", "list", "clear", "prune"))
+    ca.add_argument("--max-size", help="prune: the bound (e.g. 500M; default: the configured one)")
+    ca.add_argument("-l", "--long", action="store_true", help="list: arch, target, NVRTC")
+    ca.set_defaults(func=_cmd_cache)
+    pb = sub.add_parser("prebuild", help="compile kernels (files or JSON manifests) for every "
+                                         "arch into the cache")
+    pb.add_argument("paths", nargs="+")
+    pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
+    pb.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                    help="parallel processes (default: CPU count)")
+    pb.set_defaults(func=_cmd_prebuild)
+    b = sub.add_parser("bundle", help="write cache entries to one file, or check a bundle")
+    b.add_argument("action", choices=("export", "info"))
+    b.add_argument("out", help="the bundle file")
+    b.add_argument("--prebuilt", action="store_true",
+                   help="export: only the entries prebuild made (default: all)")
+    b.set_defaults(func=_cmd_bundle)
     return p
 
 
@@ -115,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args, options = build_parser().parse_known_args(argv)
     try:
         return args.func(args, tuple(options))
-    except (ResolveError, ValueError) as e:
+    except (ResolveError, ValueError, OSError) as e:
         print(f"cupy-rawcode: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # CompileError and friends carry their own message

@@ -58,6 +58,64 @@ def memory_cache_entries() -> int:
         raise ValueError(f"CUPY_RAWCODE_MEMORY_ENTRIES={value!r} is not an integer") from None
 
 
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40,
+          "tb": 1 << 40, "tib": 1 << 40}
+DEFAULT_MAX_SIZE = 1 << 30
+
+
+def parse_size(what: str, value: str | int) -> int:
+    """'1G', '512MiB', '300k', '1048576' -> bytes (binary units)."""
+    if isinstance(value, int):
+        n = value
+    else:
+        import re
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+        if m is None or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"{what}={value!r} is not a size (use e.g. 500M, 2G or a byte count)")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise ValueError(f"{what}={value!r} is negative")
+    return n
+
+
+def cache_max_size() -> int:
+    """CUPY_RAWCODE_CACHE_MAX_SIZE: bound on the cache directory's entries (default 1 GiB)."""
+    value = env_str("CUPY_RAWCODE_CACHE_MAX_SIZE")
+    return DEFAULT_MAX_SIZE if value is None else parse_size("CUPY_RAWCODE_CACHE_MAX_SIZE", value)
+
+
+def bundles() -> tuple[str, ...]:
+    """CUPY_RAWCODE_BUNDLES: read-only bundle files, separated by os.pathsep, consulted in order."""
+    value = env_str("CUPY_RAWCODE_BUNDLES")
+    return tuple(p for p in value.split(os.pathsep) if p) if value else ()
+
+
+def redis_url() -> str | None:
+    """CUPY_RAWCODE_REDIS_URL: a shared Redis store (redis://host:port/db), read through and
+    written back; needs the ``redis`` extra."""
+    return env_str("CUPY_RAWCODE_REDIS_URL")
+
+
+def redis_ttl() -> int | None:
+    """CUPY_RAWCODE_REDIS_TTL: seconds a Redis entry lives (default: no expiry)."""
+    value = env_str("CUPY_RAWCODE_REDIS_TTL")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"CUPY_RAWCODE_REDIS_TTL={value!r} is not a whole number of seconds") from None
+
+
+def redis_timeout() -> float:
+    """CUPY_RAWCODE_REDIS_TIMEOUT: seconds before a Redis call counts as failed (default 0.5)."""
+    value = env_str("CUPY_RAWCODE_REDIS_TIMEOUT")
+    try:
+        return 0.5 if value is None else float(value)
+    except ValueError:
+        raise ValueError(f"CUPY_RAWCODE_REDIS_TIMEOUT={value!r} is not a number of seconds") from None
+
 
 def overlap() -> bool:
     """CUPY_RAWCODE_OVERLAP (default on): on a likely miss, start NVRTC while headers are scanned."""

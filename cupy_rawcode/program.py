@@ -69,15 +69,31 @@ class Result:
 
 
 @functools.lru_cache(maxsize=8)
-def _store_for(cache_dir: str) -> Layered:
-    from .store.directory import DirectoryStore
-    from .store.memory import MemoryStore
-    return Layered([MemoryStore(config.memory_cache_entries()), DirectoryStore(cache_dir)])
+def _store_for(cache_dir: str, max_size: int, bundles: tuple[str, ...], redis_url: str | None,
+               memory_entries: int) -> Layered:
+    from .store import make_store
+    return make_store(cache_dir, max_size=max_size, bundles=bundles, redis_url=redis_url or "",
+                      memory_entries=memory_entries)
 
 
-def default_store() -> Layered:
-    """Memory LRU in front of the cache directory (read from the environment at call time)."""
-    return _store_for(str(config.cache_dir()))
+_override: Layered | None = None
+
+
+def set_store(store: Layered | None) -> None:
+    """Use ``store`` (see ``cupy_rawcode.store.make_store``) for every compile of this process;
+    None goes back to the store the environment describes."""
+    global _override
+    _override = store
+
+
+def default_store(cache_dir=None) -> Layered:
+    """The store for a compile: set_store's, else the one the environment describes (read at
+    call time, one instance per distinct configuration)."""
+    if _override is not None and cache_dir is None:
+        return _override
+    return _store_for(str(config.cache_dir() if cache_dir is None else cache_dir),
+                      config.cache_max_size(), config.bundles(), config.redis_url(),
+                      config.memory_cache_entries())
 
 
 _PREFIX_LINE = re.compile(r"\s*(#.*|//.*)?$")
@@ -242,6 +258,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         found = store.get(key, lambda data: decode(key, data))
         if found is not None:
             _forget(req, early)
+            store.record(True)
             (code, meta), layer = found
             return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
                           count, t1 - t0, 0.0)
@@ -255,6 +272,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         meta = {"target": req.target, "arch": req.arch, "symbols": symbols, "created": time.time(),
                 "nvrtc": ctx.toolchain.nvrtc_version_str, "closure": names}
         code = bytes(obj.code)
+        store.record(False)
         store.put(key, encode(key, code, meta))
         return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj)
 
@@ -281,5 +299,5 @@ def compile(source: str, *, arch, options=(), name_expressions=(), target: str =
     (write the source and options of a failing compile to a file named in the error)."""
     req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
                        target=target, source_dir=source_dir)
-    store = _store_for(os.fspath(cache_dir)) if cache_dir is not None else None
+    store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
     return compile_request(req, store=store, dump=dump).object_code

@@ -1,29 +1,73 @@
-"""The default store: one file per key under a 0700 directory, published atomically."""
+"""The default store: one file per key under a 0700 directory, published atomically, kept under
+a size bound by evicting the least recently used entries.
+
+A reader holds a shared ``flock`` on the entry while it reads and marks the entry used (mtime);
+eviction takes the exclusive lock without waiting and skips an entry it cannot lock, so it never
+removes an entry another process is reading. Hits and misses are counted by appending one byte
+to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
+"""
 from __future__ import annotations
 
 import os
+import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..fsutil import atomic_write
 from . import log
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
+    fcntl = None
+
 _warned = False
+_STALE_TMP_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    key: str
+    size: int
+    used: float  # last use (mtime), seconds since the epoch
+    path: Path
 
 
 class DirectoryStore:
     name = "disk"
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_bytes: int | None = None):
+        from .. import config
         self.root = Path(root)
+        self.max_bytes = config.cache_max_size() if max_bytes is None else max_bytes
+
+    @property
+    def entries_dir(self) -> Path:
+        return self.root / "entries"
 
     def path(self, key: str) -> Path:
-        return self.root / "entries" / key[:2] / key
+        return self.entries_dir / key[:2] / key
 
     def get(self, key: str) -> bytes | None:
         try:
-            return self.path(key).read_bytes()
+            fd = os.open(self.path(key), os.O_RDONLY)
         except OSError:
             return None
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read()
+            try:
+                os.utime(fd)  # mark used, for LRU eviction
+            except OSError:
+                pass  # a read-only cache still serves hits
+            return data
+        except OSError:
+            return None
+        finally:
+            os.close(fd)  # releases the lock
 
     def put(self, key: str, data: bytes) -> None:
         global _warned
@@ -35,3 +79,120 @@ class DirectoryStore:
                 _warned = True
                 log.warning("cupy-rawcode: cannot write the cache at %s (%s); "
                             "kernels are kept in memory only", self.root, e.strerror or e)
+            return
+        if self.max_bytes is not None:
+            self.prune(self.max_bytes)
+
+    # ------------------------------------------------------------ maintenance
+
+    def entries(self) -> list[EntryInfo]:
+        """Every published entry, least recently used first."""
+        out = []
+        try:
+            shards = list(os.scandir(self.entries_dir))
+        except OSError:
+            return out
+        for shard in shards:
+            if not shard.is_dir(follow_symlinks=False):
+                continue
+            try:
+                files = list(os.scandir(shard.path))
+            except OSError:
+                continue
+            for f in files:
+                if f.name.startswith("."):
+                    self._drop_stale_tmp(f)
+                    continue
+                try:
+                    st = f.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                out.append(EntryInfo(f.name, st.st_size, st.st_mtime, Path(f.path)))
+        out.sort(key=lambda e: e.used)
+        return out
+
+    @staticmethod
+    def _drop_stale_tmp(f: os.DirEntry) -> None:
+        """A temp file left by a writer that died mid-publish."""
+        try:
+            if f.name.endswith(".tmp") and time.time() - f.stat().st_mtime > _STALE_TMP_SECONDS:
+                os.unlink(f.path)
+        except OSError:
+            pass
+
+    def prune(self, max_bytes: int) -> tuple[int, int]:
+        """Evict least recently used entries until the total is at most ``max_bytes``; an
+        entry being read is skipped. Returns (entries removed, bytes freed)."""
+        entries = self.entries()
+        total = sum(e.size for e in entries)
+        removed = freed = 0
+        for e in entries:
+            if total <= max_bytes:
+                break
+            if _evict(e.path):
+                total -= e.size
+                removed, freed = removed + 1, freed + e.size
+        return removed, freed
+
+    def clear(self) -> int:
+        """Remove every entry, manifest and counter; returns the number of entries removed."""
+        n = 0
+        for e in self.entries():
+            n += _evict(e.path, wait=True)
+        for sub in ("manifests", "stats"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        return n
+
+    def record(self, hit: bool) -> None:
+        """Count one hit or miss (best effort: a read-only cache counts nothing)."""
+        path = self.root / "stats" / ("hits" if hit else "misses")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+                path.parent.mkdir(exist_ok=True, mode=0o700)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            except OSError:
+                return
+        except OSError:
+            return
+        try:
+            os.write(fd, b".")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def counts(self) -> tuple[int, int] | None:
+        """(hits, misses) recorded, or None when nothing was recorded."""
+        sizes = []
+        for name in ("hits", "misses"):
+            try:
+                sizes.append(os.stat(self.root / "stats" / name).st_size)
+            except OSError:
+                sizes.append(None)
+        return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
+
+
+def _evict(path: Path, wait: bool = False) -> bool:
+    """Unlink ``path`` unless a reader holds it (or, with ``wait``, once it is released)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except OSError:
+                return False  # being read: keep it
+        try:
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                return False  # replaced since we looked: the new entry is fresh
+            os.unlink(path)
+            return True
+        except OSError:
+            return False
+    finally:
+        os.close(fd)

@@ -1,11 +1,13 @@
-"""A cache entry as bytes: magic, JSON metadata (with the code's SHA-256 and the key), code.
-Never pickled; a corrupt, truncated or foreign entry raises EntryError and is a miss."""
+"""A cache entry as bytes: magic, JSON metadata (with the key and the code's size), code, and a
+SHA-256 of everything before it. Never pickled; any damage (truncation, a flipped bit in the
+metadata or the code, another key's entry, a foreign file) raises EntryError and is a miss."""
 from __future__ import annotations
 
 import hashlib
 import json
 
-MAGIC = b"CUPY-RAWCODE-ENTRY-1\n"
+MAGIC = b"CUPY-RAWCODE-ENTRY-2\n"
+_DIGEST = 32
 
 
 class EntryError(ValueError):
@@ -13,27 +15,30 @@ class EntryError(ValueError):
 
 
 def encode(key: str, code: bytes, meta: dict) -> bytes:
-    head = json.dumps({**meta, "key": key, "size": len(code),
-                       "sha256": hashlib.sha256(code).hexdigest()}, sort_keys=True).encode()
-    return MAGIC + len(head).to_bytes(8, "little") + head + code
+    head = json.dumps({**meta, "key": key, "size": len(code)}, sort_keys=True).encode()
+    body = MAGIC + len(head).to_bytes(8, "little") + head + code
+    return body + hashlib.sha256(body).digest()
 
 
 def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     if not data.startswith(MAGIC):
-        raise EntryError("not a cupy-rawcode entry")
+        raise EntryError("not a cupy-rawcode entry (or one of another format version)")
     n = len(MAGIC)
-    if len(data) < n + 8:
-        raise EntryError("truncated header")
-    hlen = int.from_bytes(data[n:n + 8], "little")
+    if len(data) < n + 8 + _DIGEST:
+        raise EntryError("truncated")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise EntryError("contents do not match their checksum")
+    hlen = int.from_bytes(body[n:n + 8], "little")
     try:
-        meta = json.loads(data[n + 8:n + 8 + hlen])
+        meta = json.loads(body[n + 8:n + 8 + hlen])
     except ValueError:
         raise EntryError("unreadable metadata") from None
     if not isinstance(meta, dict):
         raise EntryError("metadata is not an object")
-    code = data[n + 8 + hlen:]
+    code = body[n + 8 + hlen:]
     if meta.get("key") != key:
         raise EntryError("entry belongs to another key")
-    if meta.get("size") != len(code) or meta.get("sha256") != hashlib.sha256(code).hexdigest():
-        raise EntryError("code does not match its checksum")
+    if meta.get("size") != len(code):
+        raise EntryError("code length does not match the metadata")
     return code, meta

@@ -1,0 +1,102 @@
+"""Bundles: many cache entries in one read-only file an application can ship.
+
+Layout: magic, 8-byte little-endian index length, JSON index {"entries": {key: [offset,
+length]}}, then the entries' bytes back to back. Each entry is the self-validating bytes of
+entry.py, so a damaged bundle can only cause misses; an unreadable index makes the whole
+bundle empty, with one warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from ..fsutil import atomic_write
+from . import log
+
+MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
+
+
+class BundleError(ValueError):
+    pass
+
+
+def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) -> int:
+    """Write ``(key, entry bytes)`` pairs to ``path`` atomically; returns the entry count."""
+    index, blobs, offset = {}, [], 0
+    for key, data in entries:
+        if key in index:
+            continue
+        index[key] = [offset, len(data)]
+        blobs.append(data)
+        offset += len(data)
+    head = json.dumps({"entries": index}, sort_keys=True).encode()
+    atomic_write(Path(path), b"".join([MAGIC, len(head).to_bytes(8, "little"), head, *blobs]),
+                 mode=0o644)
+    return len(index)
+
+
+def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int]:
+    """(key -> (absolute offset, length), file size); raises BundleError when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(len(MAGIC) + 8)
+            if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
+                raise BundleError("not a cupy-rawcode bundle")
+            hlen = int.from_bytes(head[len(MAGIC):], "little")
+            if hlen > size:
+                raise BundleError("index length beyond the end of the file")
+            raw = json.loads(f.read(hlen))
+    except OSError as e:
+        raise BundleError(e.strerror or str(e)) from None
+    except ValueError as e:
+        raise BundleError(f"unreadable index ({e})") from None
+    base = len(MAGIC) + 8 + hlen
+    index = {}
+    entries = raw.get("entries") if isinstance(raw, dict) else None
+    if not isinstance(entries, dict):
+        raise BundleError("index has no entries")
+    for key, span in entries.items():
+        if (isinstance(span, list) and len(span) == 2 and all(type(v) is int and v >= 0
+                                                               for v in span)
+                and base + span[0] + span[1] <= size):
+            index[key] = (base + span[0], span[1])
+    return index, size
+
+
+class BundleStore:
+    """A read-only store over one bundle file; the index is read on first use."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.name = f"bundle:{os.path.basename(self.path)}"
+        self._index: dict | None = None
+
+    def _entries(self) -> dict:
+        if self._index is None:
+            try:
+                self._index, _ = read_index(self.path)
+            except BundleError as e:
+                log.warning("cupy-rawcode: ignoring the bundle %s (%s)", self.path, e)
+                self._index = {}
+        return self._index
+
+    def keys(self) -> list[str]:
+        return sorted(self._entries())
+
+    def get(self, key: str) -> bytes | None:
+        span = self._entries().get(key)
+        if span is None:
+            return None
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(span[0])
+                data = f.read(span[1])
+        except OSError:
+            return None
+        return data if len(data) == span[1] else None
+
+    def put(self, key: str, data: bytes) -> None:
+        """Bundles are read-only."""

@@ -1,0 +1,466 @@
+"""The cache at scale: size bound and LRU eviction, the cache/prebuild/bundle commands, the
+Redis store, and fault tolerance (concurrent compiles, corruptions, write errors, Redis dying)."""
+import errno
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, corpus
+from cupy_rawcode import cli
+from cupy_rawcode.program import compile_request
+from cupy_rawcode.request import make_request
+from cupy_rawcode.store import Layered, make_store
+from cupy_rawcode.store.bundle import BundleStore, write_bundle
+from cupy_rawcode.store.directory import DirectoryStore
+from cupy_rawcode.store.entry import EntryError, decode, encode
+
+SMALL = 'extern "C" __global__ void k(int* a) {{ a[0] = {value}; }}\n'
+
+
+def entry(key: str, size: int = 1000) -> bytes:
+    return encode(key, os.urandom(size), {"arch": "sm_90", "target": "cubin"})
+
+
+def key_of(i: int) -> str:
+    return f"{i:064x}"
+
+
+# ------------------------------------------------------------------ size bound
+
+def test_size_bound_evicts_least_recently_used(tmp_path):
+    store = DirectoryStore(tmp_path, max_bytes=10_000)
+    for i in range(8):  # ~1.1 kB each: all fit
+        store.put(key_of(i), entry(key_of(i)))
+        os.utime(store.path(key_of(i)), (1000 + i, 1000 + i))
+    assert store.get(key_of(0)) is not None  # a hit marks entry 0 as just used
+    for i in range(8, 12):
+        store.put(key_of(i), entry(key_of(i)))
+    kept = {e.key for e in store.entries()}
+    assert sum(e.size for e in store.entries()) <= 10_000
+    assert key_of(0) in kept and key_of(11) in kept
+    assert key_of(1) not in kept and key_of(2) not in kept  # the oldest unused went first
+
+
+def test_eviction_skips_an_entry_another_process_is_reading(tmp_path):
+    store = DirectoryStore(tmp_path, max_bytes=None)
+    for i in range(4):
+        store.put(key_of(i), entry(key_of(i)))
+    reader = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys\n"
+         "fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH)\n"
+         "print('locked', flush=True); sys.stdin.read()", str(store.path(key_of(2)))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "locked"
+        removed, _ = store.prune(0)
+        assert removed == 3 and [e.key for e in store.entries()] == [key_of(2)]
+    finally:
+        reader.communicate("")
+    assert store.prune(0)[0] == 1 and store.entries() == []
+
+
+@pytest.mark.parametrize("value,expected", [("2G", 2 << 30), ("500M", 500 << 20),
+                                            ("123", 123), (None, 1 << 30)])
+def test_size_bound_from_the_environment(monkeypatch, tmp_path, value, expected):
+    if value is None:
+        monkeypatch.delenv("CUPY_RAWCODE_CACHE_MAX_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("CUPY_RAWCODE_CACHE_MAX_SIZE", value)
+    assert DirectoryStore(tmp_path).max_bytes == expected
+
+
+def test_a_bad_size_bound_names_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_MAX_SIZE", "lots")
+    with pytest.raises(ValueError, match="CUPY_RAWCODE_CACHE_MAX_SIZE='lots' is not a size"):
+        DirectoryStore(tmp_path)
+
+
+def test_stale_temp_files_are_cleaned_fresh_ones_kept(tmp_path):
+    store = DirectoryStore(tmp_path)
+    store.put(key_of(1), entry(key_of(1)))
+    shard = store.path(key_of(1)).parent
+    old, new = shard / ".x.1.tmp", shard / ".x.2.tmp"
+    old.write_bytes(b"partial")
+    new.write_bytes(b"partial")
+    os.utime(old, (1, 1))
+    store.entries()
+    assert not old.exists() and new.exists()
+
+
+# ------------------------------------------------------------------ CLI
+
+def run_cli(capsys, *argv):
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cache_commands(capsys, tmp_path):
+    src = tmp_path / "a.cu"
+    src.write_text(corpus("plain.cu"))
+    assert run_cli(capsys, "compile", str(src), "--arch", "sm_80")[0] == 0
+    assert run_cli(capsys, "compile", str(src), "--arch", "sm_80")[0] == 0
+    rc, out, _ = run_cli(capsys, "cache", "stats")
+    assert rc == 0 and "entries   1" in out and "hits      1" in out and "misses    1" in out
+    assert os.environ["CUPY_RAWCODE_CACHE_DIR"] in out
+    rc, out, _ = run_cli(capsys, "cache", "list", "-l")
+    assert rc == 0 and "sm_80 cubin" in out and len(out.splitlines()) == 1
+    rc, out, _ = run_cli(capsys, "cache", "prune", "--max-size", "0")
+    assert rc == 0 and out.startswith("removed 1 entries")
+    rc, out, _ = run_cli(capsys, "cache", "clear")
+    assert rc == 0 and "entries   0" in run_cli(capsys, "cache", "stats")[1]
+    assert "hits      not recorded" in run_cli(capsys, "cache", "stats")[1]
+    rc, _, err = run_cli(capsys, "cache", "prune", "--max-size", "lots")
+    assert rc == 2 and "--max-size='lots' is not a size" in err
+
+
+def test_prebuild_reports_failures_and_goes_on(capsys, tmp_path):
+    (tmp_path / "good.cu").write_text(SMALL.format(value=1))
+    (tmp_path / "bad.cu").write_text('#include <no_such_header.h>\n')
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "v.h").write_text("#define V 7\n")
+    (tmp_path / "m.json").write_text(json.dumps([
+        {"file": "good.cu", "options": ["-DEXTRA=1"], "arch": ["sm_75"]},
+        {"code": '#include <v.h>\nextern "C" __global__ void k(int* a) { a[0] = V; }',
+         "name": "inline", "options": ["-I" + str(tmp_path / "inc")]},
+        {"code": "template <int N> __global__ void t(int* a) { a[0] = N; }",
+         "name_expressions": ["t<3>"], "name": "tmpl"}]))
+    rc, out, err = run_cli(capsys, "prebuild", str(tmp_path / "good.cu"),
+                           str(tmp_path / "bad.cu"), str(tmp_path / "m.json"),
+                           "--arch", "sm_80,sm_90", "-j", "2")
+    assert rc == 1
+    assert "7 of 9 succeeded (7 compiled, 0 already cached), 2 failed" in out
+    assert err.count("bad.cu (sm_") == 2 and "no_such_header.h" in err
+    assert "9/9" in err  # progress
+    assert len(DirectoryStore(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"])).entries()) == 7
+    rc, out, _ = run_cli(capsys, "prebuild", str(tmp_path / "good.cu"), "--arch", "sm_80",
+                         "-j", "1")
+    assert rc == 0 and "(0 compiled, 1 already cached)" in out
+
+
+@pytest.mark.parametrize("manifest,message", [
+    ('{"file": "x.cu"}', "a manifest is a list"),
+    ('[{"file": "x.cu", "code": "y"}]', "exactly one of 'file' and 'code'"),
+    ('[{"code": "y", "flags": 1}]', "unknown field"),
+    ('[{"code": "y", "options": "-DX"}]', "options must be a list of strings"),
+    ('[{"file": "missing.cu"}]', "cannot read"),
+    ("[", "not JSON"),
+])
+def test_bad_manifests_say_what_and_where(capsys, tmp_path, manifest, message):
+    (tmp_path / "m.json").write_text(manifest)
+    rc, _, err = run_cli(capsys, "prebuild", str(tmp_path / "m.json"), "--arch", "sm_80")
+    assert rc == 2 and message in err and "m.json" in err
+
+
+def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monkeypatch):
+    src = tmp_path / "k.cu"
+    src.write_text(corpus("warp_reduce.cu"))
+    assert run_cli(capsys, "prebuild", str(src), "--arch", "sm_90", "-j", "1")[0] == 0
+    other = tmp_path / "other.cu"
+    other.write_text(SMALL.format(value=5))
+    assert run_cli(capsys, "compile", str(other), "--arch", "sm_90")[0] == 0
+    bundle = tmp_path / "app.bundle"
+    rc, out, _ = run_cli(capsys, "bundle", "export", str(bundle), "--prebuilt")
+    assert rc == 0 and "wrote 1 entries" in out
+    rc, out, _ = run_cli(capsys, "bundle", "info", str(bundle))
+    assert rc == 0 and "1 entries" in out and "0 broken" in out
+    # a fresh machine: empty cache, the bundle on CUPY_RAWCODE_BUNDLES, no compile allowed
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "fresh"))
+    monkeypatch.setenv("CUPY_RAWCODE_BUNDLES", str(tmp_path / "absent.bundle") + os.pathsep
+                       + str(bundle))
+    from cupy_rawcode import program
+    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: pytest.fail("compiled"))
+    monkeypatch.setattr(program, "_speculate", lambda *a: None)
+    req = make_request(src.read_text(), arch="sm_90", source_dir=str(tmp_path))
+    r = compile_request(req)
+    assert r.hit and r.hit_layer == "bundle:app.bundle"
+    assert compile_request(req).hit_layer == "memory"
+    assert len(DirectoryStore(tmp_path / "fresh").entries()) == 1  # copied to the local cache
+
+
+# ------------------------------------------------------------------ Redis
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, tmp: Path):
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = subprocess.Popen(
+            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(tmp)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+        self.client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                if self.client.ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it from the system packages)")
+    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
+    server = RedisServer(tmp_path)
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def fresh_redis_warning(monkeypatch):
+    from cupy_rawcode.store import redis as redis_store
+    monkeypatch.setattr(redis_store, "_warned", False)
+
+
+def machine(tmp_path, name, url, **kw):
+    """A store as one machine of a cluster sees it: its own disk, the shared Redis."""
+    return make_store(tmp_path / name, redis_url=url, bundles=(), **kw)
+
+
+def test_redis_shares_entries_between_machines(tmp_path, redis_server):
+    src = SMALL.format(value=11)
+    a, b = machine(tmp_path, "a", redis_server.url), machine(tmp_path, "b", redis_server.url,
+                                                            redis_ttl=3600)
+    r1 = compile_request(make_request(src, arch="sm_90"), store=a)
+    assert not r1.hit
+    stored = redis_server.client.get("cupy-rawcode:entry:" + r1.key)
+    assert decode(r1.key, stored)[0] == r1.code  # bytes + JSON metadata, checksummed
+    assert redis_server.client.ttl("cupy-rawcode:entry:" + r1.key) == -1  # no TTL by default
+    r2 = compile_request(make_request(src, arch="sm_90"), store=b)
+    assert r2.hit and r2.hit_layer == "redis" and r2.code == r1.code
+    assert b.layer("disk").get(r1.key) is not None  # read through into the local cache
+    r3 = compile_request(make_request(SMALL.format(value=12), arch="sm_90"), store=b)
+    assert 0 < redis_server.client.ttl("cupy-rawcode:entry:" + r3.key) <= 3600
+
+
+def test_redis_down_warns_once_and_compiles_locally(tmp_path, caplog, fresh_redis_warning):
+    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    store = machine(tmp_path, "a", url)
+    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+        for v in range(3):
+            r = compile_request(make_request(SMALL.format(value=v), arch="sm_90"), store=store)
+            assert not r.hit and r.code
+    warnings = [r for r in caplog.records if "Redis" in r.getMessage()]
+    assert len(warnings) == 1 and "going on with the local cache" in warnings[0].getMessage()
+
+
+def test_slow_redis_times_out_and_local_work_goes_on(tmp_path, redis_server, caplog,
+                                                     fresh_redis_warning):
+    store = machine(tmp_path, "a", redis_server.url, redis_timeout=0.2)
+    redis_server.client.execute_command("CLIENT", "PAUSE", "3000")
+    t0 = time.perf_counter()
+    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+        r = compile_request(make_request(SMALL.format(value=21), arch="sm_90"), store=store)
+        r2 = compile_request(make_request(SMALL.format(value=22), arch="sm_90"), store=store)
+    assert r.code and r2.code and time.perf_counter() - t0 < 2.5  # one timeout, then backoff
+    assert sum("Redis" in rec.getMessage() for rec in caplog.records) == 1
+
+
+def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(tmp_path,
+                                                                          redis_server,
+                                                                          fresh_redis_warning):
+    kernels = [SMALL.format(value=v) for v in range(6)]
+    reference = {}
+    ref_store = make_store(tmp_path / "ref", redis_url="", bundles=())
+    for src in kernels:
+        reference[src] = compile_request(make_request(src, arch="sm_80"), store=ref_store).code
+    machines = [machine(tmp_path, f"m{i}", redis_server.url) for i in range(4)]
+    rng = random.Random(7)
+    layers = set()
+    for call in range(200):
+        if call == 100:
+            redis_server.kill()
+        src, store = rng.choice(kernels), rng.choice(machines)
+        if rng.random() < 0.3:  # a machine that lost its local cache
+            store.layer("memory")._data.clear()
+            shutil.rmtree(store.layer("disk").root, ignore_errors=True)
+        r = compile_request(make_request(src, arch="sm_80"), store=store)
+        assert r.code == reference[src], f"call {call}"
+        layers.add(r.hit_layer)
+    assert "redis" in layers and None in layers  # both paths were exercised
+
+
+# ------------------------------------------------------------------ fault tolerance
+
+def _compile_child(cache_dir: str, q) -> None:
+    os.environ["CUPY_RAWCODE_CACHE_DIR"] = cache_dir
+    from cupy_rawcode.program import compile_request as cr
+    from cupy_rawcode.request import make_request as mr
+    r = cr(mr((ROOT / "bench" / "corpus" / "plain.cu").read_text(), arch="sm_90"))
+    q.put((r.key, r.code))
+
+
+def test_sixteen_processes_compiling_one_kernel_make_one_valid_entry(tmp_path):
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_compile_child, args=(str(tmp_path / "c"), q)) for _ in range(16)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len({k for k, _ in results}) == 1
+    store = DirectoryStore(tmp_path / "c", max_bytes=None)
+    entries = store.entries()
+    assert len(entries) == 1 and entries[0].key == results[0][0]
+    code, _ = decode(entries[0].key, store.get(entries[0].key))
+    assert all(c == code for _, c in results)
+    leftovers = [p for p in (tmp_path / "c").rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def corrupt(data: bytes, rng: random.Random, foreign: bytes) -> bytes:
+    """One random damage: truncation, bit flips, wrong length, a foreign file, or empty."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        return data[:rng.randrange(len(data))]
+    if kind == 1:
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        return bytes(b)
+    if kind == 2:  # wrong length: bytes added or removed in the middle
+        i = rng.randrange(len(data))
+        return data[:i] + os.urandom(rng.randint(1, 64)) + data[i + rng.randint(0, 64):]
+    if kind == 3:
+        return foreign  # another key's valid entry
+    if kind == 4:
+        return os.urandom(rng.randint(1, 2000))
+    return b""
+
+
+def test_a_thousand_corruptions_never_crash_or_return_wrong_code(tmp_path, redis_server):
+    rng = random.Random(2026)
+    keys = [key_of(i) for i in range(4)]
+    good = {k: entry(k, 500) for k in keys}
+    codes = {k: decode(k, good[k])[0] for k in keys}
+    disk = DirectoryStore(tmp_path / "disk", max_bytes=None)
+    from cupy_rawcode.store.redis import RedisStore
+    red = RedisStore(redis_server.url)
+    outcomes = {"miss": 0, "intact": 0}
+    for trial in range(1000):
+        k = rng.choice(keys)
+        foreign = good[keys[(keys.index(k) + 1) % len(keys)]]
+        bad = corrupt(good[k], rng, foreign)
+        where = trial % 3
+        if where == 0:
+            disk.path(k).parent.mkdir(parents=True, exist_ok=True)
+            disk.path(k).write_bytes(bad)
+            layers = [disk]
+        elif where == 1:
+            bundle = tmp_path / f"b{trial % 7}.bundle"
+            write_bundle(bundle, [(x, good[x] if x != k else bad) for x in keys])
+            raw = bytearray(bundle.read_bytes())
+            if rng.random() < 0.3:  # damage the bundle file itself, index included
+                for _ in range(rng.randint(1, 4)):
+                    raw[rng.randrange(len(raw))] ^= 0xFF
+                bundle.write_bytes(bytes(raw))
+            layers = [BundleStore(bundle)]
+        else:
+            red.put(k, bad)
+            layers = [red]
+        found = Layered(layers).get(k, lambda d: decode(k, d))
+        if found is None:
+            outcomes["miss"] += 1
+        else:
+            (code, meta), _ = found
+            assert code == codes[k] and meta["key"] == k, f"trial {trial}: wrong code returned"
+            outcomes["intact"] += 1
+    assert outcomes["miss"] > 500  # almost every damage is detected as a miss
+
+
+def test_corrupted_entries_recompile_to_the_right_code(tmp_path):
+    store = make_store(tmp_path / "c", redis_url="", bundles=())
+    req = make_request(corpus("plain.cu"), arch="sm_90")
+    first = compile_request(req, store=store)
+    disk = store.layer("disk")
+    rng = random.Random(1)
+    for _ in range(5):
+        store.layer("memory")._data.clear()
+        disk.path(first.key).write_bytes(corrupt(disk.get(first.key), rng, b"x"))
+        r = compile_request(req, store=store)
+        assert r.code == first.code
+        decode(first.key, disk.get(first.key))  # replaced by a valid entry
+
+
+def test_a_write_error_mid_publish_leaves_no_partial_entry(tmp_path, monkeypatch, caplog):
+    from cupy_rawcode import fsutil
+    from cupy_rawcode.store import directory
+    monkeypatch.setattr(directory, "_warned", False)
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            self.f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "fdopen", lambda fd, mode: FullDisk(real_fdopen(fd, mode)))
+    store = make_store(tmp_path / "c", redis_url="", bundles=())
+    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+        r = compile_request(make_request(SMALL.format(value=3), arch="sm_90"), store=store)
+    assert r.code and not r.hit
+    assert "No space left on device" in caplog.text
+    files = [p for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert [p for p in files if "entries" in p.parts] == []  # no entry, no temp file
+    monkeypatch.setattr(fsutil.os, "fdopen", real_fdopen)
+    fresh = make_store(tmp_path / "c", redis_url="", bundles=())
+    assert not compile_request(make_request(SMALL.format(value=3), arch="sm_90"),
+                               store=fresh).hit  # nothing partial was ever read
+
+
+def test_a_read_only_cache_still_compiles_and_serves_hits(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root ignores directory permissions")
+    store = make_store(tmp_path / "c", redis_url="", bundles=())
+    req = make_request(SMALL.format(value=4), arch="sm_90")
+    compile_request(req, store=store)
+    os.chmod(tmp_path / "c", 0o500)
+    try:
+        fresh = make_store(tmp_path / "c", redis_url="", bundles=())
+        assert compile_request(req, store=fresh).hit_layer == "disk"
+        other = make_request(SMALL.format(value=5), arch="sm_90")
+        assert compile_request(other, store=fresh).code
+    finally:
+        os.chmod(tmp_path / "c", 0o700)
+
+
+def test_entry_checksum_covers_metadata():
+    data = encode("k" * 64, b"code", {"symbols": {"f<1>": "_Z1fILi1EEvv"}})
+    i = data.index(b"_Z1f")
+    bad = data[:i] + b"_Z2f" + data[i + 4:]
+    with pytest.raises(EntryError, match="checksum"):
+        decode("k" * 64, bad)

@@ -24,6 +24,7 @@ except ImportError:  # Windows: no advisory locks; eviction then relies on open 
 
 _warned = False
 _STALE_TMP_SECONDS = 3600
+_RESCAN_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class DirectoryStore:
         from .. import config
         self.root = Path(root)
         self.max_bytes = config.cache_max_size() if max_bytes is None else max_bytes
+        # total size as last scanned plus what this process wrote since; a full scan happens
+        # when that passes the bound or after _RESCAN_SECONDS (other processes write too)
+        self._estimate, self._next_scan = 0, 0.0
 
     @property
     def entries_dir(self) -> Path:
@@ -81,7 +85,9 @@ class DirectoryStore:
                             "kernels are kept in memory only", self.root, e.strerror or e)
             return
         if self.max_bytes is not None:
-            self.prune(self.max_bytes)
+            self._estimate += len(data)
+            if self._estimate > self.max_bytes or time.monotonic() > self._next_scan:
+                self.prune(self.max_bytes)
 
     # ------------------------------------------------------------ maintenance
 
@@ -132,6 +138,7 @@ class DirectoryStore:
             if _evict(e.path):
                 total -= e.size
                 removed, freed = removed + 1, freed + e.size
+        self._estimate, self._next_scan = total, time.monotonic() + _RESCAN_SECONDS
         return removed, freed
 
     def clear(self) -> int:

@@ -45,6 +45,7 @@ def nvrtc_macros(arch: str, std: str, nvrtc_version: tuple[int, int]) -> dict[st
         "CUDART_VERSION": str(major * 1000 + minor * 10), "__cplusplus": _STD_CPLUSPLUS[std],
         "__LP64__": "1", "__EDG__": "1", "__STDC_HOSTED__": "1",
         "__NVCC_DIAG_PRAGMA_SUPPORT__": "1", "__CUDACC_DEVICE_ATOMIC_BUILTINS__": "1",
+        "__NV_BUILTIN_INITIALIZER_LIST": "1",  # NVRTC 12.9 and 13.5 define it (CCCL 3.5 needs it)
         "__CHAR_BIT__": "8", "__SIZEOF_INT__": "4", "__SIZEOF_LONG__": "8",
         "__SIZEOF_POINTER__": "8", "__SIZEOF_LONG_LONG__": "8",
     }

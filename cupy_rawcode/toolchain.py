@@ -7,11 +7,13 @@ Search policy (README "Header search order"): the system roots come after the us
 2. ``cuda``  - CUDA headers (``cuda_fp16.h``, ...) from the first source that has them;
 3. ``shim``  - this package's ``include/`` (C++ standard header shims), always last.
 
-Sources are tried in the order ``wheel,cupy,toolkit`` unless the ``header_sources`` argument or
-``CUPY_RAWCODE_HEADER_SOURCES`` says otherwise. An entry is a source name (``wheel``: the pip
-``nvidia-cuda-cccl*`` / ``nvidia-cuda-runtime*`` wheels via cuda.pathfinder; ``cupy``: CuPy's
-bundled CCCL; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH``/``/usr/local/cuda``) or an explicit
-directory ``cccl=/path`` / ``cuda=/path``. Only one CCCL is ever used: mixing two is broken.
+Sources are tried in the order ``wheel,nvrtc,cupy,toolkit`` unless the ``header_sources``
+argument or ``CUPY_RAWCODE_HEADER_SOURCES`` says otherwise. An entry is a source name (``wheel``:
+the pip ``nvidia-cuda-cccl*`` / ``nvidia-cuda-runtime*`` wheels via cuda.pathfinder; ``nvrtc``:
+the CUDA + CCCL headers NVRTC >= 13.3 bundles, extracted once per NVRTC version into the cache
+directory; ``cupy``: CuPy's bundled CCCL; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH``/
+``/usr/local/cuda``) or an explicit directory ``cccl=/path`` / ``cuda=/path``. Sources are asked
+lazily, in order, until both kinds are found. Only one CCCL is ever used: mixing two is broken.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from pathlib import Path
 
 from . import config
 
-DEFAULT_SOURCES = ("wheel", "cupy", "toolkit")
-KNOWN_SOURCES = ("wheel", "cupy", "toolkit")
+DEFAULT_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
+KNOWN_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
+BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,33 @@ def _cupy_cccl_dirs() -> list[str]:
     return [str(d) for d in dirs if d.is_dir()] if (base / "cub").is_dir() else []
 
 
+def bundled_headers_dir() -> Path:
+    """Where NVRTC's bundled headers are extracted: one directory per NVRTC version."""
+    return config.cache_dir() / "nvrtc-headers" / ("%d.%d" % nvrtc_version())
+
+
+def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
+    """NVRTC >= 13.3's own CUDA + CCCL headers, extracted on first use (NVRTC serializes
+    concurrent extractions with a file lock and skips an existing install)."""
+    if nvrtc_version() < BUNDLED_MIN:
+        return {}
+    from cuda.bindings import nvrtc
+    install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
+    if install is None:  # cuda-bindings older than the NVRTC it loads
+        return {}
+    target = bundled_headers_dir()
+    if not (target / "cccl" / "cub").is_dir():
+        flag = getattr(nvrtc, "NVRTC_INSTALL_HEADERS_SKIP_IF_EXISTS", 0)
+        try:
+            err = install(str(target).encode(), int(flag))
+            err = err[0] if isinstance(err, tuple) else err
+        except Exception:  # noqa: BLE001 - an unusable source simply offers nothing
+            return {}
+        if int(err) != 0 or not (target / "cccl" / "cub").is_dir():
+            return {}
+    return {"cccl": [str(target / "cccl")], "cuda": [str(target)]}
+
+
 def toolkit_home() -> Path | None:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         value = os.environ.get(var)
@@ -141,6 +171,8 @@ def source_dirs(source: str) -> dict[str, list[str]]:
         return {"cccl": [cccl] if cccl else [], "cuda": [cudart] if cudart else []}
     if source == "cupy":
         return {"cccl": _cupy_cccl_dirs(), "cuda": []}
+    if source == "nvrtc":
+        return _nvrtc_bundled_dirs()
     if source == "toolkit":
         home = toolkit_home()
         if home is None:
@@ -151,13 +183,14 @@ def source_dirs(source: str) -> dict[str, list[str]]:
     raise ValueError(f"unknown header source {source!r}")
 
 
-def choose_system_dirs(sources: tuple[str, ...], offered: dict[str, dict[str, list[str]]],
-                       shim: str) -> tuple[SearchDir, ...]:
-    """Pure policy: the first source offering CCCL, the first offering CUDA headers, then shims."""
+def choose_system_dirs(sources: tuple[str, ...], offered, shim: str) -> tuple[SearchDir, ...]:
+    """Pure policy: the first source offering CCCL, the first offering CUDA headers, then shims.
+    ``offered(source)`` (or a dict) gives a source's directories; it is asked only as needed."""
+    ask = offered if callable(offered) else (lambda s: offered.get(s, {}))
     out: list[SearchDir] = []
     for kind in ("cccl", "cuda"):
         for source in sources:
-            dirs = offered.get(source, {}).get(kind) or []
+            dirs = ask(source).get(kind) or []
             if dirs:
                 origin = "explicit" if "=" in source else source
                 out.extend(SearchDir(kind, d, origin) for d in dirs)
@@ -185,8 +218,8 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def _toolchain(sources: tuple[str, ...]) -> Toolchain:
-    offered = {s: source_dirs(s) for s in sources}
-    dirs = choose_system_dirs(sources, offered, str(shim_dir()))
+    dirs = choose_system_dirs(sources, functools.lru_cache(maxsize=None)(source_dirs),
+                              str(shim_dir()))
     return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources)
 
 

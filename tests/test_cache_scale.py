@@ -464,3 +464,12 @@ def test_entry_checksum_covers_metadata():
     bad = data[:i] + b"_Z2f" + data[i + 4:]
     with pytest.raises(EntryError, match="checksum"):
         decode("k" * 64, bad)
+
+
+def test_redis_url_without_the_client_or_with_a_bad_url_warns_and_goes_on(
+        tmp_path, caplog, monkeypatch, fresh_redis_warning):
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if the extra were not installed
+    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+        store = machine(tmp_path, "a", "redis://127.0.0.1:1/0")
+        r = compile_request(make_request(SMALL.format(value=31), arch="sm_90"), store=store)
+    assert r.code and "pip install 'cupy-rawcode[redis]'" in caplog.text

@@ -112,3 +112,38 @@ def test_no_source_dir_means_no_own_directory_for_main(tree):
     with pytest.raises(MissingHeaderError):
         resolve('#include "m.h"\n', exact=True)
     assert resolve('#include "m.h"\n', exact=True, source_dir=str(root / "main")).headers
+
+
+def test_header_sources_are_asked_lazily_in_policy_order():
+    from cupy_rawcode.toolchain import choose_system_dirs
+    asked = []
+    offers = {"wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/cuda"]}, "nvrtc": {"cccl": ["/n"]}}
+
+    def offer(source):
+        asked.append(source)
+        return offers.get(source, {})
+    dirs = choose_system_dirs(("wheel", "nvrtc", "cupy"), offer, "/shim")
+    assert [(d.tag, d.path, d.origin) for d in dirs] == [
+        ("cccl", "/w/cccl", "wheel"), ("cuda", "/w/cuda", "wheel"), ("shim", "/shim", "package")]
+    assert "nvrtc" not in asked  # never extracted when an earlier source has everything
+    asked.clear()
+    dirs = choose_system_dirs(("cupy", "nvrtc", "wheel"), offer, "/shim")
+    assert [(d.tag, d.origin) for d in dirs] == [("cccl", "nvrtc"), ("cuda", "wheel"),
+                                                 ("shim", "package")]
+
+
+def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
+    from cupy_rawcode.toolchain import BUNDLED_MIN, nvrtc_version, source_dirs
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "c"))
+    if nvrtc_version() < BUNDLED_MIN:
+        assert source_dirs("nvrtc") == {}  # older NVRTC: the source offers nothing
+        return
+    dirs = source_dirs("nvrtc")
+    assert os.path.isfile(os.path.join(dirs["cccl"][0], "cub", "block", "block_reduce.cuh"))
+    assert os.path.isfile(os.path.join(dirs["cuda"][0], "cuda_fp16.h"))
+    from cupy_rawcode.program import compile_request
+    from cupy_rawcode.request import make_request
+    from conftest import corpus
+    monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "nvrtc")
+    r = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))
+    assert r.code[:4] == b"\x7fELF" and r.header_count > 100

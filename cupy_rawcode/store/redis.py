@@ -37,11 +37,15 @@ class RedisStore:
         if client is None:
             try:
                 import redis
+                client = redis.Redis.from_url(url, socket_timeout=timeout,
+                                              socket_connect_timeout=timeout)
             except ImportError:
-                raise ImportError("CUPY_RAWCODE_REDIS_URL needs the redis package: "
-                                  "pip install 'cupy-rawcode[redis]'") from None
-            client = redis.Redis.from_url(url, socket_timeout=timeout,
-                                          socket_connect_timeout=timeout)
+                self._down_until = float("inf")
+                _warn_once(url, ImportError("the redis package is not installed: "
+                                            "pip install 'cupy-rawcode[redis]'"))
+            except Exception as e:  # noqa: BLE001 - a malformed URL: same as a dead server
+                self._down_until = float("inf")
+                _warn_once(url, e)
         self.client = client
 
     def _available(self) -> bool:

@@ -163,9 +163,13 @@ def _live(node: _Node, line: int, kind: str) -> bool:
     return True
 
 
+_UNSEEN = object()
+
+
 def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
     """Superset closure by lexical scan: every branch, every probe, every computed-include value."""
     memo: dict[str, bool] = {}
+    found_memo: dict[tuple, object] = {}
     table: dict[str, set[str]] = defaultdict(set)
     for name, value in ctx.opts.macros:
         if value is not None:
@@ -186,8 +190,18 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
         if parent is main:  # pre-included headers come first, from the command line
             line = inc.line - n_pre
             step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
-        found = find(name, angled=angled, includer=parent.found, source_dir=ctx.source_dir,
-                     dirs=ctx.dirs, next_after=parent.found.index if nxt else None, memo=memo)
+        after = parent.found.index if nxt else None
+        pf = parent.found
+        # what decides the answer: the name, the search start, and for a quoted include the
+        # includer's directory (and the root it is named under)
+        fkey = (name, angled, after) if angled or nxt or (pf is None and ctx.source_dir is None) \
+            else (name, angled, after, pf.tag if pf else None, pf.path.rpartition("/")[0]
+                  if pf else ctx.source_dir, pf.rel.rpartition("/")[0] if pf else "")
+        found = found_memo.get(fkey, _UNSEEN)
+        if found is _UNSEEN:
+            found = found_memo[fkey] = find(name, angled=angled, includer=pf,
+                                            source_dir=ctx.source_dir, dirs=ctx.dirs,
+                                            next_after=after, memo=memo)
         if found is None:
             key = (name, angled, includer_name, nxt)
             if key not in missing:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-SCHEMA = "cupy-rawcode-key-1"
+SCHEMA = "cupy-rawcode-key-2"  # 2: header digests are SHA-256
 
 
 def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:

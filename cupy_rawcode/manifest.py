@@ -17,7 +17,7 @@ from . import config
 from .fsutil import atomic_write
 from .key import digest_fields
 
-SCHEMA = "cupy-rawcode-manifest-1"
+SCHEMA = "cupy-rawcode-manifest-2"
 _memo: dict[str, list] = {}
 
 

@@ -51,13 +51,16 @@ def test_non_utf8_header_names_file_and_line(tree):
 
 def test_unreadable_header(tree, monkeypatch):
     root = tree({"i/a.h": "//x\n"})
-    real_open = open
+    real_open, real_os_open = open, os.open
 
-    def deny(path, *a, **k):
-        if str(path).endswith("a.h"):
-            raise PermissionError(13, "Permission denied")
-        return real_open(path, *a, **k)
-    monkeypatch.setattr("builtins.open", deny)
+    def denying(real):
+        def deny(path, *a, **k):
+            if str(path).endswith("a.h"):
+                raise PermissionError(13, "Permission denied")
+            return real(path, *a, **k)
+        return deny
+    monkeypatch.setattr("builtins.open", denying(real_open))  # (root ignores chmod)
+    monkeypatch.setattr(os, "open", denying(real_os_open))
     for exact in (False, True):
         with pytest.raises(ResolveError, match="cannot read .*a.h"):
             resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact)

@@ -9,7 +9,6 @@ to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +142,7 @@ class DirectoryStore:
 
     def clear(self) -> int:
         """Remove every entry, manifest and counter; returns the number of entries removed."""
+        import shutil
         n = 0
         for e in self.entries():
             n += _evict(e.path, wait=True)

@@ -83,11 +83,13 @@ def _cmd_compile(args, options) -> int:
 
 
 def _human(n: float) -> str:
+    """Bytes as B, KiB, MiB or GiB."""
+    unit = "B"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            break
         n /= 1024
-    return f"{n} B"
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
 
 def _disk():

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,6 @@ class Outcome:
     hit: bool = False
     seconds: float = 0.0
     error: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class ManifestError(ValueError):

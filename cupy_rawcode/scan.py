@@ -136,17 +136,19 @@ FileId = tuple  # (path, size, mtime_ns, inode)
 _memo: dict[FileId, FileScan] = {}
 
 
-def file_id(path: str) -> FileId:
-    st = os.stat(path)
+def _id(path: str, st: os.stat_result) -> FileId:
     return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def file_id(path: str) -> FileId:
+    return _id(path, os.stat(path))
 
 
 def scan_file(path: str) -> tuple[FileId, FileScan]:
     """Scan a file at most once per process while its (size, mtime_ns, inode) stay the same."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        st = os.fstat(fd)
-        fid = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+        fid = _id(path, os.fstat(fd))
         hit = _memo.get(fid)
         if hit is None:
             with os.fdopen(os.dup(fd), "rb") as f:

@@ -93,8 +93,7 @@ class Unit:
     function_macros: dict  # name -> (parameter names, body tokens)
     aliases: dict
     enums: dict  # name -> underlying base type text
-    structs: set
-    enumerators: dict = None  # enumerator name -> [value token]
+    enumerators: dict  # enumerator name -> [value token]
 
 
 def read_unit(texts: list[str], defines=()) -> Unit:
@@ -125,22 +124,20 @@ def read_unit(texts: list[str], defines=()) -> Unit:
                 continue
             body.append(line)
         tokens += tokenize("\n".join(body))
-    unit = Unit(tokens, macros, fmacros, {}, {}, set(), {})
+    unit = Unit(tokens, macros, fmacros, {}, {}, {})
     _collect_types(tokens, unit)
     return unit
 
 
 def _collect_types(tokens: list[str], unit: Unit) -> None:
-    """typedef / using aliases, enums and struct names, wherever they are declared."""
+    """typedef / using aliases and enums, wherever they are declared (structs stay opaque)."""
     n = len(tokens)
     for i, t in enumerate(tokens):
         if t == "typedef":
             j = _find(tokens, i, ";")
             decl = tokens[i + 1:j]
             if "{" in decl or "(" in decl or not decl or not _is_id(decl[-1]):
-                if decl and _is_id(decl[-1]):
-                    unit.structs.add(decl[-1])
-                continue
+                continue  # a struct definition or a function type: opaque
             unit.aliases[decl[-1]] = decl[:-1]
         elif t == "using" and i + 2 < n and _is_id(tokens[i + 1]) and tokens[i + 2] == "=":
             j = _find(tokens, i, ";")
@@ -162,9 +159,6 @@ def _collect_types(tokens: list[str], unit: Unit) -> None:
                     k += 1
                 if k < n and tokens[k] == "{":
                     _enumerators(tokens[k + 1:_match(tokens, k, "{", "}")], unit)
-        elif t in ("struct", "class", "union") and i + 1 < n and _is_id(tokens[i + 1]):
-            if i == 0 or tokens[i - 1] not in ("enum", "<", ","):
-                unit.structs.add(tokens[i + 1])
 
 
 def _enumerators(body: list[str], unit: Unit) -> None:
@@ -358,7 +352,6 @@ def canonical_int(words: list[str]) -> str:
     """``unsigned long int`` -> 'unsigned long', ``signed`` -> 'int', ..."""
     unsigned = "unsigned" in words
     if "char" in words:
-        base = "char"
         return ("unsigned char" if unsigned else "signed char" if "signed" in words else "char")
     base = ("long long" if words.count("long") == 2 else "long" if "long" in words
             else "short" if "short" in words else "int")
@@ -505,7 +498,7 @@ def evaluate(tokens: list[str]):
         elif _FLOAT_LITERAL.match(t):
             parts.append(repr(float(_FLOAT_LITERAL.match(t).group(1))))
         elif t in ("+", "-", "*", "/", "%", "<<", "~", "(", ")", "|", "&", "^", "!", ">"):
-            parts.append({"!": " not ", ">": ">"}.get(t, t))
+            parts.append(" not " if t == "!" else t)
         else:
             raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}")
     expr = " ".join(parts).replace("> >", ">>")

@@ -43,18 +43,20 @@ def _cmd_key(args, options) -> int:
 
 
 def _cmd_env(args, options) -> int:
-    from .closure import make_context
+    from .search import make_context
     ctx = make_context(options)
     tc = ctx.toolchain
     print(f"cupy-rawcode {__import__('cupy_rawcode').__version__}")
-    print(f"NVRTC           {tc.nvrtc_version_str}")
+    print(f"NVRTC           {tc.nvrtc_version_str} ({tc.nvrtc_library or 'library path unknown'})")
     print(f"CCCL            {tc.cccl_version or 'not found'}")
     print(f"header sources  {','.join(tc.sources)}")
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from . import config
+    from . import config, toolrecord
     print(f"cache           {config.cache_dir()}")
+    print(f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
+          f"{toolrecord.record_path(tc.sources)}")
     return 0
 
 

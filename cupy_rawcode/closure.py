@@ -6,15 +6,13 @@ conditions like NVRTC does. The include search itself lives in search.py.
 """
 from __future__ import annotations
 
-import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from . import scan as _scan
-from .options import Options, parse_options
-from .search import Found, find, search_list, searched
-from .toolchain import SearchDir, Toolchain, toolchain
+from .search import Context, Found, find, make_context, searched  # noqa: F401 (re-exported)
+from .toolchain import SearchDir
 
 MAIN = "<source>"
 
@@ -81,21 +79,6 @@ class Closure:
         live = [m for m in self.missing if not m.conditional]
         if live:
             raise MissingHeaderError("\n".join(m.message() for m in live))
-
-
-@dataclass(frozen=True)
-class Context:
-    opts: Options
-    toolchain: Toolchain
-    dirs: tuple[SearchDir, ...]
-    source_dir: str | None
-
-
-def make_context(options=(), *, source_dir: str | None = None, header_sources=None) -> Context:
-    opts = options if isinstance(options, Options) else parse_options(options)
-    tc = toolchain(header_sources)
-    sd = os.path.abspath(source_dir) if source_dir else None
-    return Context(opts, tc, search_list(opts, tc), sd)
 
 
 def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .options import parse_options
 
@@ -26,13 +26,12 @@ class SignatureWarning(UserWarning):
     """A kernel's parameters could not be parsed; its launch() is positional-only."""
 
 
-@dataclass(frozen=True)
-class Code:
+class Code(NamedTuple):
     """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
     expressions to mangled names."""
     kind: str
     data: bytes
-    symbols: dict = field(default_factory=dict)
+    symbols: dict = {}  # never mutated
 
 
 def _check_backend(backend: str) -> None:

@@ -2,14 +2,16 @@
 
 It covers exactly what the compiler receives: source, normalized options (include directories as
 tags, never paths), NVRTC version, arch, output kind, sorted name expressions and the closure's
-(logical name, content digest) list. Install paths never enter it.
+(logical name, content digest) list. The closure enters as one field, the digest of that list
+(closure_digest), so that a manifest can hold it and a warm key costs no per-header encoding.
+Install paths never enter it.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import Iterable
 
-SCHEMA = "cupy-rawcode-key-2"  # 2: header digests are SHA-256
+SCHEMA = "cupy-rawcode-key-3"  # 2: header digests are SHA-256; 3: closure as one digest
 
 
 def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
@@ -24,7 +26,7 @@ def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
 
 def key_fields(*, source: str, option_fields: list[tuple[str, str]], search_tags: list[str],
                nvrtc_version: str, arch: str, target: str, name_expressions: Iterable[str],
-               closure: list[tuple[str, str]], extra: Iterable[tuple[str, str]] = ()) -> list:
+               closure: str, extra: Iterable[tuple[str, str]] = ()) -> list:
     """All fields of a key, in a fixed order (pure; see module docstring)."""
     fields: list[tuple[str, str]] = [("schema", SCHEMA), ("source", source)]
     fields += option_fields
@@ -32,9 +34,16 @@ def key_fields(*, source: str, option_fields: list[tuple[str, str]], search_tags
     fields += [("nvrtc", nvrtc_version), ("arch", arch), ("target", target)]
     fields += [("name_expression", n) for n in sorted(set(name_expressions))]
     fields += list(extra)
+    fields += [("closure", closure)]
+    return fields
+
+
+def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
+    """The digest of a sorted (logical name, content digest) list: the closure's key field."""
+    fields: list[tuple[str, str]] = [("closure_schema", SCHEMA)]
     for logical, digest in closure:
         fields += [("header", logical), ("digest", digest)]
-    return fields
+    return digest_fields(fields)
 
 
 def digest_fields(fields: list) -> str:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from . import config
 from .fsutil import atomic_write
-from .key import digest_fields
+from .key import closure_digest, digest_fields
 
-SCHEMA = "cupy-rawcode-manifest-2"
-_memo: dict[str, list] = {}
+SCHEMA = "cupy-rawcode-manifest-3"
+_memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 
 
 def manifest_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
@@ -44,47 +44,44 @@ def _valid(files: list) -> bool:
     return True
 
 
-def _load(mid: str) -> list | None:
-    files = _memo.get(mid)
-    if files is None:
-        try:
-            data = json.loads(_path(mid).read_bytes())
-            if data.get("schema") != SCHEMA:
-                return None
-            files = data["files"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+def _load(mid: str) -> dict | None:
+    data = _memo.get(mid)
     try:
-        return files if _valid(files) else None
-    except (TypeError, ValueError):  # a manifest of the wrong shape is a miss
-        return None
+        if data is None:
+            data = json.loads(_path(mid).read_bytes())
+            if data.get("schema") != SCHEMA or not isinstance(data["closure"], str):
+                return None
+        return data if _valid(data["files"]) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, unreadable or of the wrong shape: a miss
 
 
-def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> list | None:
-    """The sorted (logical, digest) list when a valid manifest knows this closure, else None."""
+def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int] | None:
+    """(closure digest, header count) when a valid manifest knows this closure, else None."""
     mid = manifest_id(source, ctx, pre_includes)
-    files = _load(mid)
-    if files is None:
+    data = _load(mid)
+    if data is None:
         return None
-    _memo[mid] = files
-    return sorted((f[4], f[5]) for f in files)
+    _memo[mid] = data
+    return data["closure"], len(data["files"])
 
 
 def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=None):
-    """(sorted (logical, digest) list, closure or None when the manifest answered).
+    """((closure digest, header count), closure or None when the manifest answered).
     ``known`` is a ``lookup`` result the caller already has."""
-    from .closure import resolve_fast
     if known is None:
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
+    from .closure import resolve_fast  # not imported on a hit
     mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes)
     closure.raise_for_missing()
     files = [[h.path, *closure.file_ids[h.path][1:], h.logical, h.digest] for h in closure.headers]
-    _memo[mid] = files
+    data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "files": files}
+    _memo[mid] = data
     try:
-        atomic_write(_path(mid), json.dumps({"schema": SCHEMA, "files": files}).encode())
+        atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once
-    return closure.digests(), closure
+    return (data["closure"], len(files)), closure

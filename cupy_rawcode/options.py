@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -23,8 +23,7 @@ _JOINABLE = ("-isystem", "-I", "-D", "-U")  # may be glued: -Idir, -DX=1 (longes
 _FLAGS = {"-default-device": "default_device", "--device-as-default-execution-space": "default_device"}
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     """Normalized compile options. Paths are absolute; macros keep only their final state."""
     include_dirs: tuple[str, ...] = ()
     isystem_dirs: tuple[str, ...] = ()

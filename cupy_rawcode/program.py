@@ -1,14 +1,12 @@
 """Compile: request -> key -> store -> (on a miss) cuda.core Program -> ObjectCode."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
 import re
 import threading
 import time
-from dataclasses import dataclass
 
 from . import config
 from .request import Request, compute_key, context, make_request
@@ -43,20 +41,24 @@ class CompileError(RuntimeError):
         return msg
 
 
-@dataclass
 class Result:
     """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
-    importing cuda.core), and where they came from."""
-    code: bytes
-    symbols: dict
-    target: str
-    key: str
-    hit: bool
-    hit_layer: str | None
-    header_count: int
-    key_seconds: float
-    compile_seconds: float
-    _object_code: object = None
+    importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
+    define, and this module is on the path of every cache hit.)"""
+    __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
+                 "key_seconds", "compile_seconds", "_object_code")
+
+    def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
+                 hit_layer: str | None, header_count: int, key_seconds: float,
+                 compile_seconds: float, object_code=None):
+        self.code, self.symbols, self.target, self.key = code, symbols, target, key
+        self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
+        self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
+        self._object_code = object_code
+
+    def __repr__(self) -> str:
+        return (f"Result(key={self.key[:16]}..., hit={self.hit}, layer={self.hit_layer}, "
+                f"{len(self.code)} bytes of {self.target})")
 
     @property
     def object_code(self):
@@ -151,27 +153,37 @@ class _Pch:
 _pch = _Pch()
 
 
-def _program_options(req: Request, ctx, pch: bool = False):
+@functools.lru_cache(maxsize=2)
+def _options_class(passthrough: bool):
+    """cuda.core's ProgramOptions, or (only when needed: making a dataclass costs ~2 ms) a
+    subclass that appends the NVRTC options cuda.core has no field for."""
+    import dataclasses
     from cuda.core import ProgramOptions
+    if not passthrough:
+        return ProgramOptions
 
     @dataclasses.dataclass
-    class _Options(ProgramOptions):  # NVRTC options cuda.core has no field for pass through
+    class _Options(ProgramOptions):
         passthrough: tuple = ()
 
         def as_bytes(self, backend, *args, **kwargs):
             return list(super().as_bytes(backend, *args, **kwargs)) + [o.encode() for o in self.passthrough]
 
+    return _Options
+
+
+def _program_options(req: Request, ctx, pch: bool = False):
     o = req.options
     if req.is_ptx:  # PTX is linked, not compiled: only the target matters
-        from cuda.core import ProgramOptions
-        return ProgramOptions(arch=req.arch)
-    return _Options(
+        return _options_class(False)(arch=req.arch)
+    extra = {"passthrough": o.passthrough} if o.passthrough else {}
+    return _options_class(bool(o.passthrough))(
         name=os.path.join(req.source_dir, "kernel.cu") if req.source_dir else _NO_DIR,
         arch=req.arch, std=o.std, include_path=[d.path for d in ctx.dirs] or None,
         pre_include=list(req.pre_includes + o.pre_includes) or None,
         define_macro=o.defines or None, undefine_macro=o.undefines or None,
-        device_as_default_execution_space=o.default_device or None, passthrough=o.passthrough,
-        pch=True if pch else None, pch_dir=_pch.directory() if pch else None)
+        device_as_default_execution_space=o.default_device or None,
+        pch=True if pch else None, pch_dir=_pch.directory() if pch else None, **extra)
 
 
 def _dump(req: Request, options: list[str]) -> str:
@@ -186,7 +198,6 @@ def _nvrtc_compile(req: Request, ctx, dump: bool):
     from cuda.core import Program
     pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     popts = _program_options(req, ctx, pch)
-    flags = [b.decode() for b in popts.as_bytes("nvrtc")]
     prog = Program(req.source, "ptx" if req.is_ptx else "c++", popts)
     try:
         return prog.compile(req.target, name_expressions=req.name_expressions or ())
@@ -199,6 +210,7 @@ def _nvrtc_compile(req: Request, ctx, dump: bool):
         text = str(e)
         if "NVRTC_ERROR" not in text and "error" not in text:
             raise
+        flags = [b.decode() for b in popts.as_bytes("nvrtc")]
         raise CompileError(text, flags, req.source, _dump(req, flags) if dump else None) from None
     finally:
         prog.close()
@@ -232,6 +244,13 @@ def _speculate(req: Request, ctx, dump: bool):
         return fut
 
 
+def _worth_overlapping(req: Request) -> bool:
+    """A source that includes nothing keys in well under a millisecond: handing its compile to
+    another thread would cost more (GIL hand-offs) than the overlap saves."""
+    return not req.is_ptx and ("#" in req.source and "include" in req.source
+                               or bool(req.options.pre_includes))
+
+
 def compile_request(req: Request, *, store: Layered | None = None, dump: bool | None = None) -> Result:
     """Key the request, return the stored code on a hit, else compile once and store it.
 
@@ -243,7 +262,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
     ctx = context(req)
     known = None if req.is_ptx else lookup(req.source, ctx, req.pre_includes)
     early = None
-    if known is None and not req.is_ptx and config.overlap():
+    if known is None and _worth_overlapping(req) and config.overlap():
         early = _speculate(req, ctx, dump)
     try:
         key, closure, count, ctx = compute_key(req, ctx, known)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from .key import digest_fields, key_fields
+from .key import closure_digest, digest_fields, key_fields
 from .options import Options, normalize_arch, parse_options
 
 TARGETS = ("cubin", "ptx", "ltoir")
@@ -12,8 +12,7 @@ WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shi
 _PTX = re.compile(r"^\s*(//.*\n\s*)*\.version\s", re.M)
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     source: str
     options: Options
     arch: str
@@ -49,7 +48,7 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
 
 def context(req: Request):
     """The search context (options + toolchain directories): cheap, no header is read."""
-    from .closure import make_context
+    from .search import make_context
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 
 
@@ -59,16 +58,16 @@ def compute_key(req: Request, ctx=None, known=None):
     from .manifest import closure_digests
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
-        digests, closure = [], None
+        (digest, count), closure = (closure_digest([]), 0), None
     else:
-        digests, closure = closure_digests(req.source, ctx, req.pre_includes, known)
+        (digest, count), closure = closure_digests(req.source, ctx, req.pre_includes, known)
     fields = key_fields(
         source=req.source, option_fields=req.options.key_fields(),
         search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
         arch=req.arch, target=req.target, name_expressions=req.name_expressions,
-        closure=digests, extra=[("input", "ptx" if req.is_ptx else "c++"),
+        closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else "")])
-    return digest_fields(fields), closure, len(digests), ctx
+    return digest_fields(fields), closure, count, ctx
 
 
 def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",

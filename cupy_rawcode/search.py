@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from .options import Options
-from .toolchain import SearchDir, Toolchain
+from .options import Options, parse_options
+from .toolchain import SearchDir, Toolchain, toolchain
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     path: str       # normalized absolute path
     index: int      # search-list index where found, or -1 for "the includer's own directory"
     tag: str        # root tag of the logical name
@@ -34,6 +33,22 @@ def search_list(opts: Options, tc: Toolchain) -> tuple[SearchDir, ...]:
     user = [SearchDir(f"user{i}", d, "user") for i, d in enumerate(opts.include_dirs)]
     isys = [SearchDir(f"isys{i}", d, "user") for i, d in enumerate(opts.isystem_dirs)]
     return tuple(user + isys + list(tc.system_dirs))
+
+
+class Context(NamedTuple):
+    """Everything that decides where a header is found: options, toolchain, search list and the
+    main source's own directory. Cheap to make: no header is read."""
+    opts: Options
+    toolchain: Toolchain
+    dirs: tuple[SearchDir, ...]
+    source_dir: str | None
+
+
+def make_context(options=(), *, source_dir: str | None = None, header_sources=None) -> Context:
+    opts = options if isinstance(options, Options) else parse_options(options)
+    tc = toolchain(header_sources)
+    sd = os.path.abspath(source_dir) if source_dir else None
+    return Context(opts, tc, search_list(opts, tc), sd)
 
 
 def _is_file(path: str, memo: dict[str, bool]) -> bool:

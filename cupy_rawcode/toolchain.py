@@ -21,8 +21,8 @@ import functools
 import importlib.util
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import config
 
@@ -31,20 +31,21 @@ KNOWN_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
-@dataclass(frozen=True)
-class SearchDir:
+class SearchDir(NamedTuple):
     """One directory of the include search list, with the tag that names it in keys."""
     tag: str
     path: str
     origin: str  # where it came from: wheel, cupy, toolkit, explicit, user, package
 
 
-@dataclass(frozen=True)
-class Toolchain:
+class Toolchain(NamedTuple):
     nvrtc_version: tuple[int, int]
     system_dirs: tuple[SearchDir, ...]
     cccl_version: str | None
     sources: tuple[str, ...]
+    supported_archs: tuple[int, ...] = ()  # SM numbers NVRTC can emit code for
+    nvrtc_library: str | None = None       # the NVRTC shared library in use
+    from_record: bool = False              # read from toolrecord.py's record, not discovered
 
     @property
     def nvrtc_version_str(self) -> str:
@@ -68,9 +69,14 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@functools.lru_cache(maxsize=None)
 def supported_archs() -> tuple[int, ...]:
-    """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120))."""
+    """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120)),
+    without loading NVRTC when the toolchain record knows them."""
+    return toolchain().supported_archs or _query_archs()
+
+
+@functools.lru_cache(maxsize=None)
+def _query_archs() -> tuple[int, ...]:
     from cuda.bindings import nvrtc
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     if int(err) != 0:
@@ -216,13 +222,34 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=16)
-def _toolchain(sources: tuple[str, ...]) -> Toolchain:
+def nvrtc_library() -> str | None:
+    """The path of the NVRTC library cuda.bindings loaded (None when it cannot be told)."""
+    try:
+        import cuda.pathfinder as pf
+        return pf.load_nvidia_dynamic_lib("nvrtc").abs_path
+    except Exception:  # noqa: BLE001 - older pathfinder, or a loader it does not know
+        return None
+
+
+def discover(sources: tuple[str, ...]) -> Toolchain:
+    """Ask NVRTC and the header sources (imports cuda.pathfinder, loads NVRTC: ~60 ms)."""
     dirs = choose_system_dirs(sources, functools.lru_cache(maxsize=None)(source_dirs),
                               str(shim_dir()))
-    return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources)
+    return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources, _query_archs(),
+                     nvrtc_library())
+
+
+@functools.lru_cache(maxsize=16)
+def _toolchain(sources: tuple[str, ...]) -> Toolchain:
+    from . import toolrecord
+    tc = toolrecord.load(sources)
+    if tc is None:
+        tc = discover(sources)
+        toolrecord.save(tc)
+    return tc
 
 
 def toolchain(header_sources: str | tuple[str, ...] | None = None) -> Toolchain:
-    """The toolchain for a search policy, discovered once per process and policy."""
+    """The toolchain for a search policy: once per process and policy, from the on-disk record
+    (toolrecord.py) when it is still valid, else discovered and recorded."""
     return _toolchain(parse_sources(header_sources))

@@ -93,7 +93,7 @@ def test_key_equal_when(case):
 
 def test_nvrtc_version_is_a_key_field():
     common = dict(source="s", option_fields=[], search_tags=["cccl"], arch="sm_90", target="cubin",
-                  name_expressions=(), closure=[])
+                  name_expressions=(), closure="c")
     assert digest_fields(key_fields(nvrtc_version="12.9", **common)) != \
         digest_fields(key_fields(nvrtc_version="13.0", **common))
 

@@ -64,7 +64,6 @@ def make_store(cache_dir=None, *, max_size=None, memory_entries: int | None = No
                redis_timeout: float | None = None) -> Layered:
     """The layered store; every argument left None comes from the environment (config.py)."""
     from .. import config
-    from .bundle import BundleStore
     from .directory import DirectoryStore
     from .memory import MemoryStore
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
@@ -72,7 +71,9 @@ def make_store(cache_dir=None, *, max_size=None, memory_entries: int | None = No
     layers: list = [MemoryStore(config.memory_cache_entries() if memory_entries is None
                                 else memory_entries),
                     DirectoryStore(cache_dir, max_bytes)]
-    layers += [BundleStore(p) for p in (config.bundles() if bundles is None else bundles)]
+    for path in config.bundles() if bundles is None else bundles:
+        from .bundle import BundleStore
+        layers.append(BundleStore(path))
     url = config.redis_url() if redis_url is None else redis_url
     if url:
         from .redis import RedisStore

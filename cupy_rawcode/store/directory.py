@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..fsutil import atomic_write
 from . import log
@@ -26,8 +26,7 @@ _STALE_TMP_SECONDS = 3600
 _RESCAN_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class EntryInfo:
+class EntryInfo(NamedTuple):
     key: str
     size: int
     used: float  # last use (mtime), seconds since the epoch
@@ -141,12 +140,13 @@ class DirectoryStore:
         return removed, freed
 
     def clear(self) -> int:
-        """Remove every entry, manifest and counter; returns the number of entries removed."""
+        """Remove every entry, manifest, toolchain record and counter; returns the number of
+        entries removed."""
         import shutil
         n = 0
         for e in self.entries():
             n += _evict(e.path, wait=True)
-        for sub in ("manifests", "stats"):
+        for sub in ("manifests", "toolchain", "stats"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
         return n
 

@@ -1,0 +1,97 @@
+"""The discovered toolchain remembered on disk, validated by ``stat`` (like the header manifests),
+so that a warm process neither imports cuda.pathfinder nor loads NVRTC to build a cache key.
+
+A record is kept per search policy and Python environment under ``<cache>/toolchain/``. It holds
+what discovery found (NVRTC version and architectures, header directories, CCCL version) and a
+stamp (size, mtime_ns, inode; or "absent") of everything that decides it: the NVRTC library,
+each header directory and CCCL's version header, every site-packages directory on ``sys.path``
+(a ``pip install`` changes its mtime), the toolkit's include directory and the package's shims,
+plus the environment variables the search reads. Any difference means discovery runs again and
+the record is replaced. ``cupy-rawcode cache clear`` removes records.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import config
+from .fsutil import atomic_write
+from .key import digest_fields
+
+SCHEMA = "cupy-rawcode-toolchain-1"
+ENV_VARS = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")
+
+
+def record_path(sources: tuple[str, ...]) -> Path:
+    """Where the record of one search policy in this Python environment lives."""
+    rid = digest_fields([("schema", SCHEMA), ("python", sys.executable), ("prefix", sys.prefix),
+                         ("sources", ",".join(sources)), ("package", __file__)])
+    return config.cache_dir() / "toolchain" / f"{rid[:32]}.json"
+
+
+def stamp(path: str) -> list:
+    """[path, size, mtime_ns, inode], or [path, None, None, None] when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path, None, None, None]
+    return [path, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def watched_paths(tc) -> list[str]:
+    """Every path whose change could change what discovery finds."""
+    from .toolchain import shim_dir, toolkit_home
+    paths = [tc.nvrtc_library] if tc.nvrtc_library else []
+    for d in tc.system_dirs:
+        paths.append(d.path)
+        if d.tag == "cccl":
+            paths.append(os.path.join(d.path, "cuda", "std", "__cccl", "version.h"))
+    paths += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    home = toolkit_home()
+    paths.append(str(home / "include") if home else "/usr/local/cuda/include")
+    paths.append(str(shim_dir()))
+    return paths
+
+
+def environment() -> dict[str, str]:
+    return {v: os.environ.get(v, "") for v in ENV_VARS}
+
+
+def save(tc) -> None:
+    """Write the record of a discovered toolchain (silently skipped when the cache is read-only
+    or the NVRTC library's path is unknown: then every process discovers)."""
+    if not tc.nvrtc_library:
+        return
+    data = {"schema": SCHEMA, "nvrtc_version": list(tc.nvrtc_version),
+            "supported_archs": list(tc.supported_archs), "nvrtc_library": tc.nvrtc_library,
+            "dirs": [[d.tag, d.path, d.origin] for d in tc.system_dirs],
+            "cccl_version": tc.cccl_version, "env": environment(),
+            "stamps": [stamp(p) for p in watched_paths(tc)]}
+    try:
+        atomic_write(record_path(tc.sources), json.dumps(data).encode())
+    except OSError:
+        pass
+
+
+def load(sources: tuple[str, ...]):
+    """The recorded Toolchain when its record exists and every stamp still matches, else None."""
+    from .toolchain import SearchDir, Toolchain
+    try:
+        data = json.loads(record_path(sources).read_bytes())
+        if data.get("schema") != SCHEMA or data["env"] != environment():
+            return None
+        tc = Toolchain(tuple(int(v) for v in data["nvrtc_version"]),
+                       tuple(SearchDir(str(t), str(p), str(o)) for t, p, o in data["dirs"]),
+                       data["cccl_version"], sources,
+                       tuple(int(a) for a in data["supported_archs"]),
+                       str(data["nvrtc_library"]), from_record=True)
+        stamps = data["stamps"]
+        if [s[0] for s in stamps] != watched_paths(tc):
+            return None
+        if any(stamp(s[0]) != s for s in stamps):
+            return None
+        return tc
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, unreadable or malformed: discover again

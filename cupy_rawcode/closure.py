@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import scan as _scan
 from .search import Context, Found, find, make_context, searched  # noqa: F401 (re-exported)
@@ -25,8 +26,7 @@ class MissingHeaderError(ResolveError):
     """An include that matches no file."""
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     file: str   # logical name of the including file, or "<source>"
     line: int
 
@@ -34,8 +34,7 @@ class Step:
         return f"{self.file}:{self.line}"
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     logical: str
     path: str
     root: str
@@ -46,8 +45,7 @@ class Header:
         return " -> ".join(str(s) for s in self.chain)
 
 
-@dataclass(frozen=True)
-class Missing:
+class Missing(NamedTuple):
     name: str
     angled: bool
     chain: tuple[Step, ...]
@@ -131,18 +129,18 @@ class _Node:
     scan: _scan.FileScan
     chain: tuple[Step, ...]
     parent: "_Node | None"
-    line: int  # line of the #include in parent
+    pos: int  # byte offset of the #include in parent
 
 
-def _live(node: _Node, line: int, kind: str) -> bool:
+def _live(node: _Node, pos: int, kind: str) -> bool:
     """Whether an include is reached unconditionally along its first-found chain (a miss there
     is an error NVRTC will hit); probes and computed includes never are."""
     if kind.startswith(("probe", "computed")):
         return False
     while node is not None:
-        if node.scan.conditional(line):
+        if node.scan.conditional(pos):
             return False
-        node, line = node.parent, node.line
+        node, pos = node.parent, node.pos
     return True
 
 
@@ -167,14 +165,9 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
     work = [main]
 
     def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
-        nxt = inc.kind.endswith("next") and parent.found is not None
-        includer_name = parent.found.logical if parent.found else MAIN
-        step = Step(includer_name, inc.line)
-        if parent is main:  # pre-included headers come first, from the command line
-            line = inc.line - n_pre
-            step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
-        after = parent.found.index if nxt else None
         pf = parent.found
+        nxt = pf is not None and inc.kind.endswith("next")
+        after = pf.index if nxt else None
         # what decides the answer: the name, the search start, and for a quoted include the
         # includer's directory (and the root it is named under)
         fkey = (name, angled, after) if angled or nxt or (pf is None and ctx.source_dir is None) \
@@ -185,14 +178,19 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
             found = found_memo[fkey] = find(name, angled=angled, includer=pf,
                                             source_dir=ctx.source_dir, dirs=ctx.dirs,
                                             next_after=after, memo=memo)
+        if found is not None and found.path in nodes:
+            return  # the common case: made no Step
+        includer_name = pf.logical if pf else MAIN
+        step = Step(includer_name, inc.line)
+        if parent is main:  # pre-included headers come first, from the command line
+            line = inc.line - n_pre
+            step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
         if found is None:
             key = (name, angled, includer_name, nxt)
             if key not in missing:
                 missing[key] = Missing(name, angled, parent.chain + (step,), tuple(searched(
-                    angled, parent.found, ctx.source_dir, ctx.dirs,
-                    parent.found.index if nxt else None)), not _live(parent, inc.line, inc.kind))
-            return
-        if found.path in nodes:
+                    angled, pf, ctx.source_dir, ctx.dirs, after)),
+                    not _live(parent, inc.pos, inc.kind))
             return
         try:
             fid, fscan = _scan.scan_file(found.path)
@@ -203,7 +201,7 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
             raise ResolveError(f"{e} (included from "
                                + " -> ".join(map(str, parent.chain + (step,))) + ")") from None
         file_ids[found.path] = fid
-        node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.line)
+        node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
         for n, v in fscan.defines:
             table[n].add(v)
         work.append(node)

@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
 _INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
@@ -21,12 +22,12 @@ _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
 _NAME = re.compile(rb"(<[^>\n]*>|\"[^\"\n]*\")")
 
 
-@dataclass(frozen=True)
-class Include:
+class Include(NamedTuple):  # a NamedTuple: thousands are made per closure
     name: str            # header name, or the macro text of a computed include
     angled: bool
     line: int
     kind: str            # "include", "next", "probe", "probe_next", "computed", "computed_next"
+    pos: int = 0         # byte offset of the directive (or probe) in the file
 
 
 @dataclass
@@ -35,14 +36,11 @@ class FileScan:
     includes: tuple[Include, ...]
     defines: tuple[tuple[str, str], ...]  # object-like macros whose value may name a header
     data: bytes
-    _conditional: frozenset | None = None
 
-    def conditional(self, line: int) -> bool:
-        """True when the directive on ``line`` sits inside #if (an include guard does not count).
-        Computed on first use: only includes that match nothing need it."""
-        if self._conditional is None:
-            self._conditional = _conditional_lines(self.data)
-        return line in self._conditional
+    def conditional(self, pos: int) -> bool:
+        """True when the directive at byte ``pos`` sits inside #if (an include guard does not
+        count). Only includes that match nothing ask, so it is computed then, up to ``pos``."""
+        return _conditional_at(self.data, pos)
 
 
 class ScanError(Exception):
@@ -66,23 +64,22 @@ def _check_utf8(data: bytes, path: str) -> None:
                         "save the file as UTF-8") from None
 
 
-def _line_numbers(data: bytes, positions: list[int]) -> list[int]:
-    out, line, pos = [], 1, 0
-    for p in positions:
-        line += data.count(b"\n", pos, p)
-        pos = p
-        out.append(line)
-    return out
+def _at_line_start(data: bytes, start: int) -> bool:
+    return not start or data[start - 1] == 10 or \
+        not data[data.rfind(b"\n", 0, start) + 1:start].strip(b" \t")
 
 
 def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
     """Includes, probes and header-like object macros of one file, in every branch."""
     _check_utf8(data, path)
-    found: list[tuple[int, str, bool, str]] = []  # (pos, name, angled, kind)
+    includes: list[Include] = []
+    line, last = 1, 0
     for m in _INCLUDE.finditer(data):
         start = m.start()
-        if start and data[start - 1] != 10 and data[data.rfind(b"\n", 0, start) + 1:start].strip(b" \t"):
+        if not _at_line_start(data, start):
             continue  # not a directive: '#' is not first on its line
+        line += data.count(b"\n", last, start)
+        last = start
         nxt, name, rest = m.groups()
         if name is None:  # a comment before the name, or a computed include
             rest = (_COMMENT.sub(b" ", rest) if b"/" in rest else rest).strip()
@@ -90,38 +87,39 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             name = n.group(1) if n else None
         if name is not None:
             text = name.decode()
-            found.append((start, text[1:-1], text[0] == "<", "next" if nxt else "include"))
+            includes.append(Include(text[1:-1], text[0] == "<", line,
+                                    "next" if nxt else "include", start))
         elif rest:
-            found.append((start, rest.decode(), False, "computed_next" if nxt else "computed"))
+            includes.append(Include(rest.decode(), False, line,
+                                    "computed_next" if nxt else "computed", start))
     if b"has_include" in data or b"HAS_INCLUDE" in data:
+        line, last = 1, 0
         for m in _PROBE.finditer(data):
+            line += data.count(b"\n", last, m.start())
+            last = m.start()
             text = m.group(2).decode()
-            found.append((m.start(), text[1:-1], text[0] == "<", "probe_next" if m.group(1) else "probe"))
-        found.sort()
-    lines = _line_numbers(data, [f[0] for f in found])
-    includes = tuple(Include(name, angled, line, kind)
-                     for (_, name, angled, kind), line in zip(found, lines))
+            includes.append(Include(text[1:-1], text[0] == "<", line,
+                                    "probe_next" if m.group(1) else "probe", last))
+        includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
-    return FileScan(digest_bytes(data), includes, defines, data)
+    return FileScan(digest_bytes(data), tuple(includes), defines, data)
 
 
-def _conditional_lines(data: bytes) -> frozenset:
-    """Line numbers of #include directives inside #if blocks, not counting an include guard."""
-    depth, out = 0, set()
-    matches = list(_CONDITIONAL.finditer(data))
-    matches = [m for m in matches if not data[data.rfind(b"\n", 0, m.start()) + 1:m.start()].strip(b" \t")]
-    offset = 1 if _guarded(matches) else 0
-    for m, line in zip(matches, _line_numbers(data, [m.start() for m in matches])):
+def _conditional_at(data: bytes, pos: int) -> bool:
+    """Whether the directive at ``pos`` is inside an #if block, not counting an include guard
+    (a file opening with "#ifndef X" directly followed by "#define X")."""
+    depth, opened = 0, []
+    for m in _CONDITIONAL.finditer(data, 0, pos):
+        if not _at_line_start(data, m.start()):
+            continue
         kind = m.group(1)
+        if len(opened) < 2:
+            opened.append(m)
         if kind in (b"if", b"ifdef", b"ifndef"):
             depth += 1
-            if depth > offset:
-                out.add(line)  # probes on #if lines are conditional by nature
         elif kind == b"endif":
             depth = max(0, depth - 1)
-        elif depth > offset:
-            out.add(line)
-    return frozenset(out)
+    return depth > (1 if _guarded(opened) else 0)
 
 
 def _guarded(matches: list) -> bool:
@@ -144,6 +142,17 @@ def file_id(path: str) -> FileId:
     return _id(path, os.stat(path))
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    """The whole file: os.read straight into bytes (no buffered file object per header)."""
+    chunks = []
+    while True:
+        want = max(size, 65536) + 1
+        chunk = os.read(fd, want)
+        chunks.append(chunk)
+        if len(chunk) < want:  # a regular file reads short only at its end
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def scan_file(path: str) -> tuple[FileId, FileScan]:
     """Scan a file at most once per process while its (size, mtime_ns, inode) stay the same."""
     fd = os.open(path, os.O_RDONLY)
@@ -151,9 +160,7 @@ def scan_file(path: str) -> tuple[FileId, FileScan]:
         fid = _id(path, os.fstat(fd))
         hit = _memo.get(fid)
         if hit is None:
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read()
-            hit = _memo[fid] = scan_bytes(data, path)
+            hit = _memo[fid] = scan_bytes(_read_all(fd, fid[1]), path)
     finally:
         os.close(fd)
     return fid, hit

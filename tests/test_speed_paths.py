@@ -94,3 +94,24 @@ def test_missing_header_is_the_resolvers_error_even_with_overlap(monkeypatch):
     with pytest.raises(cupy_rawcode.MissingHeaderError, match="no_such_header.h"):
         cupy_rawcode.compile('#include "no_such_header.h"\n__global__ void k() {}\n', arch="sm_90")
     assert program._in_flight == {}
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 300_000])
+def test_scan_file_reads_whole_files_of_any_size(tmp_path, size):
+    import hashlib
+    from cupy_rawcode import scan
+    body = (b"#include <x.h>\n" + b"/" * 60 + b"\n") * (size // 76 + 1)
+    path = tmp_path / "h.h"
+    path.write_bytes(body[:size])
+    _, s = scan.scan_file(str(path))
+    assert s.digest == hashlib.sha256(body[:size]).hexdigest()
+
+
+@pytest.mark.parametrize("source, overlapped", [
+    ("__global__ void k() {}\n", False),  # nothing to scan: no thread hand-off
+    ("#include <a.h>\n__global__ void k() {}\n", True),
+    ("#  include \"a.h\"\n", True),
+])
+def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
+    assert program._worth_overlapping(_req(source)) is overlapped
+    assert program._worth_overlapping(_req(source, options=("-include", "a.h")))

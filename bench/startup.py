@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = HERE / "corpus"
 CUB = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu"]
+SCENARIOS = ("cold", "jitify", "warm", "inproc", "nth", "import")
 
 # One child program per measurement; it prints one JSON line. Imports are outside the timing.
 CHILD = r"""
@@ -307,48 +308,74 @@ def main(argv=None) -> int:
     ap.add_argument("--jitify-timeout", type=float, default=60.0)
     ap.add_argument("--kernels", default=",".join(sorted(p.name for p in CORPUS.glob("*.cu"))))
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="which scenarios to run (a long suite can be split over several runs)")
+    ap.add_argument("--name", help="results file name part (default: cpu or gpu)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="combine the rows of earlier runs (same machine) into one report")
     args = ap.parse_args(argv)
+    kind = args.name or ("cpu" if args.compile_only else "gpu")
+    if args.merge:
+        runs = [json.loads(Path(p).read_text()) for p in args.merge]
+        rows = [r for run in runs for r in run["rows"]]
+        info = {**runs[0]["machine"], "merged_from": [Path(p).name for p in args.merge]}
+        return report(rows, info, args, kind, runs[0]["args"].get("compile_only", False))
     kernels = args.kernels.split(",")
+    scenarios = set(args.scenarios.split(","))
+    unknown = scenarios - set(SCENARIOS)
+    if unknown:
+        ap.error(f"unknown scenarios: {', '.join(sorted(unknown))} (known: {', '.join(SCENARIOS)})")
     b = Bench(args)
     info = machine()
     print("machine:", json.dumps(info))
-    print("cold (fresh caches, unique source per run):")
-    for k in kernels:
-        b.measure("cold", "floor", k, "floor")
-        b.measure("cold", "rawcode-compile", k, "raw")
-        if not args.compile_only:
-            b.measure("cold", "rawcode-launch", k, "rawl")
-            b.measure("cold", "cupy-launch", k, "cupy")
-    if not args.compile_only:
+    if "cold" in scenarios:
+        print("cold (fresh caches, unique source per run):")
+        for k in kernels:
+            b.measure("cold", "floor", k, "floor")
+            b.measure("cold", "rawcode-compile", k, "raw")
+            if not args.compile_only:
+                b.measure("cold", "rawcode-launch", k, "rawl")
+                b.measure("cold", "cupy-launch", k, "cupy")
+    if "jitify" in scenarios and not args.compile_only:
         for k in ("plain.cu", "block_reduce.cu"):
             b.measure("cold", "jitify-launch", k, "jit", runs=1, timeout=args.jitify_timeout)
-    print("warm (cache hit, new process):")
-    for k in kernels:
-        b.warm("warm", "rawcode-compile", k, f"warm-{k}")
-        if not args.compile_only:
-            b.warm("warm", "rawcode-launch", k, f"warml-{k}", also={"warm-pre": "before_launch"})
-            b.warm("warm", "cupy-launch", k, f"warmc-{k}", also={"warm-pre-cupy": "before_launch"})
-    print("cold, in one process (ratio cupy-rawcode / bare NVRTC, first-call costs excluded):")
-    for k in ("plain.cu", "block_reduce.cu"):
-        b.measure("inproc", "inproc", k, "inproc", runs=max(1, args.runs // 2),
-                  env_extra={"CUPY_RAWCODE_PCH": "0"})  # PCH would flatter the series
-    print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
-    b.measure("nth", "nth", "block_reduce.cu", "nth", str(args.nth))
-    b.measure("nth-nopch", "nth", "block_reduce.cu", "nthp", str(args.nth),
-              env_extra={"CUPY_RAWCODE_PCH": "0"})
-    print("import:")
-    b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",
-              also={"import-cupy": "cupy", "import-cuda.core": "cuda_core",
-                    "import-first-use": "first_use"})
-    tgts = targets(b.rows, args.compile_only)
-    kind = "cpu" if args.compile_only else "gpu"
+    if "warm" in scenarios:
+        print("warm (cache hit, new process):")
+        for k in kernels:
+            b.warm("warm", "rawcode-compile", k, f"warm-{k}")
+            if not args.compile_only:
+                b.warm("warm", "rawcode-launch", k, f"warml-{k}",
+                       also={"warm-pre": "before_launch"})
+                b.warm("warm", "cupy-launch", k, f"warmc-{k}",
+                       also={"warm-pre-cupy": "before_launch"})
+    if "inproc" in scenarios:
+        print("cold, in one process (ratio cupy-rawcode / bare NVRTC, first-call costs excluded):")
+        for k in ("plain.cu", "block_reduce.cu"):
+            b.measure("inproc", "inproc", k, "inproc", runs=max(1, args.runs // 2),
+                      env_extra={"CUPY_RAWCODE_PCH": "0"})  # PCH would flatter the series
+    if "nth" in scenarios:
+        print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
+        b.measure("nth", "nth", "block_reduce.cu", "nth", str(args.nth))
+        b.measure("nth-nopch", "nth", "block_reduce.cu", "nthp", str(args.nth),
+                  env_extra={"CUPY_RAWCODE_PCH": "0"})
+    if "import" in scenarios:
+        print("import:")
+        b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",
+                  also={"import-cupy": "cupy", "import-cuda.core": "cuda_core",
+                        "import-first-use": "first_use"})
+    return report(b.rows, info, args, kind, args.compile_only)
+
+
+def report(rows, info, args, kind: str, compile_only: bool) -> int:
+    """Targets, then the JSON, the markdown table and the chart under --out."""
+    tgts = targets(rows, compile_only)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"startup-{kind}.json").write_text(json.dumps(
-        {"machine": info, "args": vars(args), "rows": b.rows, "targets": tgts}, indent=1))
-    text = table(b.rows, tgts, info)
+        {"machine": info, "args": vars(args), "rows": rows, "targets": tgts}, indent=1))
+    text = table(rows, tgts, info)
     (out / f"startup-{kind}.md").write_text(text)
-    chart(b.rows, out / f"startup-{kind}.png")
+    chart(rows, out / f"startup-{kind}.png")
     print(text)
     return 0
 

@@ -146,39 +146,60 @@ class Bench:
         e.pop("BENCH_NONCE", None)
         return {**e, **extra}
 
-    def measure(self, scenario, mode, kernel, cache, *extra, fresh=True, key="seconds",
-                timeout=600, runs=None, env_extra=None, also=None):
+    def measure(self, scenario, mode, kernel, cache, *extra, **kw):
         """Time `runs` new processes; `also` = {scenario: key} adds rows from the same runs."""
-        values, errors, more = [], [], {s: [] for s in (also or {})}
-        for i in range(runs or self.args.runs):
-            env = self.env(f"{cache}-{i}" if fresh else cache, **(env_extra or {}))
-            if fresh:
-                env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
-            out = child(mode, kernel, self.args.arch, env, *extra, timeout=timeout)
-            if out is None:
-                errors.append(f"> {timeout:.0f} s")
-                break
-            if "error" in out:
-                errors.append(out["error"])
-                break
-            values.append(out[key])
-            for s, k in (also or {}).items():
-                more[s].append(out[k])
-        for s, vals in more.items():
-            if vals:
-                self.rows.append({"scenario": s, "mode": mode, "kernel": kernel, **stats(vals),
-                                  "error": None})
-        row = {"scenario": scenario, "mode": mode, "kernel": kernel,
-               **(stats(values) if values else {}), "error": errors[0] if errors else None}
-        self.rows.append(row)
-        shown = f"{row['median']:.4f} s" if values else row["error"]
-        print(f"  {scenario:7s} {mode:16s} {kernel:16s} {shown}", flush=True)
-        return row
+        return self.side_by_side([dict(scenario=scenario, mode=mode, kernel=kernel, cache=cache,
+                                       extra=extra, **kw)])[0]
 
-    def warm(self, scenario, mode, kernel, cache, also=None):
-        """Populate a cache once (not timed), then time new processes that hit it."""
-        child(mode, kernel, self.args.arch, self.env(cache))
-        return self.measure(scenario, mode, kernel, cache, fresh=False, also=also)
+    def side_by_side(self, specs: list[dict]) -> list[dict]:
+        """Run several series round-robin (run i of each, then run i+1 of each), so that drift
+        on a shared machine hits every mode alike; a series stops at its first failure."""
+        runs = max(s.get("runs") or self.args.runs for s in specs)
+        state = [{"values": [], "errors": [], "more": {k: [] for k in (s.get("also") or {})}}
+                 for s in specs]
+        for i in range(runs):
+            for spec, st in zip(specs, state):
+                if st["errors"] or i >= (spec.get("runs") or self.args.runs):
+                    continue
+                fresh = spec.get("fresh", True)
+                cache = spec["cache"]
+                env = self.env(f"{cache}-{i}" if fresh else cache, **(spec.get("env_extra") or {}))
+                if fresh:
+                    env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
+                timeout = spec.get("timeout", 600)
+                out = child(spec["mode"], spec["kernel"], self.args.arch, env,
+                            *spec.get("extra", ()), timeout=timeout)
+                if out is None:
+                    st["errors"].append(f"> {timeout:.0f} s")
+                elif "error" in out:
+                    st["errors"].append(out["error"])
+                else:
+                    st["values"].append(out[spec.get("key", "seconds")])
+                    for s, k in (spec.get("also") or {}).items():
+                        st["more"][s].append(out[k])
+        rows = []
+        for spec, st in zip(specs, state):
+            mode, kernel = spec["mode"], spec["kernel"]
+            for s, vals in st["more"].items():
+                if vals:
+                    self.rows.append({"scenario": s, "mode": mode, "kernel": kernel,
+                                      **stats(vals), "error": None})
+            values, errors = st["values"], st["errors"]
+            row = {"scenario": spec["scenario"], "mode": mode, "kernel": kernel,
+                   **(stats(values) if values else {}), "error": errors[0] if errors else None}
+            self.rows.append(row)
+            rows.append(row)
+            shown = f"{row['median']:.4f} s" if values else row["error"]
+            print(f"  {spec['scenario']:7s} {mode:16s} {kernel:16s} {shown}", flush=True)
+        return rows
+
+    def warm(self, scenario, kernel, modes: list[tuple[str, str, dict | None]]):
+        """Populate one cache per mode (not timed), then time new processes that hit them,
+        the modes side by side. ``modes``: (mode, cache, also)."""
+        for mode, cache, _ in modes:
+            child(mode, kernel, self.args.arch, self.env(cache))
+        return self.side_by_side([dict(scenario=scenario, mode=m, kernel=kernel, cache=c,
+                                       fresh=False, also=also) for m, c, also in modes])
 
 
 def median_of(rows, scenario, mode, kernel):
@@ -335,25 +356,23 @@ def main(argv=None) -> int:
     info = machine()
     print("machine:", json.dumps(info))
     if "cold" in scenarios:
-        print("cold (fresh caches, unique source per run):")
+        print("cold (fresh caches, unique source per run; modes interleaved):")
         for k in kernels:
-            b.measure("cold", "floor", k, "floor")
-            b.measure("cold", "rawcode-compile", k, "raw")
+            modes = [("floor", "floor"), ("rawcode-compile", "raw")]
             if not args.compile_only:
-                b.measure("cold", "rawcode-launch", k, "rawl")
-                b.measure("cold", "cupy-launch", k, "cupy")
+                modes += [("rawcode-launch", "rawl"), ("cupy-launch", "cupy")]
+            b.side_by_side([dict(scenario="cold", mode=m, kernel=k, cache=c) for m, c in modes])
     if "jitify" in scenarios and not args.compile_only:
         for k in ("plain.cu", "block_reduce.cu"):
             b.measure("cold", "jitify-launch", k, "jit", runs=1, timeout=args.jitify_timeout)
     if "warm" in scenarios:
-        print("warm (cache hit, new process):")
+        print("warm (cache hit, new process; modes interleaved):")
         for k in kernels:
-            b.warm("warm", "rawcode-compile", k, f"warm-{k}")
+            modes = [("rawcode-compile", f"warm-{k}", None)]
             if not args.compile_only:
-                b.warm("warm", "rawcode-launch", k, f"warml-{k}",
-                       also={"warm-pre": "before_launch"})
-                b.warm("warm", "cupy-launch", k, f"warmc-{k}",
-                       also={"warm-pre-cupy": "before_launch"})
+                modes += [("rawcode-launch", f"warml-{k}", {"warm-pre": "before_launch"}),
+                          ("cupy-launch", f"warmc-{k}", {"warm-pre-cupy": "before_launch"})]
+            b.warm("warm", k, modes)
     if "inproc" in scenarios:
         print("cold, in one process (ratio cupy-rawcode / bare NVRTC, first-call costs excluded):")
         for k in ("plain.cu", "block_reduce.cu"):
@@ -361,9 +380,11 @@ def main(argv=None) -> int:
                       env_extra={"CUPY_RAWCODE_PCH": "0"})  # PCH would flatter the series
     if "nth" in scenarios:
         print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
-        b.measure("nth", "nth", "block_reduce.cu", "nth", str(args.nth))
-        b.measure("nth-nopch", "nth", "block_reduce.cu", "nthp", str(args.nth),
-                  env_extra={"CUPY_RAWCODE_PCH": "0"})
+        b.side_by_side([
+            dict(scenario="nth", mode="nth", kernel="block_reduce.cu", cache="nth",
+                 extra=(str(args.nth),)),
+            dict(scenario="nth-nopch", mode="nth", kernel="block_reduce.cu", cache="nthp",
+                 extra=(str(args.nth),), env_extra={"CUPY_RAWCODE_PCH": "0"})])
     if "import" in scenarios:
         print("import:")
         b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from .options import parse_options
 
 _STATE_VERSION = 1
-_CUCOMPLEX_INCLUDE = re.compile(r"\s*#\s*include\s*<\s*cuComplex\.h\s*>")
+_CUCOMPLEX_INCLUDE = r"\s*#\s*include\s*<\s*cuComplex\.h\s*>"  # compiled on first use
 _CUPY_HEADERS = ("cupy/complex.cuh", "cupy/carray.cuh", "cupy/atomics.cuh",
                  "cupy/math_constants.h")  # what CuPy prepends when translate_cucomplex=True
 
@@ -49,7 +49,7 @@ def _check_options(options) -> tuple[str, ...]:
 def translate_cucomplex(source: str) -> str:
     """CuPy's translate_cucomplex: cuComplex.h becomes CuPy's bridge to its complex<T>."""
     lines = [("#include <cupy/cuComplex_bridge.h>  // translate_cucomplex\n"
-              if _CUCOMPLEX_INCLUDE.match(line) else line)
+              if re.match(_CUCOMPLEX_INCLUDE, line) else line)
              for line in source.splitlines(keepends=True)]
     return "".join(f"#include <{h}>\n" for h in _CUPY_HEADERS) + "".join(lines)
 

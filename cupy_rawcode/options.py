@@ -6,7 +6,7 @@ import re
 from typing import NamedTuple
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
 _ARCH = re.compile(r"(sm|compute|lto)_\d+[a-z]?\Z")
 
 # option spellings -> canonical name; each takes a value (joined, "=", or the next item)
@@ -77,7 +77,7 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
 
 def _check_macro(spelling: str, value: str, undef: bool) -> tuple[str, str | None]:
     name, eq, body = value.partition("=")
-    if not _IDENT.match(name) or (undef and eq):
+    if not re.match(_IDENT, name) or (undef and eq):
         raise ValueError(f"option {spelling} {value!r}: {name!r} is not a valid macro name")
     return (name, None) if undef else (name, body if eq else "1")
 

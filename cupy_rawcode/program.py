@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import threading
@@ -10,10 +9,9 @@ import time
 
 from . import config
 from .request import Request, compute_key, context, make_request
-from .store import Layered
+from .store import Layered, warn
 from .store.entry import encode, decode
 
-log = logging.getLogger("cupy_rawcode")
 _NO_DIR = "/dev/null/kernel.cu"  # a program name whose directory can never exist: quoted
 #                                  includes from the main source then use the -I list, as in CuPy
 
@@ -98,14 +96,13 @@ def default_store(cache_dir=None) -> Layered:
                       config.memory_cache_entries())
 
 
-_PREFIX_LINE = re.compile(r"\s*(#.*|//.*)?$")
 
 
 def include_prefix(source: str) -> str:
     """The leading block of directive, comment and blank lines: what a PCH can cover."""
     lines = []
     for line in source.splitlines():
-        if not _PREFIX_LINE.match(line):
+        if not re.match(r"\s*(#.*|//.*)?$", line):
             break
         lines.append(line.strip())
     return "\n".join(l for l in lines if l)
@@ -146,7 +143,7 @@ class _Pch:
 
     def disable(self, why: Exception) -> None:
         self.broken = True
-        log.warning("cupy-rawcode: NVRTC precompiled headers turned off for this process "
+        warn("cupy-rawcode: NVRTC precompiled headers turned off for this process "
                     "(cuda.core failed on a PCH compile: %s)", why)
 
 

@@ -18,7 +18,6 @@ lazily, in order, until both kinds are found. Only one CCCL is ever used: mixing
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -121,6 +120,7 @@ def _pathfinder_dir(libname: str) -> str | None:
 
 
 def _cupy_cccl_dirs() -> list[str]:
+    import importlib.util
     spec = importlib.util.find_spec("cupy")
     if spec is None or not spec.submodule_search_locations:
         return []
@@ -205,7 +205,6 @@ def choose_system_dirs(sources: tuple[str, ...], offered, shim: str) -> tuple[Se
     return tuple(out)
 
 
-_VERSION_RE = re.compile(rb"#\s*define\s+CCCL_VERSION\s+(\d+)")
 
 
 def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
@@ -215,7 +214,7 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
             continue
         header = Path(d.path, "cuda", "std", "__cccl", "version.h")
         if header.is_file():
-            m = _VERSION_RE.search(header.read_bytes())
+            m = re.search(rb"#\s*define\s+CCCL_VERSION\s+(\d+)", header.read_bytes())
             if m:
                 v = int(m.group(1))
                 return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"

@@ -6,10 +6,14 @@ The default stack, in lookup order: memory LRU, the cache directory, read-only b
 the layers above it; a compile writes to every layer."""
 from __future__ import annotations
 
-import logging
 from typing import Protocol
 
-log = logging.getLogger("cupy_rawcode")
+
+def warn(msg: str, *args) -> None:
+    """Log a warning on the 'cupy_rawcode' logger (logging is imported only when one is due:
+    it is not on the path of a cache hit)."""
+    import logging
+    logging.getLogger("cupy_rawcode").warning(msg, *args)
 
 
 class Backend(Protocol):
@@ -36,7 +40,7 @@ class Layered:
             try:
                 value = validate(data)
             except EntryError as e:
-                log.warning("cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
+                warn("cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
                             key[:16], layer.name, e)
                 continue
             for upper in self.layers[:i]:

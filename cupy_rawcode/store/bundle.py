@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write
-from . import log
+from . import warn
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 
@@ -79,7 +79,7 @@ class BundleStore:
             try:
                 self._index, _ = read_index(self.path)
             except BundleError as e:
-                log.warning("cupy-rawcode: ignoring the bundle %s (%s)", self.path, e)
+                warn("cupy-rawcode: ignoring the bundle %s (%s)", self.path, e)
                 self._index = {}
         return self._index
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..fsutil import atomic_write
-from . import log
+from . import warn
 
 try:
     import fcntl
@@ -79,7 +79,7 @@ class DirectoryStore:
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
-                log.warning("cupy-rawcode: cannot write the cache at %s (%s); "
+                warn("cupy-rawcode: cannot write the cache at %s (%s); "
                             "kernels are kept in memory only", self.root, e.strerror or e)
             return
         if self.max_bytes is not None:

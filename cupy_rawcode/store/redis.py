@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from . import log
+from . import warn
 
 PREFIX = "cupy-rawcode:entry:"
 _warned = False
@@ -23,7 +23,7 @@ def _warn_once(url: str, error: BaseException) -> None:
         if _warned:
             return
         _warned = True
-    log.warning("cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the "
+    warn("cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the "
                 "local cache", url, type(error).__name__, error)
 
 

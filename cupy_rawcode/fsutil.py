@@ -6,14 +6,34 @@ import tempfile
 from pathlib import Path
 
 
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing ancestors, each 0700 (os.makedirs gives the mode to the
+    last one only)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` so readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except FileNotFoundError:  # the first file of its directory
+        make_private_dirs(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, mode)
+        if mode != 0o600:  # mkstemp already made it 0600
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

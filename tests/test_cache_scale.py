@@ -473,3 +473,13 @@ def test_redis_url_without_the_client_or_with_a_bad_url_warns_and_goes_on(
         store = machine(tmp_path, "a", "redis://127.0.0.1:1/0")
         r = compile_request(make_request(SMALL.format(value=31), arch="sm_90"), store=store)
     assert r.code and "pip install 'cupy-rawcode[redis]'" in caplog.text
+
+
+def test_new_cache_directories_are_private(tmp_path):
+    root = tmp_path / "a" / "b" / "cache"
+    store = DirectoryStore(root, max_bytes=None)
+    store.put(key_of(1), entry(key_of(1)))
+    made = [tmp_path / "a", tmp_path / "a" / "b", root, root / "entries",
+            store.path(key_of(1)).parent]
+    assert [oct(d.stat().st_mode & 0o777) for d in made] == ["0o700"] * len(made)
+    assert oct(store.path(key_of(1)).stat().st_mode & 0o777) == "0o600"

@@ -9,6 +9,7 @@ to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -74,8 +75,7 @@ class DirectoryStore:
     def put(self, key: str, data: bytes) -> None:
         global _warned
         try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write(self.path(key), data)
+            atomic_write(self.path(key), data)  # makes missing directories 0700
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
@@ -84,8 +84,13 @@ class DirectoryStore:
             return
         if self.max_bytes is not None:
             self._estimate += len(data)
-            if self._estimate > self.max_bytes or time.monotonic() > self._next_scan:
+            if self._estimate > self.max_bytes:
                 self.prune(self.max_bytes)
+            elif time.monotonic() > self._next_scan:
+                # other processes write too: recount now and then, off the compile's path
+                self._next_scan = time.monotonic() + _RESCAN_SECONDS
+                threading.Thread(target=self.prune, args=(self.max_bytes,), daemon=True,
+                                 name="cupy-rawcode-prune").start()
 
     # ------------------------------------------------------------ maintenance
 

@@ -364,12 +364,17 @@ def main(argv=None) -> int:
                     help="which scenarios to run (a long suite can be split over several runs)")
     ap.add_argument("--name", help="results file name part (default: cpu or gpu)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
-                    help="combine the rows of earlier runs (same machine) into one report")
+                    help="combine the rows of earlier runs (same machine) into one report; "
+                         "where two runs measured the same thing, the first file given wins")
     args = ap.parse_args(argv)
     kind = args.name or ("cpu" if args.compile_only else "gpu")
     if args.merge:
         runs = [json.loads(Path(p).read_text()) for p in args.merge]
-        rows = [r for run in runs for r in run["rows"]]
+        rows, seen = [], set()
+        for r in (r for run in runs for r in run["rows"]):  # the first file wins a duplicate
+            if (r["scenario"], r["mode"], r["kernel"]) not in seen:
+                seen.add((r["scenario"], r["mode"], r["kernel"]))
+                rows.append(r)
         info = {**runs[0]["machine"], "merged_from": [Path(p).name for p in args.merge]}
         return report(rows, info, args, kind, runs[0]["args"].get("compile_only", False))
     # byte-compile the package as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as on

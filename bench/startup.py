@@ -376,7 +376,8 @@ def main(argv=None) -> int:
                 seen.add((r["scenario"], r["mode"], r["kernel"]))
                 rows.append(r)
         info = {**runs[0]["machine"], "merged_from": [Path(p).name for p in args.merge]}
-        return report(rows, info, args, kind, runs[0]["args"].get("compile_only", False))
+        return report(rows, info, args, kind,
+                      all(run["args"].get("compile_only", False) for run in runs))
     # byte-compile the package as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as on
     # the bench machines) a source checkout would otherwise be recompiled in every process
     compileall.compile_dir(str(ROOT / "cupy_rawcode"), quiet=1)

@@ -4,10 +4,10 @@ so that a warm process neither imports cuda.pathfinder nor loads NVRTC to build 
 A record is kept per search policy and Python environment under ``<cache>/toolchain/``. It holds
 what discovery found (NVRTC version and architectures, header directories, CCCL version) and a
 stamp (size, mtime_ns, inode; or "absent") of everything that decides it: the NVRTC library,
-each header directory and CCCL's version header, every site-packages directory on ``sys.path``
-(a ``pip install`` changes its mtime), the toolkit's include directory and the package's shims,
-plus the environment variables the search reads. Any difference means discovery runs again and
-the record is replaced. ``cupy-rawcode cache clear`` removes records.
+each header directory (the shims included) and CCCL's version header, every site-packages
+directory on ``sys.path`` (a ``pip install`` changes its mtime) and the toolkit's include
+directory, plus the environment variables the search reads. Any difference means discovery
+runs again and the record is replaced. ``cupy-rawcode cache clear`` removes records.
 """
 from __future__ import annotations
 
@@ -42,16 +42,15 @@ def stamp(path: str) -> list:
 
 def watched_paths(tc) -> list[str]:
     """Every path whose change could change what discovery finds."""
-    from .toolchain import shim_dir, toolkit_home
+    from .toolchain import toolkit_home
     paths = [tc.nvrtc_library] if tc.nvrtc_library else []
-    for d in tc.system_dirs:
+    for d in tc.system_dirs:  # the shims included: they are always the last root
         paths.append(d.path)
         if d.tag == "cccl":
             paths.append(os.path.join(d.path, "cuda", "std", "__cccl", "version.h"))
     paths += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     home = toolkit_home()
     paths.append(str(home / "include") if home else "/usr/local/cuda/include")
-    paths.append(str(shim_dir()))
     return paths
 
 

@@ -19,6 +19,7 @@ from .key import closure_digest, digest_fields
 
 SCHEMA = "cupy-rawcode-manifest-3"
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
+NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 
 def manifest_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
@@ -66,10 +67,12 @@ def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, i
     return data["closure"], len(data["files"])
 
 
-def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=None):
+def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
+                    known=NOT_LOOKED_UP):
     """((closure digest, header count), closure or None when the manifest answered).
-    ``known`` is a ``lookup`` result the caller already has."""
-    if known is None:
+    ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
+    not read again)."""
+    if known is NOT_LOOKED_UP:
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None

@@ -96,8 +96,6 @@ def default_store(cache_dir=None) -> Layered:
                       config.memory_cache_entries())
 
 
-
-
 def include_prefix(source: str) -> str:
     """The leading block of directive, comment and blank lines: what a PCH can cover."""
     lines = []
@@ -144,7 +142,7 @@ class _Pch:
     def disable(self, why: Exception) -> None:
         self.broken = True
         warn("cupy-rawcode: NVRTC precompiled headers turned off for this process "
-                    "(cuda.core failed on a PCH compile: %s)", why)
+             "(cuda.core failed on a PCH compile: %s)", why)
 
 
 _pch = _Pch()

@@ -5,6 +5,7 @@ import re
 from typing import NamedTuple
 
 from .key import closure_digest, digest_fields, key_fields
+from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options
 
 TARGETS = ("cubin", "ptx", "ltoir")
@@ -52,10 +53,9 @@ def context(req: Request):
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 
 
-def compute_key(req: Request, ctx=None, known=None):
+def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP):
     """(hex key, closure or None when a manifest answered, header count, context).
-    ``known``: a manifest lookup the caller already made."""
-    from .manifest import closure_digests
+    ``known``: a manifest lookup the caller already made (None when it found nothing)."""
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
         (digest, count), closure = (closure_digest([]), 0), None

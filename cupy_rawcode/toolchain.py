@@ -71,7 +71,7 @@ def nvrtc_version() -> tuple[int, int]:
 def supported_archs() -> tuple[int, ...]:
     """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120)),
     without loading NVRTC when the toolchain record knows them."""
-    return toolchain().supported_archs or _query_archs()
+    return toolchain().supported_archs
 
 
 @functools.lru_cache(maxsize=None)
@@ -203,8 +203,6 @@ def choose_system_dirs(sources: tuple[str, ...], offered, shim: str) -> tuple[Se
                 break
     out.append(SearchDir("shim", shim, "package"))
     return tuple(out)
-
-
 
 
 def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:

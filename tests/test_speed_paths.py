@@ -115,3 +115,12 @@ def test_scan_file_reads_whole_files_of_any_size(tmp_path, size):
 def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
     assert program._worth_overlapping(_req(source)) is overlapped
     assert program._worth_overlapping(_req(source, options=("-include", "a.h")))
+
+
+def test_a_miss_looks_for_the_manifest_once(monkeypatch):
+    from cupy_rawcode import manifest
+    calls = []
+    real = manifest.lookup
+    monkeypatch.setattr(manifest, "lookup", lambda *a: calls.append(1) or real(*a))
+    program.compile_request(_req("#include <cuda/std/cstdint>\n__global__ void k() {}\n"))
+    assert len(calls) == 1

@@ -41,7 +41,7 @@ class Layered:
                 value = validate(data)
             except EntryError as e:
                 warn("cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
-                            key[:16], layer.name, e)
+                     key[:16], layer.name, e)
                 continue
             for upper in self.layers[:i]:
                 upper.put(key, data)

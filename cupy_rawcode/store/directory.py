@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, make_private_dirs
 from . import warn
 
 try:
@@ -80,7 +80,7 @@ class DirectoryStore:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
                 warn("cupy-rawcode: cannot write the cache at %s (%s); "
-                            "kernels are kept in memory only", self.root, e.strerror or e)
+                     "kernels are kept in memory only", self.root, e.strerror or e)
             return
         if self.max_bytes is not None:
             self._estimate += len(data)
@@ -162,8 +162,7 @@ class DirectoryStore:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except FileNotFoundError:
             try:
-                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-                path.parent.mkdir(exist_ok=True, mode=0o700)
+                make_private_dirs(path.parent)
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             except OSError:
                 return

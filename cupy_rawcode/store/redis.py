@@ -24,7 +24,7 @@ def _warn_once(url: str, error: BaseException) -> None:
             return
         _warned = True
     warn("cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the "
-                "local cache", url, type(error).__name__, error)
+         "local cache", url, type(error).__name__, error)
 
 
 class RedisStore:

@@ -39,6 +39,19 @@ class CompileError(RuntimeError):
         return msg
 
 
+_cuda_core_lock = threading.Lock()
+
+
+def cuda_core():
+    """The cuda.core module, imported under one lock. cuda.core 1.2 swaps its versioned
+    subpackage's ``__spec__`` in during its own import, so Python lets a second thread through
+    to a half-imported module ("cannot import name 'ObjectCode'"): a compile started on another
+    thread (overlap) and a cache hit on this one would race."""
+    with _cuda_core_lock:
+        import cuda.core
+    return cuda.core
+
+
 class Result:
     """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
@@ -62,7 +75,7 @@ class Result:
     def object_code(self):
         """The ``cuda.core.ObjectCode`` (built on first use on a hit)."""
         if self._object_code is None:
-            from cuda.core import ObjectCode
+            ObjectCode = cuda_core().ObjectCode
             mapping = {k: v.encode() for k, v in self.symbols.items()}
             self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
         return self._object_code
@@ -153,7 +166,7 @@ def _options_class(passthrough: bool):
     """cuda.core's ProgramOptions, or (only when needed: making a dataclass costs ~2 ms) a
     subclass that appends the NVRTC options cuda.core has no field for."""
     import dataclasses
-    from cuda.core import ProgramOptions
+    ProgramOptions = cuda_core().ProgramOptions
     if not passthrough:
         return ProgramOptions
 
@@ -190,7 +203,7 @@ def _dump(req: Request, options: list[str]) -> str:
 
 
 def _nvrtc_compile(req: Request, ctx, dump: bool):
-    from cuda.core import Program
+    Program = cuda_core().Program
     pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     popts = _program_options(req, ctx, pch)
     prog = Program(req.source, "ptx" if req.is_ptx else "c++", popts)

@@ -124,3 +124,32 @@ def test_a_miss_looks_for_the_manifest_once(monkeypatch):
     monkeypatch.setattr(manifest, "lookup", lambda *a: calls.append(1) or real(*a))
     program.compile_request(_req("#include <cuda/std/cstdint>\n__global__ void k() {}\n"))
     assert len(calls) == 1
+
+
+_HIT_WHILE_COMPILE_IMPORTS = r"""
+import shutil, sys
+from cupy_rawcode import config, program
+from cupy_rawcode.request import make_request
+src = "#include <cuda/std/cstdint>\n__global__ void k(int* p) { *p = 1; }\n"
+if sys.argv[1] == "fill":
+    program.compile_request(make_request(src, arch="sm_90"))
+    shutil.rmtree(config.cache_dir() / "manifests")  # the next process expects a miss
+else:
+    # overlap starts the compile (importing cuda.core) on a worker thread; the key then hits
+    # on this thread, which imports cuda.core too
+    r = program.compile_request(make_request(src, arch="sm_90"))
+    assert r.hit and r.object_code.code == r.code
+    print("ok")
+"""
+
+
+def test_a_hit_while_the_overlapped_compile_imports_cuda_core(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
+    for step in ("fill", "hit"):
+        p = subprocess.run([sys.executable, "-c", _HIT_WHILE_COMPILE_IMPORTS, step], env=env,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "ok"

@@ -4,7 +4,6 @@ Constructing never compiles or touches the GPU. The first launch compiles once p
 architecture (through the cache) and loads the module once per device; both are guarded by a
 lock, so threads racing on a first launch share one compile and one load.
 """
-from __future__ import annotations
 
 import os
 import re

@@ -2,8 +2,9 @@
 in a new process without re-scanning headers.
 
 A manifest is keyed by everything that decides the closure *on this machine* (source, options,
-absolute search directories) and lists each closure file with (size, mtime_ns, inode) and its
-digest. If every file still stats the same, the stored digests are used; otherwise the closure is
+absolute search directories) and holds the closure's digest and each closure file's (size,
+mtime_ns, inode), grouped by directory (one ``fstatat`` per file, relative to its directory).
+If every file still stats the same, the stored digest is used; otherwise the closure is
 resolved again and the manifest replaced. A new file shadowing a header earlier in the search
 path is not seen by ``stat`` validation (ccache has the same limit): ``cupy-rawcode cache clear``.
 """
@@ -14,10 +15,9 @@ import os
 from pathlib import Path
 
 from . import config
-from .fsutil import atomic_write
 from .key import closure_digest, digest_fields
 
-SCHEMA = "cupy-rawcode-manifest-3"
+SCHEMA = "cupy-rawcode-manifest-4"
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
@@ -34,14 +34,37 @@ def _path(mid: str) -> Path:
     return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
 
 
-def _valid(files: list) -> bool:
-    for path, size, mtime, ino, _logical, _digest in files:
+def stamps(file_ids) -> list:
+    """[[directory, [name, size, mtime_ns, inode, name, ...]], ...] for (path, size, mtime_ns,
+    inode) tuples: a compact JSON shape that is quick to parse and to check."""
+    by_dir: dict[str, list] = {}
+    for path, size, mtime, ino in file_ids:
+        head, name = os.path.split(path)
+        by_dir.setdefault(head, []).extend((name, size, mtime, ino))
+    return [[d, flat] for d, flat in by_dir.items()]
+
+
+_DIR_FD = os.stat in os.supports_dir_fd
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
+def _valid(dirs: list) -> bool:
+    """True when every file still has its recorded size, mtime and inode."""
+    stat = os.stat
+    for d, flat in dirs:
+        if len(flat) % 4:
+            return False
+        fd = os.open(d, _DIR_FLAGS) if _DIR_FD else None  # OSError: the directory is gone
         try:
-            st = os.stat(path)
-        except OSError:
-            return False
-        if st.st_size != size or st.st_mtime_ns != mtime or st.st_ino != ino:
-            return False
+            for i in range(0, len(flat), 4):
+                name = flat[i]
+                st = stat(name, dir_fd=fd) if fd is not None else stat(os.path.join(d, name))
+                if st.st_size != flat[i + 1] or st.st_mtime_ns != flat[i + 2] \
+                        or st.st_ino != flat[i + 3]:
+                    return False
+        finally:
+            if fd is not None:
+                os.close(fd)
     return True
 
 
@@ -50,9 +73,10 @@ def _load(mid: str) -> dict | None:
     try:
         if data is None:
             data = json.loads(_path(mid).read_bytes())
-            if data.get("schema") != SCHEMA or not isinstance(data["closure"], str):
+            if data.get("schema") != SCHEMA or not isinstance(data["closure"], str) \
+                    or not isinstance(data["count"], int):
                 return None
-        return data if _valid(data["files"]) else None
+        return data if _valid(data["dirs"]) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
 
@@ -64,7 +88,7 @@ def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, i
     if data is None:
         return None
     _memo[mid] = data
-    return data["closure"], len(data["files"])
+    return data["closure"], data["count"]
 
 
 def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
@@ -80,11 +104,13 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
     mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes)
     closure.raise_for_missing()
-    files = [[h.path, *closure.file_ids[h.path][1:], h.logical, h.digest] for h in closure.headers]
-    data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "files": files}
+    ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
+    data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "count": len(ids),
+            "dirs": stamps(ids)}
     _memo[mid] = data
     try:
+        from .fsutil import atomic_write  # not imported on a hit
         atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once
-    return (data["closure"], len(files)), closure
+    return (data["closure"], len(ids)), closure

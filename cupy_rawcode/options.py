@@ -1,5 +1,4 @@
 """Parse the option tuples CuPy users pass into one normalized form for both compile and key."""
-from __future__ import annotations
 
 import os
 import re
@@ -7,7 +6,6 @@ from typing import NamedTuple
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
-_ARCH = re.compile(r"(sm|compute|lto)_\d+[a-z]?\Z")
 
 # option spellings -> canonical name; each takes a value (joined, "=", or the next item)
 _VALUED = {
@@ -123,13 +121,22 @@ def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str |
                 raise ValueError(f"option {spelling}={value}: unknown standard (use one of {STD_VALUES})")
             std = value
         elif kind == "arch":
-            if not _ARCH.match(value):
+            if not is_arch(value):
                 raise ValueError(f"option {spelling}={value}: expected sm_XX or compute_XX")
             arch = value
         elif kind == "pre_include":
             pre.append(value)
     return Options(tuple(include), tuple(isystem), tuple(macros.items()), std, arch, tuple(pre),
                    default_device, tuple(passthrough))
+
+
+def is_arch(text: str) -> bool:
+    """True for sm_90, sm_90a, compute_90 or lto_90 (no regex: this is on a cache hit's path)."""
+    kind, _, rest = text.partition("_")
+    if kind not in ("sm", "compute", "lto"):
+        return False
+    digits = rest[:-1] if rest[-1:].islower() else rest
+    return digits.isdigit() and digits.isascii()
 
 
 def normalize_arch(arch: str | int | None, opts: Options) -> str:
@@ -141,7 +148,7 @@ def normalize_arch(arch: str | int | None, opts: Options) -> str:
     text = str(arch)
     if text.isdigit():
         text = f"sm_{text}"
-    if not _ARCH.match(text):
+    if not is_arch(text):
         raise ValueError(f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90")
     if opts.arch is not None and opts.arch != text:
         raise ValueError(f"arch={text!r} conflicts with option -arch={opts.arch}")

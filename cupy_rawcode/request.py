@@ -1,5 +1,4 @@
 """A compile request in normalized form, and its cache key (resolve -> key)."""
-from __future__ import annotations
 
 import re
 from typing import NamedTuple
@@ -10,7 +9,7 @@ from .options import Options, normalize_arch, parse_options
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
-_PTX = re.compile(r"^\s*(//.*\n\s*)*\.version\s", re.M)
+_PTX = r"\s*(//.*\n\s*)*\.version\s"  # compiled only for a source that has ".version"
 
 
 class Request(NamedTuple):
@@ -25,7 +24,7 @@ class Request(NamedTuple):
     @property
     def is_ptx(self) -> bool:
         """PTX input is linked, not compiled from C++."""
-        return bool(_PTX.match(self.source))
+        return ".version" in self.source and re.match(_PTX, self.source) is not None
 
     @property
     def pre_includes(self) -> tuple[str, ...]:
@@ -39,12 +38,15 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
     opts = options if isinstance(options, Options) else parse_options(options)
     if target not in TARGETS:
         raise ValueError(f"target={target!r}: expected one of {TARGETS}")
+    arch = normalize_arch(arch, opts)
+    if target == "cubin" and not arch.startswith("sm_"):
+        raise ValueError(f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
+                         f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'")
     names = tuple(name_expressions or ())
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"name expression {n!r} is not a non-empty string")
-    return Request(source, opts, normalize_arch(arch, opts), target, names, source_dir,
-                   header_sources)
+    return Request(source, opts, arch, target, names, source_dir, header_sources)
 
 
 def context(req: Request):

@@ -8,7 +8,6 @@
 - search list: ``-I`` (tags user0..), ``-isystem`` (isys0..), then the system roots of
   toolchain.py (cccl, cuda, shim).
 """
-from __future__ import annotations
 
 import os
 from typing import NamedTuple

@@ -15,7 +15,6 @@ directory; ``cupy``: CuPy's bundled CCCL; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH
 ``/usr/local/cuda``) or an explicit directory ``cccl=/path`` / ``cuda=/path``. Sources are asked
 lazily, in order, until both kinds are found. Only one CCCL is ever used: mixing two is broken.
 """
-from __future__ import annotations
 
 import functools
 import os

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 from . import config
-from .fsutil import atomic_write
 from .key import digest_fields
 
 SCHEMA = "cupy-rawcode-toolchain-1"
@@ -69,6 +68,7 @@ def save(tc) -> None:
             "cccl_version": tc.cccl_version, "env": environment(),
             "stamps": [stamp(p) for p in watched_paths(tc)]}
     try:
+        from .fsutil import atomic_write  # not imported on a hit
         atomic_write(record_path(tc.sources), json.dumps(data).encode())
     except OSError:
         pass

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from cupy_rawcode.options import normalize_arch, parse_options
+from cupy_rawcode.options import is_arch, normalize_arch, parse_options
 
 
 @pytest.mark.parametrize("options, field, expected", [
@@ -71,3 +71,12 @@ def test_key_fields_never_hold_paths(tmp_path):
     f = parse_options(("-I", str(tmp_path / "a"), "-isystem", str(tmp_path / "b"))).key_fields()
     assert not any(str(tmp_path) in v for _, v in f)
     assert ("include", "user0") in f and ("isystem", "isys0") in f
+
+
+@pytest.mark.parametrize("text", ["sm_90", "sm_90a", "sm_100f", "compute_90", "lto_90", "sm_5",
+                                  "sm_", "sm_a", "sm_90ab", "sm_90A", "gfx_90", "sm90", "",
+                                  "compute_", "sm_9_0", "sm_\u0669\u0660", "SM_90"])
+def test_is_arch_matches_the_pattern_it_replaced(text):
+    import re
+    expected = re.match(r"(sm|compute|lto)_[0-9]+[a-z]?\Z", text) is not None
+    assert is_arch(text) == expected

@@ -142,3 +142,31 @@ def test_passthrough_option_reaches_nvrtc():
     with pytest.raises(CompileError, match="bogus"):
         compile_request(make_request("", arch="sm_90", options=("--bogus-flag",)),
                         store=Layered([MemoryStore()]))
+
+
+@pytest.mark.parametrize("arch", ["compute_90", "lto_90"])
+def test_cubin_of_a_virtual_arch_is_refused_up_front(arch):
+    with pytest.raises(ValueError, match=f"{arch}.*virtual.*target='ptx'"):
+        make_request(corpus("plain.cu"), arch=arch, target="cubin")
+
+
+def test_ptx_compiles_with_name_expressions_on_any_host(tmp_path):
+    """NVRTC needs no GPU or driver for PTX (cuda.core 1.2 asks the driver and raises without
+    one; the package then asks NVRTC directly). Runs in CI, which has no GPU."""
+    store = Layered([DirectoryStore(tmp_path / "c")])
+    src = "template <class T> __global__ void k(T* p) { *p = T(3); }\n"
+    req = make_request(src, arch="compute_90", target="ptx", name_expressions=("k<float>",))
+    first = compile_request(req, store=store)
+    again = compile_request(req, store=store)
+    ptx = bytes(first.object_code.code)
+    mangled = first.object_code.symbol_mapping["k<float>"]
+    assert ptx.startswith(b"//") and b".version" in ptx and b".entry " + mangled in ptx
+    assert (again.hit, bytes(again.object_code.code), again.symbols) == \
+        (True, ptx, {"k<float>": mangled.decode()})
+
+
+def test_ptx_compile_error_says_where(tmp_path):
+    store = Layered([DirectoryStore(tmp_path / "c")])
+    req = make_request("__global__ void k() {\n  nope();\n}\n", arch="compute_90", target="ptx")
+    with pytest.raises(CompileError, match=r"(?s)identifier \"nope\" is undefined.*>     2 \|   nope\(\);"):
+        compile_request(req, store=store)

@@ -16,7 +16,7 @@ _EXPORTS = {
     "parse_options": ("options", "parse_options"),
     "toolchain": ("toolchain", "toolchain"),
     "compile": ("program", "compile"),
-    "CompileError": ("program", "CompileError"),
+    "CompileError": ("nvrtc", "CompileError"),
     "RawKernel": ("kernel", "RawKernel"),
     "RawModule": ("kernel", "RawModule"),
     "SignatureWarning": ("kernel", "SignatureWarning"),

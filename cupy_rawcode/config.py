@@ -124,7 +124,7 @@ def overlap() -> bool:
 
 def pch_mode() -> str:
     """CUPY_RAWCODE_PCH: 'auto' (default: NVRTC's automatic PCH for a series of compiles that
-    share their header prefix, see program._Pch), '1' (every compile) or '0' (never)."""
+    share their header prefix, see nvrtc._Pch), '1' (every compile) or '0' (never)."""
     value = (env_str("CUPY_RAWCODE_PCH") or "auto").strip().lower()
     if value == "auto":
         return value

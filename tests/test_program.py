@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from conftest import ROOT, corpus
-from cupy_rawcode.program import CompileError, compile_request, default_store
+from cupy_rawcode.nvrtc import CompileError
+from cupy_rawcode.program import compile_request, default_store
 from cupy_rawcode.request import make_request
 from cupy_rawcode.store import Layered
 from cupy_rawcode.store.directory import DirectoryStore

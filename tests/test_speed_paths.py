@@ -4,8 +4,8 @@ import pytest
 
 from conftest import corpus
 import cupy_rawcode
-from cupy_rawcode import program
-from cupy_rawcode.program import _Pch, include_prefix
+from cupy_rawcode import nvrtc, program
+from cupy_rawcode.nvrtc import _Pch, include_prefix
 from cupy_rawcode.request import make_request
 
 
@@ -62,10 +62,10 @@ def test_pch_failure_in_cuda_core_falls_back_and_turns_pch_off(monkeypatch, capl
             self.inner.close()
     monkeypatch.setattr(cuda.core, "Program", Flaky)
     monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
-    monkeypatch.setattr(program, "_pch", _Pch())
+    monkeypatch.setattr(nvrtc, "_pch", _Pch())
     obj = cupy_rawcode.compile(A1.replace("#include <a.h>\n", ""), arch="sm_90")
     assert obj.code[:4] == b"\x7fELF"
-    assert program._pch.broken and "precompiled headers turned off" in caplog.text
+    assert nvrtc._pch.broken and "precompiled headers turned off" in caplog.text
 
 
 def test_pch_compile_gives_the_same_code(monkeypatch, tmp_path):
@@ -73,7 +73,7 @@ def test_pch_compile_gives_the_same_code(monkeypatch, tmp_path):
     monkeypatch.setenv("CUPY_RAWCODE_PCH", "0")
     plain = bytes(cupy_rawcode.compile(src, arch="sm_90", cache_dir=tmp_path / "a").code)
     monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
-    monkeypatch.setattr(program, "_pch", _Pch())
+    monkeypatch.setattr(nvrtc, "_pch", _Pch())
     first = bytes(cupy_rawcode.compile(src, arch="sm_90", cache_dir=tmp_path / "b").code)
     again = bytes(cupy_rawcode.compile(src + "\n", arch="sm_90", cache_dir=tmp_path / "c").code)
     assert plain == first == again

@@ -2,7 +2,7 @@
 
 import os
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
@@ -21,16 +21,15 @@ _JOINABLE = ("-isystem", "-I", "-D", "-U")  # may be glued: -Idir, -DX=1 (longes
 _FLAGS = {"-default-device": "default_device", "--device-as-default-execution-space": "default_device"}
 
 
-class Options(NamedTuple):
-    """Normalized compile options. Paths are absolute; macros keep only their final state."""
-    include_dirs: tuple[str, ...] = ()
-    isystem_dirs: tuple[str, ...] = ()
-    macros: tuple[tuple[str, str | None], ...] = ()  # (name, value) or (name, None) for -U
-    std: str = "c++17"
-    arch: str | None = None
-    pre_includes: tuple[str, ...] = ()
-    default_device: bool = False
-    passthrough: tuple[str, ...] = ()
+class Options(namedtuple("Options", "include_dirs isystem_dirs macros std arch pre_includes "
+                                    "default_device passthrough",
+                         defaults=((), (), (), "c++17", None, (), False, ()))):
+    """Normalized compile options. Paths are absolute; macros keep only their final state.
+    Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((name, value) pairs,
+    value None for -U), ``std``, ``arch`` (or None), ``pre_includes``, ``default_device`` (bool),
+    ``passthrough`` (options handed to NVRTC as they are). (collections.namedtuple: a third of
+    typing.NamedTuple's cost to define, on the path of every cache hit.)"""
+    __slots__ = ()
 
     @property
     def defines(self) -> list[str]:

@@ -20,7 +20,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import config
 
@@ -29,21 +29,23 @@ KNOWN_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
-class SearchDir(NamedTuple):
-    """One directory of the include search list, with the tag that names it in keys."""
-    tag: str
-    path: str
-    origin: str  # where it came from: wheel, cupy, toolkit, explicit, user, package
+# collections.namedtuple, not typing.NamedTuple: the same value semantics at a third of the cost
+# to define (~0.05 ms against ~0.15), and this module is imported on every cache hit.
+
+class SearchDir(namedtuple("SearchDir", "tag path origin")):
+    """One directory of the include search list: ``tag`` names it in keys (str), ``path`` (str),
+    ``origin`` says where it came from (wheel, cupy, toolkit, explicit, user, package)."""
+    __slots__ = ()
 
 
-class Toolchain(NamedTuple):
-    nvrtc_version: tuple[int, int]
-    system_dirs: tuple[SearchDir, ...]
-    cccl_version: str | None
-    sources: tuple[str, ...]
-    supported_archs: tuple[int, ...] = ()  # SM numbers NVRTC can emit code for
-    nvrtc_library: str | None = None       # the NVRTC shared library in use
-    from_record: bool = False              # read from toolrecord.py's record, not discovered
+class Toolchain(namedtuple("Toolchain", "nvrtc_version system_dirs cccl_version sources "
+                                        "supported_archs nvrtc_library from_record",
+                           defaults=((), None, False))):
+    """What compiles: ``nvrtc_version`` (major, minor), ``system_dirs`` (SearchDirs),
+    ``cccl_version`` (str or None), ``sources`` (the header sources asked), ``supported_archs``
+    (SM numbers NVRTC can emit code for), ``nvrtc_library`` (the shared library in use, or None)
+    and ``from_record`` (read from toolrecord.py's record, not discovered)."""
+    __slots__ = ()
 
     @property
     def nvrtc_version_str(self) -> str:

@@ -145,3 +145,26 @@ def test_corrupt_manifest_is_a_miss(tmp_path):
     for p in (tmp_path / "cache" / "manifests").rglob("*.json"):
         p.write_bytes(b'{"schema": "cupy-rawcode-manifest-1", "files": [[1, 2]]}')
     assert cache_key(SRC, arch="sm_90") == k1
+
+
+@pytest.mark.parametrize("dirs", [
+    [["/nonexistent-dir", ["a.h", 1, 2, 3]]],       # the directory is gone
+    [["/", ["etc", 1, 2]]],                          # a stamp cut short
+    [["/", [5, 1, 2, 3]]],                           # a number where a name belongs
+    [["/", ["etc", "1", 2, 3]]],                     # a string where a size belongs
+    [[7, ["etc", 1, 2, 3]]],                         # a number where a directory belongs
+    "not a list",
+])
+def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, dirs):
+    from cupy_rawcode import manifest
+    manifest._memo.clear()  # this process may know the manifest already: write it here
+    k1 = cache_key(SRC, arch="sm_90")
+    manifest._memo.clear()
+    paths = list((tmp_path / "cache" / "manifests").rglob("*.json"))
+    assert paths
+    for p in paths:
+        data = json.loads(p.read_text())
+        data["dirs"] = dirs
+        data["closure"] = "0" * 64  # were the damaged stamps believed, the key would change
+        p.write_text(json.dumps(data))
+    assert cache_key(SRC, arch="sm_90") == k1

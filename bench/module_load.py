@@ -22,6 +22,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+from cupy_rawcode.strip import data_symbols  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -54,25 +56,6 @@ def child(args: list[str], env: dict) -> float:
     return json.loads(p.stdout.strip().splitlines()[-1])["seconds"]
 
 
-def data_symbols(cubin: bytes) -> int:
-    """STT_OBJECT entries of the ELF symbol table (64-bit little-endian, as cubins are)."""
-    import struct
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
-    count = 0
-    for i in range(shnum):
-        base = shoff + i * shentsize
-        sh_type, = struct.unpack_from("<I", cubin, base + 4)
-        if sh_type != 2:  # SHT_SYMTAB
-            continue
-        off, size = struct.unpack_from("<QQ", cubin, base + 0x18)
-        entsize, = struct.unpack_from("<Q", cubin, base + 0x38)
-        for j in range(size // entsize):
-            info = cubin[off + j * entsize + 4]
-            count += (info & 0xF) == 1  # STT_OBJECT
-    return count
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
@@ -94,7 +77,7 @@ def main() -> None:
                     series[f"load-{mode}"].append(child(["load", str(cubin)], e))
             data = cubin.read_bytes()
             row = {"kernel": kernel.name, "cubin_bytes": len(data),
-                   "data_symbols": data_symbols(data),
+                   "data_symbols": len(data_symbols(data)),
                    **{k: statistics.median(v) for k, v in series.items()},
                    "values": series}
             rows.append(row)

@@ -122,6 +122,11 @@ def overlap() -> bool:
     return env_bool("CUPY_RAWCODE_OVERLAP", True)
 
 
+def strip() -> bool:
+    """CUPY_RAWCODE_STRIP (default on): drop unreferenced library globals from new code (strip.py)."""
+    return env_bool("CUPY_RAWCODE_STRIP", True)
+
+
 def pch_mode() -> str:
     """CUPY_RAWCODE_PCH: 'auto' (default: NVRTC's automatic PCH for a series of compiles that
     share their header prefix, see nvrtc._Pch), '1' (every compile) or '0' (never)."""

@@ -144,7 +144,53 @@ def _dump(req: Request, options: list[str]) -> str:
 
 
 def compile_program(req: Request, ctx, dump: bool):
-    """NVRTC through cuda.core (or directly, for PTX where no driver loads): an ObjectCode."""
+    """NVRTC through cuda.core (or directly, for PTX where no driver loads): an ObjectCode,
+    with the unreferenced library globals stripped where strip.py applies.
+
+    A cubin that may have such globals (the source includes headers) is made in two steps:
+    NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
+    then nvJitLink on the stripped PTX. Where nvJitLink cannot, NVRTC makes the cubin itself."""
+    from . import strip
+    if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
+        return _nvrtc(req, ctx, dump)
+    if req.target == "ptx":
+        return _stripped_ptx(_nvrtc(req, ctx, dump))
+    version = ctx.toolchain.nvrtc_version
+    if ("include" in req.source or req.options.pre_includes) and strip.nvjitlink.usable(version) is not False:
+        strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
+        obj = _nvrtc(req._replace(arch=virtual_arch(req.arch), target="ptx"), ctx, dump)
+        mapping = obj.symbol_mapping or {}
+        text, _ = strip.strip(_text(obj.code), _lowered(mapping))
+        cubin = strip.assemble(text.encode("latin-1"), req.arch, version)
+        if cubin is not None:
+            return cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping)
+    return _nvrtc(req, ctx, dump)
+
+
+def virtual_arch(arch: str) -> str:
+    """compute_90a for sm_90a: the PTX-only target of a real architecture."""
+    return "compute_" + arch.partition("_")[2] if arch.startswith("sm_") else arch
+
+
+def _text(code) -> str:
+    return bytes(code).rstrip(bytes(1)).decode("latin-1")  # lossless, whatever the comments hold
+
+
+def _lowered(mapping: dict) -> frozenset:
+    return frozenset(v.decode() if isinstance(v, bytes) else v for v in mapping.values())
+
+
+def _stripped_ptx(obj):
+    from . import strip
+    mapping = obj.symbol_mapping or {}
+    text, removed = strip.strip(_text(obj.code), _lowered(mapping))
+    if not removed:
+        return obj
+    return cuda_core().ObjectCode.from_ptx(text.encode("latin-1"), symbol_mapping=mapping)
+
+
+def _nvrtc(req: Request, ctx, dump: bool):
+    """One NVRTC compile of ``req`` as asked: an ObjectCode, or CompileError."""
     pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     popts = _program_options(req, ctx, pch)
     if req.target == "ptx" and not req.is_ptx and not _driver_loadable():
@@ -156,7 +202,7 @@ def compile_program(req: Request, ctx, dump: bool):
         if not pch:
             raise
         _pch.disable(e)  # cuda.core 1.2.2: "Expected str, got PCHStatusType" on some compiles
-        return compile_program(req, ctx, dump)
+        return _nvrtc(req, ctx, dump)
     except Exception as e:
         text = str(e)
         if "NVRTC_ERROR" not in text and "error" not in text:

@@ -6,6 +6,7 @@ from collections import namedtuple
 from .key import closure_digest, digest_fields, key_fields
 from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options
+from .strip import key_value
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
@@ -67,7 +68,8 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP):
         search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
         arch=req.arch, target=req.target, name_expressions=req.name_expressions,
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
-                                ("source_dir", "src" if req.source_dir else "")])
+                                ("source_dir", "src" if req.source_dir else ""),
+                                ("strip", key_value(req.options.passthrough, req.target, req.is_ptx))])
     return digest_fields(fields), closure, count, ctx
 
 

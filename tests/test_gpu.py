@@ -122,6 +122,33 @@ def test_module_name_expressions_get_function_and_get_global():
         np.testing.assert_allclose(y.get(), 3 * x - 2, rtol=1e-6, atol=1e-6)  # the GPU fuses to an FMA
 
 
+def test_user_globals_of_a_stripped_cub_module_stay_reachable():
+    """Stripping drops CUB's unreferenced constants, never a user's variables: one set from the
+    host and read by the kernel, one that no kernel names (get_global must still find it)."""
+    import cupy as cp
+    code = r"""
+    #include <cub/block/block_reduce.cuh>
+    __device__ float scale;
+    __device__ int unused_counter;
+    extern "C" __global__ void kern(const float* x, float* y, int n) {
+      using R = cub::BlockReduce<float, 128>;
+      __shared__ typename R::TempStorage tmp;
+      int i = blockIdx.x * 128 + threadIdx.x;
+      float s = R(tmp).Sum(i < n ? x[i] : 0.0f);
+      if (threadIdx.x == 0) y[blockIdx.x] = s * scale;
+    }
+    """
+    m = cupy_rawcode.RawModule(code=code)
+    cp.ndarray((1,), cp.float32, m.get_global("scale"))[...] = 3.0
+    counter = cp.ndarray((1,), cp.int32, m.get_global("unused_counter"))
+    counter[...] = 7
+    x = RNG.standard_normal(N).astype(np.float32)
+    y = cp.zeros((N + 127) // 128, dtype=cp.float32)
+    m.get_function("kern")((len(y),), (128,), (cp.asarray(x), y, np.int32(N)))
+    np.testing.assert_allclose(y.get(), 3 * _blocks(x, 128).sum(axis=1), rtol=1e-5, atol=1e-4)
+    assert int(counter.get()[0]) == 7
+
+
 def test_attributes_and_settable_shared_size():
     k = cupy_rawcode.RawKernel(corpus("block_reduce.cu"), "kern")
     attrs = k.attributes

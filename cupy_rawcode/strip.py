@@ -1,0 +1,195 @@
+"""Strip the device globals NVRTC emits for library constants that no code references.
+
+NVRTC gives every constexpr static data member of CCCL and the std library that a kernel touches a
+module-scope device global, even when each use was folded into a constant: 830 of them for
+block_reduce.cu with NVRTC 13.0, where nvcc keeps 31. The driver spends about 4 µs on each when it
+loads the module (bench/module_load.py), most of a warm start for a CUB kernel.
+
+On a miss, ``strip`` removes from NVRTC's PTX each declaration that is
+- module-internal (``.global`` with no ``.visible``, ``.extern`` or ``.weak``),
+- in a library namespace (cuda, cub, thrust, std, nv, __cccl_internal), and
+- named nowhere else in the PTX (code, initializers, comments).
+
+For a cubin, NVRTC stops at PTX and ``assemble`` turns the stripped PTX into the cubin with
+nvJitLink of NVRTC's own CUDA release (so the key's NVRTC version stays exact); that skips NVRTC's
+own ptxas run on the unstripped PTX, so it costs no time (nvrtc.compile_program). User variables are never touched, and any
+option that changes what ptxas does (``-G``, ``-lineinfo``, ``-maxrregcount``, ``-Xptxas``, ...)
+keeps NVRTC's own cubin. CUPY_RAWCODE_STRIP=0 turns this off; it is a key field.
+"""
+import threading
+
+from . import config
+
+RULES = "library-globals-1"  # the key field's value: change it when the rules change
+LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_internal"})
+
+# Passthrough options that leave ptxas's work alone (they act in the front end or NVVM, or are
+# recorded in the PTX itself). Anything else keeps NVRTC's cubin: slower to load, never wrong.
+_NEUTRAL = ("-ftz=", "--ftz=", "-prec-div=", "--prec-div=", "-prec-sqrt=", "--prec-sqrt=",
+            "-fmad=", "--fmad=", "-diag-", "--diag-")
+_NEUTRAL_FLAGS = frozenset({
+    "-use_fast_math", "--use_fast_math", "-restrict", "--restrict", "-w", "--disable-warnings",
+    "-extra-device-vectorization", "--extra-device-vectorization", "-expt-relaxed-constexpr",
+    "--expt-relaxed-constexpr", "-expt-extended-lambda", "--expt-extended-lambda",
+    "-extended-lambda", "--extended-lambda", "-default-device",
+    "--device-as-default-execution-space", "-dw", "--display-error-number",
+    "-no-display-error-number", "--no-display-error-number", "-err-no", "-no-err-no",
+    "-builtin-move-forward=true", "-builtin-initializer-list=true", "-fno-exceptions"})
+
+
+def wanted(passthrough: tuple[str, ...], target: str, is_ptx: bool) -> bool:
+    """Whether a compile's output is stripped: C++ to cubin or PTX, stripping on, and only options
+    known not to change what ptxas does."""
+    if is_ptx or target not in ("cubin", "ptx") or not config.strip():
+        return False
+    return all(o in _NEUTRAL_FLAGS or o.startswith(_NEUTRAL) for o in passthrough)
+
+
+def key_value(passthrough: tuple[str, ...], target: str, is_ptx: bool) -> str:
+    """The key field: the rules' version when stripping applies, else 'off'."""
+    return RULES if wanted(passthrough, target, is_ptx) else "off"
+
+
+def in_library(name: str) -> bool:
+    """Whether a mangled name is an entity of a library namespace, looking through the
+    ``_INTERNAL_<hash>_<file>`` wrapper NVRTC puts around internal-linkage names."""
+    if name.startswith("_ZNSt"):
+        return True
+    if not name.startswith("_ZN"):
+        return False
+    i = 3
+    while True:
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        if j == i:
+            return False
+        ident = name[j:j + int(name[i:j])]
+        if not ident.startswith("_INTERNAL_"):
+            return ident in LIBRARY_NAMESPACES
+        i = j + len(ident)
+
+
+_patterns = None
+
+
+def _regexes():
+    global _patterns
+    if _patterns is None:
+        import re
+        _patterns = (re.compile(r"\.global\s[^;=]*?\s([A-Za-z_$][\w$]*)(?:\[\d*\])?\s*(=[^;]*)?;\s*$"),
+                     re.compile(r"[A-Za-z_$%][\w$]*"))
+    return _patterns
+
+
+def strip(ptx: str, keep: frozenset = frozenset()) -> tuple[str, int]:
+    """(PTX without the unreferenced library globals, how many were removed). ``keep``: names
+    that stay whatever they are (the lowered names of name expressions)."""
+    decl, token = _regexes()
+    lines = ptx.split("\n")
+    declared: dict[int, str] = {}
+    used: set[str] = set()
+    for i, line in enumerate(lines):
+        m = decl.match(line) if line.startswith(".global") else None
+        if m is None:
+            used.update(token.findall(line))
+            continue
+        declared[i] = m.group(1)
+        if m.group(2):  # an initializer may name another global
+            used.update(token.findall(m.group(2)))
+    drop = {i for i, name in declared.items()
+            if name not in used and name not in keep and in_library(name)}
+    if not drop:
+        return ptx, 0
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop), len(drop)
+
+
+class _NvJitLink:
+    """cuda.bindings.nvjitlink, loaded at most once per process (importing it and loading the
+    library took 150 ms on a cold device host, so a compile starts it early on another thread)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.loaded = False
+        self.module = None
+        self.version: tuple[int, int] | None = None
+        self.warned = False
+        self.failed = False
+
+    def get(self):
+        with self.lock:
+            if not self.loaded:
+                self.loaded = True
+                try:
+                    from cuda.bindings import nvjitlink
+                    self.version = tuple(int(v) for v in nvjitlink.version())[:2]
+                    self.module = nvjitlink
+                except Exception:  # noqa: BLE001 - not installed, or its library does not load
+                    self.module = None
+            return self.module
+
+    def usable(self, nvrtc_version: tuple[int, int]):
+        """True or False once loaded in this process (of NVRTC's release or not), else None."""
+        if not self.loaded or self.lock.locked():
+            return None
+        return self.module is not None and self.version == tuple(nvrtc_version) and not self.failed
+
+    def prefetch(self) -> None:
+        if not self.loaded:
+            threading.Thread(target=self.get, name="cupy-rawcode-nvjitlink").start()
+
+
+nvjitlink = _NvJitLink()
+
+
+def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | None:
+    """The cubin of ``ptx`` for ``arch`` from nvJitLink, or None (with one log line per process)
+    when nvJitLink is missing or of another CUDA release than NVRTC, or fails."""
+    mod = nvjitlink.get()
+    if mod is None or nvjitlink.version != tuple(nvrtc_version):
+        _warn_once(f"nvJitLink {'is not available' if mod is None else 'is %d.%d' % nvjitlink.version}"
+                   f" (NVRTC is {nvrtc_version[0]}.{nvrtc_version[1]})")
+        return None
+    handle = None
+    try:
+        handle = mod.create(1, [f"-arch={arch}"])
+        mod.add_data(handle, mod.InputType.PTX, ptx, len(ptx), "kernel.ptx")
+        mod.complete(handle)
+        out = bytearray(mod.get_linked_cubin_size(handle))
+        mod.get_linked_cubin(handle, out)
+        return bytes(out)
+    except Exception as e:  # noqa: BLE001 - NVRTC makes the cubin: slower to load, never wrong
+        nvjitlink.failed = True
+        _warn_once(f"nvJitLink failed ({e})")
+        return None
+    finally:
+        if handle is not None:
+            mod.destroy(handle)
+
+
+def _warn_once(why: str) -> None:
+    if not nvjitlink.warned:
+        nvjitlink.warned = True
+        from .store import warn
+        warn("cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
+             "module load, nothing else)", why)
+
+
+def data_symbols(cubin: bytes) -> list[str]:
+    """The names of a cubin's data objects (STT_OBJECT symbols of its ELF symbol table): the
+    device globals the driver places when it loads the module."""
+    import struct
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for sh_type, link, off, size, entsize in ((s[1], s[6], s[4], s[5], s[9]) for s in sections):
+        if sh_type != 2 or not entsize:  # SHT_SYMTAB
+            continue
+        strtab = sections[link][4]
+        for j in range(size // entsize):
+            st_name, st_info = struct.unpack_from("<IB", cubin, off + j * entsize)
+            if st_info & 0xF == 1:  # STT_OBJECT
+                end = cubin.index(b"\0", strtab + st_name)
+                names.append(cubin[strtab + st_name:end].decode("latin-1"))
+    return names

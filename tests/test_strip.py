@@ -1,0 +1,172 @@
+"""Stripping unreferenced library globals (strip.py): the rules in tables, then real compiles
+(CPU: NVRTC and nvJitLink need no GPU)."""
+import logging
+
+import pytest
+
+from conftest import corpus
+from cupy_rawcode import nvrtc, strip
+from cupy_rawcode.program import compile as rc_compile
+from cupy_rawcode.request import cache_key
+from cupy_rawcode.strip import data_symbols, in_library, wanted
+
+CUB = "_ZN3cub17CUB_200802_SM_9006detail9ConstantsILi4EE5valueE"
+STD = "_ZN4cuda3std3__417integral_constantIbLb1EE5valueE"
+INTERNAL = "_ZN35_INTERNAL_00000000_9_kernel_cu_kern4cuda3std3__48in_placeE"
+
+
+@pytest.mark.parametrize("name, library", [
+    (STD, True),
+    (CUB, True),
+    ("_ZN6thrust6detail4trueE", True),
+    ("_ZNSt17integral_constantIbLb1EE5valueE", True),
+    ("_ZN15__cccl_internal30__is_non_narrowing_convertibleIffvE5valueE", True),
+    ("_ZN2nv6target3sm_E", True),
+    (INTERNAL, True),                                              # internal linkage, library inside
+    ("_ZN35_INTERNAL_00000000_9_kernel_cu_kern4user6tablesE", False),
+    ("_ZN4user5tableE", False),                                    # a user namespace
+    ("_ZN5cudax4flagE", False),                                    # a prefix of 'cuda' is not 'cuda'
+    ("_ZN3Cfg1NE", False),                                         # a user class's constexpr member
+    ("_ZL7counter", False),
+    ("counter", False),                                            # extern "C"
+    ("_ZN", False), ("_ZNx", False),                               # malformed: never a library
+])
+def test_in_library(name, library):
+    assert in_library(name) is library
+
+
+def _ptx(*lines: str) -> str:
+    return "\n".join([".version 8.8", ".target sm_90", ".address_size 64", "", *lines, ""])
+
+
+BODY = [".visible .entry kern(", ".param .u64 kern_param_0", ")", "{",
+        "\tmov.u64 \t%rd1, {ref};", "\tret;", "}"]
+
+
+def _body(ref: str) -> list[str]:
+    return [line.replace("{ref}", ref) for line in BODY]
+
+
+@pytest.mark.parametrize("decls, ref, keep, gone", [
+    # removed: a library global nothing names
+    ([f".global .align 1 .u8 {STD} = 1;"], "0", (), {STD}),
+    ([f".global .align 4 .b8 {CUB}[4] = {{4, 0, 0, 0}};"], "0", (), {CUB}),
+    ([f".global .align 1 .b8 {INTERNAL}[1];"], "0", (), {INTERNAL}),
+    # kept: named by code
+    ([f".global .align 1 .u8 {STD} = 1;"], STD, (), set()),
+    # kept: named only by another global's initializer (which is itself referenced)
+    ([f".global .align 1 .u8 {STD} = 1;", f".global .align 8 .u64 _ZN4user1pE = generic({STD});"],
+     "_ZN4user1pE", (), set()),
+    # kept: a user variable nobody references (get_global may want it)
+    ([".global .align 4 .u32 _ZN4user5tableE;"], "0", (), set()),
+    # kept: visible, extern or weak library declarations
+    ([f".visible .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
+    ([f".extern .global .align 1 .u8 {STD};"], "0", (), set()),
+    ([f".weak .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
+    # kept: a lowered name expression
+    ([f".global .align 1 .u8 {STD} = 1;"], "0", (STD,), set()),
+    # mixed: only the unreferenced library one goes
+    ([f".global .align 1 .u8 {STD} = 1;", f".global .align 4 .b8 {CUB}[4];"], CUB, (), {STD}),
+])
+def test_strip_removes_exactly_the_unreferenced_library_globals(decls, ref, keep, gone):
+    ptx = _ptx(*decls, *_body(ref))
+    out, removed = strip.strip(ptx, frozenset(keep))
+    assert removed == len(gone)
+    for line in decls:
+        name = next(w for w in line.replace(";", " ").replace("[", " ").split() if w.startswith("_Z"))
+        assert (line in out) is (name not in gone), line
+    assert all(line in out for line in _body(ref))
+
+
+@pytest.mark.parametrize("options, target, is_ptx, on", [
+    ((), "cubin", False, True),
+    (("-ftz=true",), "cubin", False, True),             # CuPy's default, front end only
+    (("--use_fast_math", "-restrict", "--diag-suppress=177"), "cubin", False, True),
+    ((), "ptx", False, True),
+    ((), "ltoir", False, False),                         # LTO IR is linked elsewhere
+    ((), "cubin", True, False),                          # PTX input is the user's own
+    (("-G",), "cubin", False, False),                    # options that change ptxas's work
+    (("-lineinfo",), "cubin", False, False),
+    (("-maxrregcount=32",), "cubin", False, False),
+    (("-Xptxas", "-v"), "cubin", False, False),
+    (("-rdc=true",), "cubin", False, False),
+    (("--some-future-flag",), "cubin", False, False),    # unknown: keep NVRTC's cubin
+])
+def test_wanted(options, target, is_ptx, on):
+    assert wanted(options, target, is_ptx) is on
+
+
+def test_wanted_is_off_with_the_environment_switch(monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_STRIP", "0")
+    assert not wanted((), "cubin", False)
+    monkeypatch.setenv("CUPY_RAWCODE_STRIP", "maybe")
+    with pytest.raises(ValueError, match="CUPY_RAWCODE_STRIP"):
+        wanted((), "cubin", False)
+
+
+def test_key_differs_when_stripping_is_turned_off(monkeypatch):
+    src = corpus("std_traits.cu")
+    on = cache_key(src, arch="sm_90")
+    assert cache_key(src, arch="sm_90") == on
+    monkeypatch.setenv("CUPY_RAWCODE_STRIP", "0")
+    assert cache_key(src, arch="sm_90") != on
+
+
+@pytest.mark.parametrize("name", ["block_reduce.cu", "radix_sort.cu", "std_traits.cu"])
+def test_cub_cubin_keeps_no_library_globals_and_its_kernel(name, tmp_path, monkeypatch):
+    src = corpus(name)
+    code = bytes(rc_compile(src, arch="sm_90", cache_dir=tmp_path / "on").code)
+    monkeypatch.setenv("CUPY_RAWCODE_STRIP", "0")
+    full = bytes(rc_compile(src, arch="sm_90", cache_dir=tmp_path / "off").code)
+    kept = [n for n in data_symbols(code) if in_library(n)]
+    assert kept == [] and len([n for n in data_symbols(full) if in_library(n)]) > 100
+    assert code[:4] == b"\x7fELF" and b"kern\0" in code and len(code) < len(full) / 4
+
+
+def test_stripped_ptx_target_has_no_unreferenced_library_globals(tmp_path):
+    ptx = bytes(rc_compile(corpus("block_reduce.cu"), arch="sm_90", target="ptx",
+                           cache_dir=tmp_path).code).decode()
+    assert ".entry kern(" in ptx
+    assert strip.strip(ptx) == (ptx, 0)  # nothing left to strip
+    assert ptx.count("\n.global") < 5
+
+
+USER_GLOBALS = r"""
+#include <cuda/std/type_traits>
+__device__ int unused_visible;
+static __device__ int unused_static;
+namespace user { __device__ float table[4]; }
+extern "C" __global__ void kern(int* y) { y[0] = cuda::std::is_same<int, int>::value; }
+"""
+
+
+def test_user_globals_survive_even_unreferenced(tmp_path):
+    names = data_symbols(bytes(rc_compile(USER_GLOBALS, arch="sm_90", cache_dir=tmp_path).code))
+    assert {"unused_visible", "_ZN4user5tableE"} <= set(names)
+    assert any("unused_static" in n for n in names)
+    assert not [n for n in names if in_library(n)]
+
+
+def test_without_a_matching_nvjitlink_nvrtc_makes_the_cubin(tmp_path, monkeypatch, caplog):
+    """nvJitLink of another CUDA release (or none): the cubin is NVRTC's, whole, with one log
+    line, and the compile still succeeds."""
+    class OtherRelease(strip._NvJitLink):
+        def get(self):
+            self.loaded, self.module, self.version = True, object(), (9, 9)
+            return self.module
+
+    state = OtherRelease()
+    state.get()
+    monkeypatch.setattr(strip, "nvjitlink", state)
+    calls = []
+    orig = nvrtc._nvrtc
+    monkeypatch.setattr(nvrtc, "_nvrtc", lambda req, *a: (calls.append(req.arch), orig(req, *a))[1])
+    with caplog.at_level(logging.WARNING):
+        code = bytes(rc_compile(corpus("std_traits.cu"), arch="sm_90", cache_dir=tmp_path).code)
+    assert calls == ["sm_90"]  # known unusable: straight to NVRTC's cubin, no PTX detour
+    assert len([n for n in data_symbols(code) if in_library(n)]) > 100
+    state.loaded = False  # not yet known: the PTX detour is tried, then NVRTC makes the cubin
+    calls.clear()
+    code = bytes(rc_compile(corpus("std_traits.cu"), arch="sm_90", cache_dir=tmp_path / "2").code)
+    assert calls == ["compute_90", "sm_90"] and code[:4] == b"\x7fELF"
+    assert "nvJitLink is 9.9" in caplog.text

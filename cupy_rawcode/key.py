@@ -12,6 +12,15 @@ import hashlib
 from typing import Iterable
 
 SCHEMA = "cupy-rawcode-key-3"  # 2: header digests are SHA-256; 3: closure as one digest
+STRIP_RULES = "library-globals-1"  # strip.py's rules: change this when they change
+
+
+def strip_field() -> tuple[str, str]:
+    """The key field of strip.py's post-processing: its rules' version, or 'off'
+    (CUPY_RAWCODE_STRIP=0). Whether it applies to a request follows from the other fields
+    (options, target, input kind), so strip.py is not imported to key a hit."""
+    from . import config
+    return ("strip", STRIP_RULES if config.strip() else "off")
 
 
 def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:

@@ -3,10 +3,9 @@
 import re
 from collections import namedtuple
 
-from .key import closure_digest, digest_fields, key_fields
+from .key import closure_digest, digest_fields, key_fields, strip_field
 from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options
-from .strip import key_value
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
@@ -69,7 +68,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP):
         arch=req.arch, target=req.target, name_expressions=req.name_expressions,
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else ""),
-                                ("strip", key_value(req.options.passthrough, req.target, req.is_ptx))])
+                                strip_field()])
     return digest_fields(fields), closure, count, ctx
 
 

@@ -11,16 +11,16 @@ On a miss, ``strip`` removes from NVRTC's PTX each declaration that is
 - named nowhere else in the PTX (code, initializers, comments).
 
 For a cubin, NVRTC stops at PTX and ``assemble`` turns the stripped PTX into the cubin with
-nvJitLink of NVRTC's own CUDA release (so the key's NVRTC version stays exact); that skips NVRTC's
-own ptxas run on the unstripped PTX, so it costs no time (nvrtc.compile_program). User variables are never touched, and any
-option that changes what ptxas does (``-G``, ``-lineinfo``, ``-maxrregcount``, ``-Xptxas``, ...)
-keeps NVRTC's own cubin. CUPY_RAWCODE_STRIP=0 turns this off; it is a key field.
+nvJitLink of NVRTC's own CUDA release, so the key's NVRTC version stays exact. Skipping NVRTC's
+own ptxas run on the unstripped PTX pays for nvJitLink's (nvrtc.compile_program). User variables
+are never touched, and any option that changes what ptxas does (``-G``, ``-lineinfo``,
+``-maxrregcount``, ``-Xptxas``, ...) keeps NVRTC's own cubin. CUPY_RAWCODE_STRIP=0 turns this
+off; the rules' version is a key field (key.strip_field).
 """
 import threading
 
 from . import config
 
-RULES = "library-globals-1"  # the key field's value: change it when the rules change
 LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_internal"})
 
 # Passthrough options that leave ptxas's work alone (they act in the front end or NVVM, or are
@@ -43,11 +43,6 @@ def wanted(passthrough: tuple[str, ...], target: str, is_ptx: bool) -> bool:
     if is_ptx or target not in ("cubin", "ptx") or not config.strip():
         return False
     return all(o in _NEUTRAL_FLAGS or o.startswith(_NEUTRAL) for o in passthrough)
-
-
-def key_value(passthrough: tuple[str, ...], target: str, is_ptx: bool) -> str:
-    """The key field: the rules' version when stripping applies, else 'off'."""
-    return RULES if wanted(passthrough, target, is_ptx) else "off"
 
 
 def in_library(name: str) -> bool:

@@ -153,3 +153,31 @@ def test_a_hit_while_the_overlapped_compile_imports_cuda_core(tmp_path):
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "ok"
+
+
+_HIT_MODULES = r"""
+import json, sys
+from cupy_rawcode import program
+from cupy_rawcode.request import make_request
+r = program.compile_request(make_request(open(sys.argv[1]).read(), arch="sm_90"))
+print(json.dumps({"hit": r.hit, "modules": sorted(m for m in sys.modules if m.startswith(("cupy_rawcode", "pcpp", "cuda.core")))}))
+"""
+
+
+def test_a_warm_hit_imports_nothing_only_a_miss_needs(tmp_path):
+    """Each module costs ~0.1-0.5 ms to import on the device host: the hit path keeps to the
+    ones keying and reading the store need (NVRTC, stripping, resolving and writing stay out)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from conftest import CORPUS
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _HIT_MODULES, str(CORPUS / "block_reduce.cu")],
+                                      env=env, capture_output=True, text=True, check=True).stdout)
+            for _ in range(2)]
+    assert [r["hit"] for r in runs] == [False, True]
+    assert "cupy_rawcode.nvrtc" in runs[0]["modules"]
+    miss_only = {"cupy_rawcode.nvrtc", "cupy_rawcode.strip", "cupy_rawcode.closure",
+                 "cupy_rawcode.scan", "cupy_rawcode.fsutil", "pcpp", "cuda.core"}
+    assert not miss_only & set(runs[1]["modules"])

@@ -396,7 +396,7 @@ def main(argv=None) -> int:
                 modes += [("rawcode-launch", "rawl"), ("cupy-launch", "cupy")]
             b.side_by_side([dict(scenario="cold", mode=m, kernel=k, cache=c) for m, c in modes])
     if "jitify" in scenarios and not args.compile_only:
-        for k in ("plain.cu", "block_reduce.cu"):
+        for k in [k for k in ("plain.cu", "block_reduce.cu") if k in kernels]:
             b.measure("cold", "jitify-launch", k, "jit", runs=1, timeout=args.jitify_timeout)
     if "warm" in scenarios:
         print("warm (cache hit, new process; modes interleaved):")

@@ -1,0 +1,80 @@
+"""Where a warm first launch spends its time, by phase, without a profiler's overhead.
+
+For each kernel: fill a temporary cache, then in new processes (--runs each, medians) time the
+imports of the hit path, then ``RawKernel(...).kernel`` with wrappers around its phases: the
+toolchain record, the header manifest (and within it the ``stat`` of every closure header), the
+key, the store and CuPy's module load.
+
+    python bench/warm_phases.py [--runs 7] [KERNEL.cu ...]      # needs a GPU
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+CHILD = r'''
+import json, sys, time
+import cupy as cp
+cp.zeros(1); cp.cuda.Device().synchronize()
+src = open(sys.argv[1]).read()
+t0 = time.perf_counter()
+import cupy_rawcode
+from cupy_rawcode import kernel, program, manifest, store, toolrecord
+# the rest of what a hit imports (tests/test_speed_paths.py pins that it is no more than this)
+from cupy_rawcode import config, key, options, request, search, toolchain
+from cupy_rawcode.store import directory, entry, memory
+t_imp = time.perf_counter() - t0
+T = {}
+def wrap(mod, name, label):
+    f = getattr(mod, name)
+    def w(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0) + time.perf_counter() - t
+    setattr(mod, name, w)
+wrap(toolrecord, "load", "toolchain record")
+wrap(manifest, "lookup", "manifest (with stats)")
+wrap(manifest, "_valid", "header stats")
+wrap(program, "compute_key", "key")
+wrap(store.Layered, "get", "store read")
+wrap(kernel, "_load_module", "module load")
+t1 = time.perf_counter()
+k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
+T["after imports"] = time.perf_counter() - t1
+T["imports"] = t_imp
+print(json.dumps(T))
+'''
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("kernels", nargs="*", default=["plain.cu", "radix_sort.cu"])
+    args = ap.parse_args()
+    import compileall
+    compileall.compile_dir(str(ROOT / "cupy_rawcode"), quiet=1)  # as pip install does
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": tmp,
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        for name in args.kernels:
+            path = str(HERE / "corpus" / name)
+            subprocess.run([sys.executable, "-c", CHILD, path], env=env, check=True,
+                           capture_output=True)  # fill the cache
+            rows = [json.loads(subprocess.run([sys.executable, "-c", CHILD, path], env=env,
+                                              check=True, capture_output=True, text=True)
+                               .stdout.strip().splitlines()[-1]) for _ in range(args.runs)]
+            medians = {k: statistics.median(r.get(k, 0.0) for r in rows) * 1e3 for k in rows[0]}
+            print(name, "  ".join(f"{k} {v:.2f} ms" for k, v in medians.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -156,7 +156,8 @@ def compile_program(req: Request, ctx, dump: bool):
     if req.target == "ptx":
         return _stripped_ptx(_nvrtc(req, ctx, dump))
     version = ctx.toolchain.nvrtc_version
-    if ("include" in req.source or req.options.pre_includes) and strip.nvjitlink.usable(version) is not False:
+    may_have_globals = "include" in req.source or bool(req.options.pre_includes)
+    if may_have_globals and strip.nvjitlink.usable(version) is not False:
         strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
         obj = _nvrtc(req._replace(arch=virtual_arch(req.arch), target="ptx"), ctx, dump)
         mapping = obj.symbol_mapping or {}

@@ -78,6 +78,14 @@ def test_strip_removes_exactly_the_unreferenced_library_globals(decls, ref, keep
     assert all(line in out for line in _body(ref))
 
 
+@pytest.mark.parametrize("arch, virtual", [
+    ("sm_90", "compute_90"), ("sm_90a", "compute_90a"), ("sm_100f", "compute_100f"),
+    ("compute_80", "compute_80"),
+])
+def test_virtual_arch_of_the_ptx_step(arch, virtual):
+    assert nvrtc.virtual_arch(arch) == virtual
+
+
 @pytest.mark.parametrize("options, target, is_ptx, on", [
     ((), "cubin", False, True),
     (("-ftz=true",), "cubin", False, True),             # CuPy's default, front end only

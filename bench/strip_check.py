@@ -3,7 +3,7 @@
 
     python bench/strip_check.py        # needs a GPU and cuobjdump on PATH
 """
-import os, subprocess, sys, tempfile, time
+import os, subprocess, tempfile
 import numpy as np, cupy as cp
 from cupy.cuda.function import Module
 from cupy_rawcode.program import compile as rc

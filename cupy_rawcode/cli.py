@@ -75,6 +75,9 @@ def _cmd_compile(args, options) -> int:
     print(f"  key       {result.key}")
     print(f"  headers   {result.header_count}")
     print(f"  target    {req.target} for {req.arch}, {len(code)} bytes")
+    if "stripped" in result.made:
+        by = f", cubin by {result.made['assembler']}" if "assembler" in result.made else ""
+        print(f"  stripped  {result.made['stripped']} unreferenced library globals{by}")
     print(f"  times     key {result.key_seconds * 1e3:.1f} ms, compile "
           f"{result.compile_seconds * 1e3:.1f} ms, total {total * 1e3:.1f} ms")
     if args.output:
@@ -126,7 +129,8 @@ def _cmd_cache(args, options) -> int:
                 try:
                     _code, meta = decode(e.key, data or b"")
                     line += (f"  {meta.get('arch', '?')} {meta.get('target', '?')} "
-                             f"nvrtc {meta.get('nvrtc', '?')} {len(meta.get('closure', []))} headers")
+                             f"nvrtc {meta.get('nvrtc', '?')} "
+                             f"{meta.get('headers', len(meta.get('closure', [])))} headers")
                 except EntryError as err:
                     line += f"  BROKEN ({err})"
             print(line)

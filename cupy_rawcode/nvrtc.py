@@ -144,15 +144,17 @@ def _dump(req: Request, options: list[str]) -> str:
 
 
 def compile_program(req: Request, ctx, dump: bool):
-    """NVRTC through cuda.core (or directly, for PTX where no driver loads): an ObjectCode,
-    with the unreferenced library globals stripped where strip.py applies.
+    """NVRTC through cuda.core (or directly, for PTX where no driver loads): (ObjectCode, how it
+    was made), with the unreferenced library globals stripped where strip.py applies. "How" is
+    a dict for the entry's metadata: ``stripped`` (how many) and ``assembler`` (nvJitLink's
+    version) when they apply.
 
     A cubin that may have such globals (the source includes headers) is made in two steps:
     NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
     then nvJitLink on the stripped PTX. Where nvJitLink cannot, NVRTC makes the cubin itself."""
     from . import strip
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
-        return _nvrtc(req, ctx, dump)
+        return _nvrtc(req, ctx, dump), {}
     if req.target == "ptx":
         return _stripped_ptx(_nvrtc(req, ctx, dump))
     version = ctx.toolchain.nvrtc_version
@@ -161,11 +163,12 @@ def compile_program(req: Request, ctx, dump: bool):
         strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
         obj = _nvrtc(req._replace(arch=virtual_arch(req.arch), target="ptx"), ctx, dump)
         mapping = obj.symbol_mapping or {}
-        text, _ = strip.strip(_text(obj.code), _lowered(mapping))
+        text, removed = strip.strip(_text(obj.code), _lowered(mapping))
         cubin = strip.assemble(text.encode("latin-1"), req.arch, version)
         if cubin is not None:
-            return cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping)
-    return _nvrtc(req, ctx, dump)
+            made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
+            return cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping), made
+    return _nvrtc(req, ctx, dump), {"stripped": 0}
 
 
 def virtual_arch(arch: str) -> str:
@@ -185,9 +188,9 @@ def _stripped_ptx(obj):
     from . import strip
     mapping = obj.symbol_mapping or {}
     text, removed = strip.strip(_text(obj.code), _lowered(mapping))
-    if not removed:
-        return obj
-    return cuda_core().ObjectCode.from_ptx(text.encode("latin-1"), symbol_mapping=mapping)
+    if removed:
+        obj = cuda_core().ObjectCode.from_ptx(text.encode("latin-1"), symbol_mapping=mapping)
+    return obj, {"stripped": removed}
 
 
 def _nvrtc(req: Request, ctx, dump: bool):

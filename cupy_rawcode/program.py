@@ -17,14 +17,15 @@ class Result:
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
     define, and this module is on the path of every cache hit.)"""
     __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
-                 "key_seconds", "compile_seconds", "_object_code")
+                 "key_seconds", "compile_seconds", "made", "_object_code")
 
     def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
                  hit_layer: str | None, header_count: int, key_seconds: float,
-                 compile_seconds: float, object_code=None):
+                 compile_seconds: float, object_code=None, made: dict | None = None):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
+        self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
         self._object_code = object_code
 
     def __repr__(self) -> str:
@@ -71,7 +72,7 @@ def default_store(cache_dir=None) -> Layered:
 
 
 def _nvrtc_compile(req: Request, ctx, dump: bool):
-    """The compile itself (nvrtc.py: not imported on a cache hit)."""
+    """The compile itself (nvrtc.py: not imported on a cache hit): (ObjectCode, how it was made)."""
     from .nvrtc import compile_program
     return compile_program(req, ctx, dump)
 
@@ -140,23 +141,24 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
             store.record(True)
             (code, meta), layer = found
             return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
-                          count, t1 - t0, 0.0)
+                          count, t1 - t0, 0.0, made=meta.get("made"))
         try:
-            obj = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
+            obj, made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
             _forget(req, early)
         t2 = time.perf_counter()
         symbols = {k: v.decode() for k, v in (obj.symbol_mapping or {}).items()}
         # the header count, not the names: nothing reads them, and every hit parses this
         meta = {"target": req.target, "arch": req.arch, "symbols": symbols, "created": time.time(),
-                "nvrtc": ctx.toolchain.nvrtc_version_str, "headers": count}
+                "nvrtc": ctx.toolchain.nvrtc_version_str, "headers": count, "made": made}
         code = bytes(obj.code)
         if not code:  # never cache nothing as a kernel
             from .nvrtc import CompileError
             raise CompileError(f"NVRTC returned no {req.target} code", [], req.source)
         store.record(False)
         store.put(key, encode(key, code, meta))
-        return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj)
+        return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj,
+                      made)
 
 
 def _forget(req: Request, early) -> None:

@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import socket
+import re
 import subprocess
 import sys
 import time
@@ -113,6 +114,7 @@ def test_cache_commands(capsys, tmp_path):
     assert os.environ["CUPY_RAWCODE_CACHE_DIR"] in out
     rc, out, _ = run_cli(capsys, "cache", "list", "-l")
     assert rc == 0 and "sm_80 cubin" in out and len(out.splitlines()) == 1
+    assert re.search(r"nvrtc \d+\.\d+ [1-9]\d* headers", out)  # the count the entry records
     rc, out, _ = run_cli(capsys, "cache", "prune", "--max-size", "0")
     assert rc == 0 and out.startswith("removed 1 entries")
     rc, out, _ = run_cli(capsys, "cache", "clear")

@@ -5,8 +5,9 @@ import logging
 import pytest
 
 from conftest import corpus
-from cupy_rawcode import nvrtc, strip
-from cupy_rawcode.program import compile as rc_compile
+from cupy_rawcode import cli, nvrtc, strip
+from cupy_rawcode.program import compile as rc_compile, compile_request
+from cupy_rawcode.request import make_request
 from cupy_rawcode.request import cache_key
 from cupy_rawcode.strip import data_symbols, in_library, wanted
 
@@ -177,4 +178,22 @@ def test_without_a_matching_nvjitlink_nvrtc_makes_the_cubin(tmp_path, monkeypatc
     calls.clear()
     code = bytes(rc_compile(corpus("std_traits.cu"), arch="sm_90", cache_dir=tmp_path / "2").code)
     assert calls == ["compute_90", "sm_90"] and code[:4] == b"\x7fELF"
+    req = make_request(corpus("complex.cu"), arch="sm_90")
+    assert compile_request(req).made == {"stripped": 0}  # NVRTC's cubin, nothing stripped
     assert "nvJitLink is 9.9" in caplog.text
+
+
+def test_the_entry_and_the_cli_say_what_was_stripped(tmp_path, capsys):
+    """A miss records how many globals went and what assembled the cubin; a hit reads it back
+    from the entry, and `cupy-rawcode compile` prints it."""
+    req = make_request(corpus("block_reduce.cu"), arch="sm_90")
+    miss, hit = compile_request(req), compile_request(req)
+    assert not miss.hit and hit.hit and miss.made == hit.made
+    assert miss.made["stripped"] > 100 and miss.made["assembler"].startswith("nvJitLink ")
+    assert compile_request(make_request(corpus("plain.cu"), arch="sm_90")).made == {"stripped": 0}
+    src = tmp_path / "k.cu"
+    src.write_text(corpus("std_traits.cu"))
+    for _ in range(2):
+        assert cli.main(["compile", str(src), "--arch", "sm_90"]) == 0
+        out = capsys.readouterr().out
+        assert "unreferenced library globals, cubin by nvJitLink" in out

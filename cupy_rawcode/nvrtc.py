@@ -17,8 +17,10 @@ _NO_DIR = "/dev/null/kernel.cu"  # a program name whose directory can never exis
 class CompileError(RuntimeError):
     """NVRTC rejected the source. Carries the log, the options and the lines around each error."""
 
-    def __init__(self, log: str, options: list[str], source: str, dump_path: str | None = None):
+    def __init__(self, log: str, options: list[str], source: str, dump_path: str | None = None,
+                 note: str | None = None):
         self.log, self.options, self.source, self.dump_path = log, options, source, dump_path
+        self.note = note
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -34,6 +36,8 @@ class CompileError(RuntimeError):
             msg += "\n\nsource:\n" + "\n".join(context)
         if self.dump_path:
             msg += f"\nfull source and options written to {self.dump_path}"
+        if self.note:
+            msg += f"\n({self.note})"
         return msg
 
 
@@ -161,7 +165,13 @@ def compile_program(req: Request, ctx, dump: bool):
     may_have_globals = "include" in req.source or bool(req.options.pre_includes)
     if may_have_globals and strip.nvjitlink.usable(version) is not False:
         strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
-        obj = _nvrtc(req._replace(arch=virtual_arch(req.arch), target="ptx"), ctx, dump)
+        virtual = virtual_arch(req.arch)
+        try:
+            obj = _nvrtc(req._replace(arch=virtual, target="ptx"), ctx, dump)
+        except CompileError as e:  # say why the options show a virtual arch
+            raise CompileError(e.log, e.options, e.source, e.dump_path,
+                               note=f"NVRTC compiled PTX for {virtual}: the first step of a cubin "
+                                    f"for {req.arch}, see CUPY_RAWCODE_STRIP") from None
         mapping = obj.symbol_mapping or {}
         text, removed = strip.strip(_text(obj.code), _lowered(mapping))
         cubin = strip.assemble(text.encode("latin-1"), req.arch, version)

@@ -197,3 +197,12 @@ def test_the_entry_and_the_cli_say_what_was_stripped(tmp_path, capsys):
         assert cli.main(["compile", str(src), "--arch", "sm_90"]) == 0
         out = capsys.readouterr().out
         assert "unreferenced library globals, cubin by nvJitLink" in out
+
+
+def test_a_compile_error_in_the_ptx_step_says_why_the_arch_is_virtual(tmp_path):
+    src = "#include <cuda/std/type_traits>\n__global__ void k() {\n  nope();\n}\n"
+    with pytest.raises(nvrtc.CompileError) as e:
+        rc_compile(src, arch="sm_90", cache_dir=tmp_path)
+    text = str(e.value)
+    assert ">     3 |   nope();" in text and "-arch=compute_90" in text
+    assert "the first step of a cubin for sm_90" in text

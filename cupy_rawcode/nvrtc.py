@@ -172,9 +172,8 @@ def compile_program(req: Request, ctx, dump: bool):
             raise CompileError(e.log, e.options, e.source, e.dump_path,
                                note=f"NVRTC compiled PTX for {virtual}: the first step of a cubin "
                                     f"for {req.arch}, see CUPY_RAWCODE_STRIP") from None
-        mapping = obj.symbol_mapping or {}
-        text, removed = strip.strip(_text(obj.code), _lowered(mapping))
-        cubin = strip.assemble(text.encode("latin-1"), req.arch, version)
+        ptx, removed, mapping = _strip_object(obj)
+        cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
             return cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping), made
@@ -186,20 +185,21 @@ def virtual_arch(arch: str) -> str:
     return "compute_" + arch.partition("_")[2] if arch.startswith("sm_") else arch
 
 
-def _text(code) -> str:
-    return bytes(code).rstrip(bytes(1)).decode("latin-1")  # lossless, whatever the comments hold
-
-
-def _lowered(mapping: dict) -> frozenset:
-    return frozenset(v.decode() if isinstance(v, bytes) else v for v in mapping.values())
+def _strip_object(obj) -> tuple[bytes, int, dict]:
+    """(PTX without unreferenced library globals, how many went, symbol mapping) of an
+    ObjectCode holding PTX; the lowered names of name expressions always stay."""
+    from . import strip
+    mapping = obj.symbol_mapping or {}
+    keep = frozenset(v.decode() if isinstance(v, bytes) else v for v in mapping.values())
+    text = bytes(obj.code).rstrip(bytes(1)).decode("latin-1")  # lossless, whatever comments hold
+    text, removed = strip.strip(text, keep)
+    return text.encode("latin-1"), removed, mapping
 
 
 def _stripped_ptx(obj):
-    from . import strip
-    mapping = obj.symbol_mapping or {}
-    text, removed = strip.strip(_text(obj.code), _lowered(mapping))
+    ptx, removed, mapping = _strip_object(obj)
     if removed:
-        obj = cuda_core().ObjectCode.from_ptx(text.encode("latin-1"), symbol_mapping=mapping)
+        obj = cuda_core().ObjectCode.from_ptx(ptx, symbol_mapping=mapping)
     return obj, {"stripped": removed}
 
 

@@ -108,8 +108,8 @@ elif mode in ("rawcode-launch", "cupy-launch", "jitify-launch"):
         import cupy_rawcode
         # from the attribute access on: it imports kernel.py, as a user's first RawKernel does
         t0 = time.perf_counter(); k = cupy_rawcode.RawKernel(src, "kern")
-        from cupy_rawcode.kernel import _device_target
-        k._build.code_for(*_device_target(None))  # the code bytes: all that is ours
+        from cupy_rawcode.kernel import _compute_capability
+        k._build.device_code(_compute_capability())  # the code bytes: all that is ours
         out["to_code"] = time.perf_counter() - t0
         k.kernel                                    # + cuModuleLoadData through CuPy
     else:

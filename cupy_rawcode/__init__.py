@@ -22,7 +22,7 @@ _EXPORTS = {
     "SignatureWarning": ("kernel", "SignatureWarning"),
     "Signature": ("signature", "Signature"),
     "install": ("jitify_compat", "install"),
-    "set_store": ("program", "set_store"),
+    "set_store": ("store", "set_store"),
     "make_store": ("store", "make_store"),
     "uninstall": ("jitify_compat", "uninstall"),
 }

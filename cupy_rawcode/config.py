@@ -39,6 +39,22 @@ def cache_dir() -> Path:
     return base / "cupy-rawcode"
 
 
+TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # read by discovery
+KEY_ENV = ("CUPY_RAWCODE_HEADER_SOURCES", "CUPY_RAWCODE_STRIP") + TOOLCHAIN_ENV
+
+
+def key_environment() -> list[tuple[str, str]]:
+    """(name, value) of every environment variable that can change a cache key: the header
+    search policy, stripping, and what toolchain discovery reads ('' when unset)."""
+    return [(v, os.environ.get(v, "")) for v in KEY_ENV]
+
+
+def site_dirs() -> list[str]:
+    """The site-packages directories on sys.path: where discovery finds wheels."""
+    import sys
+    return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+
+
 def header_sources() -> str | None:
     """CUPY_RAWCODE_HEADER_SOURCES: comma-separated search policy (see toolchain.py)."""
     return env_str("CUPY_RAWCODE_HEADER_SOURCES")

@@ -8,8 +8,7 @@ lock, so threads racing on a first launch share one compile and one load.
 import os
 import re
 import threading
-
-from .options import parse_options
+import time
 
 _STATE_VERSION = 1
 _CUCOMPLEX_INCLUDE = r"\s*#\s*include\s*<\s*cuComplex\.h\s*>"  # compiled on first use
@@ -50,9 +49,18 @@ def _check_backend(backend: str) -> None:
 
 
 def _check_options(options) -> tuple[str, ...]:
+    """The options as a tuple, parsed now so that a malformed one fails at construction, naming
+    it (options.py is imported only when there are options: a warm hit needs it no further)."""
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
         raise TypeError(f"options must be a tuple of str, not {options!r}")
+    if options:
+        parse_options(options)
     return tuple(options)
+
+
+def parse_options(options):
+    from .options import parse_options as parse
+    return parse(options)
 
 
 def translate_cucomplex(source: str) -> str:
@@ -77,14 +85,18 @@ def compile_args(options: tuple[str, ...], translate: bool) -> tuple[str, ...]:
     return options + extra
 
 
-def _device_target(opts_arch: str | None) -> tuple[str, str]:
-    """(arch, target) for the current device; an -arch in the options wins, as in NVRTC."""
+def _compute_capability() -> int:
+    import cupy
+    return int(cupy.cuda.Device().compute_capability)
+
+
+def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, str]:
+    """(arch, target) for a device of compute capability ``cc`` (default: the current one); an
+    -arch in the options wins, as in NVRTC."""
     if opts_arch is not None:
         return _arch_target(opts_arch)
-    import cupy
     from .toolchain import choose_arch, supported_archs
-    cc = int(cupy.cuda.Device().compute_capability)
-    return choose_arch(cc, supported_archs())
+    return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
 
 
 def report(log_stream, req, result) -> None:
@@ -97,15 +109,40 @@ def report(log_stream, req, result) -> None:
 
 
 def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
-          source_dir: str | None, log_stream=None) -> Code:
-    """Compile through the cache into loadable bytes; an -arch in ``opts`` overrides ``arch``."""
+          source_dir: str | None, log_stream=None, index_id: str | None = None) -> Code:
+    """Compile through the cache into loadable bytes; an -arch in ``opts`` overrides ``arch``.
+    With ``index_id``, record the key in the warm index (index.py) for the next process."""
     from .program import compile_request
     from .request import make_request
     req = make_request(source, arch=None if opts.arch else arch, options=opts,
                        name_expressions=name_expressions, target=target, source_dir=source_dir)
     result = compile_request(req)
     report(log_stream, req, result)
+    if index_id is not None:
+        from . import index
+        index.save(index_id, result.key, req.arch, req.target, result.header_count,
+                   result.stamps)
     return Code(target, result.code, dict(result.symbols))
+
+
+def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
+    """(arch, code) through the warm index: the key it recorded for these inputs, read from the
+    store; None when the index does not know them (or the store lost the entry)."""
+    from . import index
+    from .store import default_store
+    t0 = time.perf_counter()
+    found = index.lookup(iid)
+    if found is None:
+        return None
+    t1 = time.perf_counter()
+    got = default_store().fetch(found.key)
+    if got is None:
+        return None
+    code, meta, layer = got
+    if log_stream is not None:
+        log_stream.write(f"cupy-rawcode: hit {found.arch} {found.target} key {found.key} "
+                         f"({found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer})\n")
+    return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
 
 
 def _load_module(code: Code):
@@ -135,6 +172,7 @@ class _Build:
         self.code, self.path, self.options = code, path, options
         self.translate, self.name_expressions = translate, name_expressions
         self.compiled: dict[str, Code] = dict(compiled or {})
+        self.device_arch: dict[int, str] = {}  # compute capability -> the arch compiled for it
         self.modules: dict[int, object] = {}
         self.lock = threading.RLock()
 
@@ -155,17 +193,40 @@ class _Build:
     def arch_option(self) -> str | None:
         return parse_options(self.options).arch
 
-    def code_for(self, arch: str, target: str, log_stream=None) -> Code:
+    def code_for(self, arch: str, target: str, log_stream=None, index_id: str | None = None,
+                 source: tuple[str, str | None] | None = None) -> Code:
         """Compiled code for arch, compiling through the cache once per arch."""
         with self.lock:
             found = self.compiled.get(arch)
             if found is not None:
                 return found
-            source, where = self.source()
+            source, where = source or self.source()
             opts = parse_options(compile_args(self.options, self.translate))
             code = build(source, opts, arch, target, self.name_expressions or (), where,
-                         log_stream)
+                         log_stream, index_id)
             self.compiled[arch] = code
+            return code
+
+    def device_code(self, cc: int, log_stream=None) -> Code:
+        """Compiled code for a device of compute capability ``cc``. A warm process finds it
+        through the index (index.py: no options, toolchain or key module imported); otherwise
+        the options or the toolchain choose the arch and code_for compiles through the cache."""
+        with self.lock:
+            arch = self.device_arch.get(cc)
+            if arch is not None:
+                return self.compiled[arch]
+            source, where = self.source()
+            from .index import index_id
+            iid = index_id(source, compile_args(self.options, self.translate), f"cc{cc}",
+                           self.name_expressions or (), where)
+            hit = _indexed(iid, log_stream)
+            if hit is not None:
+                arch, code = hit
+                code = self.compiled.setdefault(arch, code)
+            else:
+                arch, target = _device_target(self.arch_option(), cc)
+                code = self.code_for(arch, target, log_stream, iid, (source, where))
+            self.device_arch[cc] = arch
             return code
 
     def module(self, log_stream=None):
@@ -181,14 +242,14 @@ class _Build:
                 if self.is_file:
                     mod = _load_file(self.path)
                 else:
-                    arch, target = _device_target(self.arch_option())
-                    mod = _load_module(self.code_for(arch, target, log_stream))
+                    mod = _load_module(self.device_code(_compute_capability(), log_stream))
                 self.modules[dev] = mod
             return mod
 
     def reset(self) -> None:
         with self.lock:
             self.modules.clear()
+            self.device_arch.clear()
 
     def state(self) -> dict:
         return {"code": self.code, "path": self.path, "options": self.options,
@@ -241,8 +302,7 @@ class RawKernel:
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
         _check_backend(backend)
-        options = _check_options(options)
-        parse_options(options)  # a malformed option fails here, naming it, not at first launch
+        options = _check_options(options)  # a malformed option fails here, not at first launch
         self._init(_Build(code, None, options, bool(translate_cucomplex), None), name,
                    bool(enable_cooperative_groups), backend, jitify)
 
@@ -407,7 +467,6 @@ class RawModule:
             name_expressions = tuple(name_expressions)
         if is_binary and (options or translate_cucomplex):
             raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
-        parse_options(options)
         self._build = _Build(code, path, options, bool(translate_cucomplex), name_expressions)
         self.enable_cooperative_groups, self.backend, self.jitify = (
             bool(enable_cooperative_groups), backend, jitify)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import config
 from .key import closure_digest, digest_fields
+from .stamps import group, hold
 
 SCHEMA = "cupy-rawcode-manifest-4"
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
@@ -34,40 +35,6 @@ def _path(mid: str) -> Path:
     return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
 
 
-def stamps(file_ids) -> list:
-    """[[directory, [name, size, mtime_ns, inode, name, ...]], ...] for (path, size, mtime_ns,
-    inode) tuples: a compact JSON shape that is quick to parse and to check."""
-    by_dir: dict[str, list] = {}
-    for path, size, mtime, ino in file_ids:
-        head, name = os.path.split(path)
-        by_dir.setdefault(head, []).extend((name, size, mtime, ino))
-    return [[d, flat] for d, flat in by_dir.items()]
-
-
-_DIR_FD = os.stat in os.supports_dir_fd
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-
-
-def _valid(dirs: list) -> bool:
-    """True when every file still has its recorded size, mtime and inode."""
-    stat = os.stat
-    for d, flat in dirs:
-        if len(flat) % 4:
-            return False
-        fd = os.open(d, _DIR_FLAGS) if _DIR_FD else None  # OSError: the directory is gone
-        try:
-            for i in range(0, len(flat), 4):
-                name = flat[i]
-                st = stat(name, dir_fd=fd) if fd is not None else stat(os.path.join(d, name))
-                if st.st_size != flat[i + 1] or st.st_mtime_ns != flat[i + 2] \
-                        or st.st_ino != flat[i + 3]:
-                    return False
-        finally:
-            if fd is not None:
-                os.close(fd)
-    return True
-
-
 def _load(mid: str) -> dict | None:
     data = _memo.get(mid)
     try:
@@ -76,24 +43,26 @@ def _load(mid: str) -> dict | None:
             if data.get("schema") != SCHEMA or not isinstance(data["closure"], str) \
                     or not isinstance(data["count"], int):
                 return None
-        return data if _valid(data["dirs"]) else None
+        return data if hold(data["dirs"]) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
 
 
-def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int] | None:
-    """(closure digest, header count) when a valid manifest knows this closure, else None."""
+def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int, list] | None:
+    """(closure digest, header count, the headers' stamp groups) when a valid manifest knows
+    this closure, else None."""
     mid = manifest_id(source, ctx, pre_includes)
     data = _load(mid)
     if data is None:
         return None
     _memo[mid] = data
-    return data["closure"], data["count"]
+    return data["closure"], data["count"], data["dirs"]
 
 
 def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
                     known=NOT_LOOKED_UP):
-    """((closure digest, header count), closure or None when the manifest answered).
+    """((closure digest, header count, stamp groups), closure or None when the manifest
+    answered).
     ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
     not read again)."""
     if known is NOT_LOOKED_UP:
@@ -106,11 +75,11 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "count": len(ids),
-            "dirs": stamps(ids)}
+            "dirs": group(ids)}
     _memo[mid] = data
     try:
         from .fsutil import atomic_write  # not imported on a hit
         atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once
-    return (data["closure"], len(ids)), closure
+    return (data["closure"], len(ids), data["dirs"]), closure

@@ -1,15 +1,14 @@
 """Compile through the cache: request -> key -> store -> (on a miss) nvrtc.py -> ObjectCode."""
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
 
 from . import config
 from .request import Request, compute_key, context, make_request
-from .store import Layered
-from .store.entry import encode, decode
+from .store import Layered, default_store, set_store  # noqa: F401 - set_store: public here too
+from .store.entry import encode
 
 
 class Result:
@@ -17,15 +16,17 @@ class Result:
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
     define, and this module is on the path of every cache hit.)"""
     __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
-                 "key_seconds", "compile_seconds", "made", "_object_code")
+                 "key_seconds", "compile_seconds", "made", "stamps", "_object_code")
 
     def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
                  hit_layer: str | None, header_count: int, key_seconds: float,
-                 compile_seconds: float, object_code=None, made: dict | None = None):
+                 compile_seconds: float, object_code=None, made: dict | None = None,
+                 stamps: list | None = None):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
         self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
+        self.stamps = stamps  # request.Keyed.stamps: what index.py checks before reusing the key
         self._object_code = object_code
 
     def __repr__(self) -> str:
@@ -41,34 +42,6 @@ class Result:
             mapping = {k: v.encode() for k, v in self.symbols.items()}
             self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
         return self._object_code
-
-
-@functools.lru_cache(maxsize=8)
-def _store_for(cache_dir: str, max_size: int, bundles: tuple[str, ...], redis_url: str | None,
-               memory_entries: int) -> Layered:
-    from .store import make_store
-    return make_store(cache_dir, max_size=max_size, bundles=bundles, redis_url=redis_url or "",
-                      memory_entries=memory_entries)
-
-
-_override: Layered | None = None
-
-
-def set_store(store: Layered | None) -> None:
-    """Use ``store`` (see ``cupy_rawcode.store.make_store``) for every compile of this process;
-    None goes back to the store the environment describes."""
-    global _override
-    _override = store
-
-
-def default_store(cache_dir=None) -> Layered:
-    """The store for a compile: set_store's, else the one the environment describes (read at
-    call time, one instance per distinct configuration)."""
-    if _override is not None and cache_dir is None:
-        return _override
-    return _store_for(str(config.cache_dir() if cache_dir is None else cache_dir),
-                      config.cache_max_size(), config.bundles(), config.redis_url(),
-                      config.memory_cache_entries())
 
 
 def _nvrtc_compile(req: Request, ctx, dump: bool):
@@ -126,22 +99,22 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
     if known is None and _worth_overlapping(req) and config.overlap():
         early = _speculate(req, ctx, dump)
     try:
-        key, closure, count, ctx = compute_key(req, ctx, known)
+        keyed = compute_key(req, ctx, known)
     except BaseException:
         _forget(req, early)
         raise
+    key, count, ctx = keyed.key, keyed.count, keyed.context
     t1 = time.perf_counter()
     store = store if store is not None else default_store()
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
     with lock:  # threads racing on one key compile once
-        found = store.get(key, lambda data: decode(key, data))
+        found = store.fetch(key)
         if found is not None:
             _forget(req, early)
-            store.record(True)
-            (code, meta), layer = found
+            code, meta, layer = found
             return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
-                          count, t1 - t0, 0.0, made=meta.get("made"))
+                          count, t1 - t0, 0.0, made=meta.get("made"), stamps=keyed.stamps)
         try:
             obj, made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
@@ -158,7 +131,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         store.record(False)
         store.put(key, encode(key, code, meta))
         return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj,
-                      made)
+                      made, keyed.stamps)
 
 
 def _forget(req: Request, early) -> None:

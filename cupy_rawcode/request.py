@@ -6,6 +6,7 @@ from collections import namedtuple
 from .key import closure_digest, digest_fields, key_fields, strip_field
 from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options
+from .stamps import group
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
@@ -54,14 +55,26 @@ def context(req: Request):
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 
 
-def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP):
-    """(hex key, closure or None when a manifest answered, header count, context).
-    ``known``: a manifest lookup the caller already made (None when it found nothing)."""
+class Keyed:
+    """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
+    a manifest answered), ``count`` (headers), ``context``, and ``stamps``: the stamp groups of
+    every file the key depended on (toolchain record and closure headers; stamps.py), or None
+    when the toolchain could not be stamped. (A plain class: this module is imported on a miss.)"""
+    __slots__ = ("key", "closure", "count", "context", "stamps")
+
+    def __init__(self, key: str, closure, count: int, context, stamps: list | None):
+        self.key, self.closure, self.count, self.context = key, closure, count, context
+        self.stamps = stamps
+
+
+def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
+    """Key a request. ``known``: a manifest lookup the caller already made (None when it
+    found nothing)."""
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
-        (digest, count), closure = (closure_digest([]), 0), None
+        (digest, count, dirs), closure = (closure_digest([]), 0, []), None
     else:
-        (digest, count), closure = closure_digests(req.source, ctx, req.pre_includes, known)
+        (digest, count, dirs), closure = closure_digests(req.source, ctx, req.pre_includes, known)
     fields = key_fields(
         source=req.source, option_fields=req.options.key_fields(),
         search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
@@ -69,7 +82,9 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP):
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else ""),
                                 strip_field()])
-    return digest_fields(fields), closure, count, ctx
+    tool = ctx.toolchain.stamps
+    stamps = group(tool) + dirs if tool else None
+    return Keyed(digest_fields(fields), closure, count, ctx, stamps)
 
 
 def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
@@ -78,4 +93,4 @@ def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str
     different when any byte of the source or any closure header changes."""
     req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
                        target=target, source_dir=source_dir, header_sources=header_sources)
-    return compute_key(req)[0]
+    return compute_key(req).key

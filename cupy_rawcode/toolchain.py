@@ -39,12 +39,13 @@ class SearchDir(namedtuple("SearchDir", "tag path origin")):
 
 
 class Toolchain(namedtuple("Toolchain", "nvrtc_version system_dirs cccl_version sources "
-                                        "supported_archs nvrtc_library from_record",
-                           defaults=((), None, False))):
+                                        "supported_archs nvrtc_library from_record stamps",
+                           defaults=((), None, False, ()))):
     """What compiles: ``nvrtc_version`` (major, minor), ``system_dirs`` (SearchDirs),
     ``cccl_version`` (str or None), ``sources`` (the header sources asked), ``supported_archs``
     (SM numbers NVRTC can emit code for), ``nvrtc_library`` (the shared library in use, or None)
-    and ``from_record`` (read from toolrecord.py's record, not discovered)."""
+    ``from_record`` (read from toolrecord.py's record, not discovered) and ``stamps``: the
+    record's (path, size, mtime_ns, inode) of every file that decides it, () when unrecorded."""
     __slots__ = ()
 
     @property
@@ -243,7 +244,7 @@ def _toolchain(sources: tuple[str, ...]) -> Toolchain:
     tc = toolrecord.load(sources)
     if tc is None:
         tc = discover(sources)
-        toolrecord.save(tc)
+        tc = tc._replace(stamps=toolrecord.save(tc))
     return tc
 
 

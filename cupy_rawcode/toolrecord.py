@@ -18,9 +18,10 @@ from pathlib import Path
 
 from . import config
 from .key import digest_fields
+from .stamps import stamp
 
 SCHEMA = "cupy-rawcode-toolchain-1"
-ENV_VARS = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")
+ENV_VARS = config.TOOLCHAIN_ENV
 
 
 def record_path(sources: tuple[str, ...]) -> Path:
@@ -28,15 +29,6 @@ def record_path(sources: tuple[str, ...]) -> Path:
     rid = digest_fields([("schema", SCHEMA), ("python", sys.executable), ("prefix", sys.prefix),
                          ("sources", ",".join(sources)), ("package", __file__)])
     return config.cache_dir() / "toolchain" / f"{rid[:32]}.json"
-
-
-def stamp(path: str) -> list:
-    """[path, size, mtime_ns, inode], or [path, None, None, None] when it does not exist."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [path, None, None, None]
-    return [path, st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def watched_paths(tc) -> list[str]:
@@ -47,7 +39,7 @@ def watched_paths(tc) -> list[str]:
         paths.append(d.path)
         if d.tag == "cccl":
             paths.append(os.path.join(d.path, "cuda", "std", "__cccl", "version.h"))
-    paths += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    paths += config.site_dirs()
     home = toolkit_home()
     paths.append(str(home / "include") if home else "/usr/local/cuda/include")
     return paths
@@ -57,21 +49,24 @@ def environment() -> dict[str, str]:
     return {v: os.environ.get(v, "") for v in ENV_VARS}
 
 
-def save(tc) -> None:
+def save(tc) -> tuple:
     """Write the record of a discovered toolchain (silently skipped when the cache is read-only
-    or the NVRTC library's path is unknown: then every process discovers)."""
+    or the NVRTC library's path is unknown: then every process discovers). Returns its stamps
+    (() when the NVRTC library's path is unknown)."""
     if not tc.nvrtc_library:
-        return
+        return ()
+    stamps = tuple(stamp(p) for p in watched_paths(tc))
     data = {"schema": SCHEMA, "nvrtc_version": list(tc.nvrtc_version),
             "supported_archs": list(tc.supported_archs), "nvrtc_library": tc.nvrtc_library,
             "dirs": [[d.tag, d.path, d.origin] for d in tc.system_dirs],
             "cccl_version": tc.cccl_version, "env": environment(),
-            "stamps": [stamp(p) for p in watched_paths(tc)]}
+            "stamps": [list(s) for s in stamps]}
     try:
         from .fsutil import atomic_write  # not imported on a hit
         atomic_write(record_path(tc.sources), json.dumps(data).encode())
     except OSError:
         pass
+    return stamps
 
 
 def load(sources: tuple[str, ...]):
@@ -86,11 +81,11 @@ def load(sources: tuple[str, ...]):
                        data["cccl_version"], sources,
                        tuple(int(a) for a in data["supported_archs"]),
                        str(data["nvrtc_library"]), from_record=True)
-        stamps = data["stamps"]
+        stamps = tuple(tuple(s) for s in data["stamps"])
         if [s[0] for s in stamps] != watched_paths(tc):
             return None
         if any(stamp(s[0]) != s for s in stamps):
             return None
-        return tc
+        return tc._replace(stamps=stamps)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or malformed: discover again

@@ -1,0 +1,100 @@
+"""The warm index: a kernel's inputs as given -> the cache key they compiled under, so that a new
+process finds its entry without importing the key path (options, search, toolchain, manifest,
+request, program: ~2.5 ms of imports on the device host).
+
+An index entry is keyed by the raw inputs (source as compiled, options as given, the device's
+compute capability or an explicit arch, name expressions, source directory) and by everything
+else the key path reads: the environment variables of config.KEY_ENV, the Python environment
+(executable, prefix, site-packages directories), this package's version and key schema. It holds
+the key, the arch and target chosen, and the stamps (stamps.py) of every file the key depended
+on: the toolchain record's, each closure header's, and this package's own modules. A hit needs
+every stamp to hold; anything else (a missing, damaged or foreign entry, a changed file) is a
+miss, and the caller keys the full way (request.compute_key) and writes the entry again.
+
+Like a manifest, stamps cannot see a new header that would now shadow a recorded one earlier in
+the search path; ``cupy-rawcode cache clear`` removes the index with everything else.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import __version__, config
+from .key import SCHEMA as KEY_SCHEMA, digest_fields, strip_field
+from .stamps import group, hold, stamp
+
+SCHEMA = "cupy-rawcode-index-1"
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_memo: dict[str, dict] = {}  # index id -> its entry, in this process (stamps still checked)
+
+
+class Found:
+    """An index hit: the cache ``key`` and the ``arch``/``target`` chosen for it, with the
+    closure's header ``count``. (A plain class: this module is on every warm hit.)"""
+    __slots__ = ("key", "arch", "target", "count")
+
+    def __init__(self, key: str, arch: str, target: str, count: int):
+        self.key, self.arch, self.target, self.count = key, arch, target, count
+
+
+def index_id(source: str, options: tuple[str, ...], device: str,
+             name_expressions: tuple[str, ...], source_dir: str | None) -> str:
+    """The id of an index entry (pure but for the environment it reads: see module docstring).
+    ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90'."""
+    fields = [("schema", SCHEMA), ("package", __version__), ("key_schema", KEY_SCHEMA),
+              strip_field(), ("device", device), ("source", source),
+              ("source_dir", source_dir or "")]
+    fields += [("option", o) for o in options]
+    fields += [("name_expression", n) for n in name_expressions]
+    fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
+    fields += [("python", sys.executable), ("prefix", sys.prefix)]
+    fields += [("site", p) for p in config.site_dirs()]
+    return digest_fields(fields)
+
+
+def _path(iid: str) -> Path:
+    return config.cache_dir() / "index" / iid[:2] / f"{iid}.json"
+
+
+def lookup(iid: str) -> Found | None:
+    """The key and target recorded for these inputs while every stamp still holds, else None."""
+    data = _memo.get(iid)
+    try:
+        if data is None:
+            data = json.loads(_path(iid).read_bytes())
+            if data.get("schema") != SCHEMA:
+                return None
+        found = Found(data["key"], data["arch"], data["target"], data["count"])
+        if not all(isinstance(v, str) for v in (found.key, found.arch, found.target)) \
+                or not isinstance(found.count, int) or not hold(data["stamps"]):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, unreadable or of the wrong shape: a miss
+    _memo[iid] = data
+    return found
+
+
+def package_stamps() -> list:
+    """Stamp groups of this package's directories and modules: code that computes keys."""
+    paths = [_PACKAGE]
+    for d in (_PACKAGE, os.path.join(_PACKAGE, "store")):
+        paths += [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".py")]
+    return group(stamp(p) for p in paths)
+
+
+def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
+    """Record what these inputs keyed to. ``stamps``: the groups taken when the key was computed
+    (request.Keyed.stamps); None (the toolchain is not stamped) writes nothing. A read-only
+    cache writes nothing either: every process then keys the full way."""
+    if stamps is None:
+        return
+    data = {"schema": SCHEMA, "key": key, "arch": arch, "target": target, "count": count,
+            "stamps": stamps + package_stamps()}
+    _memo.pop(iid, None)
+    try:
+        from .fsutil import atomic_write  # not imported on a hit
+        atomic_write(_path(iid), json.dumps(data).encode())
+    except OSError:
+        pass

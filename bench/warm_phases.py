@@ -2,8 +2,8 @@
 
 For each kernel: fill a temporary cache, then in new processes (--runs each, medians) time the
 imports of the hit path, then ``RawKernel(...).kernel`` with wrappers around its phases: the
-toolchain record, the header manifest (and within it the ``stat`` of every closure header), the
-key, the store and CuPy's module load.
+warm index (its id, its lookup and within it the ``stat`` of every stamped file), the store and
+CuPy's module load.
 
     python bench/warm_phases.py [--runs 7] [KERNEL.cu ...]      # needs a GPU
 """
@@ -26,26 +26,24 @@ cp.zeros(1); cp.cuda.Device().synchronize()
 src = open(sys.argv[1]).read()
 t0 = time.perf_counter()
 import cupy_rawcode
-from cupy_rawcode import kernel, program, manifest, store, toolrecord
-# the rest of what a hit imports (tests/test_speed_paths.py pins that it is no more than this)
-from cupy_rawcode import config, key, options, request, search, toolchain
+# what a warm hit imports (tests/test_index.py pins that it is no more than this)
+from cupy_rawcode import kernel, config, key, stamps, index, store
 from cupy_rawcode.store import directory, entry, memory
 t_imp = time.perf_counter() - t0
 T = {}
-def wrap(mod, name, label):
-    f = getattr(mod, name)
+def wrap(obj, name, label):
+    f = getattr(obj, name)
     def w(*a, **k):
         t = time.perf_counter()
         try:
             return f(*a, **k)
         finally:
             T[label] = T.get(label, 0) + time.perf_counter() - t
-    setattr(mod, name, w)
-wrap(toolrecord, "load", "toolchain record")
-wrap(manifest, "lookup", "manifest (with stats)")
-wrap(manifest, "_valid", "header stats")
-wrap(program, "compute_key", "key")
-wrap(store.Layered, "get", "store read")
+    setattr(obj, name, w)
+wrap(index, "index_id", "index id")
+wrap(index, "lookup", "index lookup (with stats)")
+wrap(index, "hold", "stamp checks")
+wrap(store.Layered, "fetch", "store read")
 wrap(kernel, "_load_module", "module load")
 t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel

@@ -27,7 +27,7 @@ from .stamps import group, hold, stamp
 
 SCHEMA = "cupy-rawcode-index-1"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
-_memo: dict[str, dict] = {}  # index id -> its entry, in this process (stamps still checked)
+_memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps still checked)
 
 
 class Found:
@@ -60,10 +60,11 @@ def _path(iid: str) -> Path:
 
 def lookup(iid: str) -> Found | None:
     """The key and target recorded for these inputs while every stamp still holds, else None."""
-    data = _memo.get(iid)
+    path = _path(iid)
+    data = _memo.get(path)
     try:
         if data is None:
-            data = json.loads(_path(iid).read_bytes())
+            data = json.loads(path.read_bytes())
             if data.get("schema") != SCHEMA:
                 return None
         found = Found(data["key"], data["arch"], data["target"], data["count"])
@@ -72,7 +73,7 @@ def lookup(iid: str) -> Found | None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
-    _memo[iid] = data
+    _memo[path] = data
     return found
 
 
@@ -92,9 +93,10 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
         return
     data = {"schema": SCHEMA, "key": key, "arch": arch, "target": target, "count": count,
             "stamps": stamps + package_stamps()}
-    _memo.pop(iid, None)
+    path = _path(iid)
+    _memo.pop(path, None)
     try:
         from .fsutil import atomic_write  # not imported on a hit
-        atomic_write(_path(iid), json.dumps(data).encode())
+        atomic_write(path, json.dumps(data).encode())
     except OSError:
         pass

@@ -11,7 +11,6 @@ path is not seen by ``stat`` validation (ccache has the same limit): ``cupy-rawc
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from . import config

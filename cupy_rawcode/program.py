@@ -7,7 +7,7 @@ import time
 
 from . import config
 from .request import Request, compute_key, context, make_request
-from .store import Layered, default_store, set_store  # noqa: F401 - set_store: public here too
+from .store import Layered, default_store
 from .store.entry import encode
 
 

@@ -373,3 +373,32 @@ def test_typed_launch_of_a_template_instantiation():
         y = cp.zeros(N, dtype=dtype)
         k.launch(((N + 127) // 128,), (128,), cp.asarray(x.astype(dtype)), y, N, shift=-2)
         np.testing.assert_allclose(y.get(), x.astype(dtype) * factor - 2, rtol=1e-6, atol=1e-5)
+
+
+_WARM_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import cupy as cp
+import numpy as np
+import cupy_rawcode
+from test_gpu import CORPUS_NAMES, corpus, run_corpus_kernel
+ok = {}
+for name in CORPUS_NAMES:
+    got, want = run_corpus_kernel(cupy_rawcode.RawKernel(corpus(name), "kern"), name, cp)
+    ok[name] = bool(np.allclose(got, want, rtol=1e-5, atol=1e-4))
+print(json.dumps({"ok": ok, "keyed": "cupy_rawcode.request" in sys.modules}))
+"""
+
+
+def test_a_warm_process_launches_every_corpus_kernel_through_the_index(tmp_path):
+    """The second process finds every kernel through the warm index (it never imports the key
+    path) and each result still matches NumPy."""
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", _WARM_CHILD, str(ROOT / "tests")],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert [r["keyed"] for r in runs] == [True, False]
+    assert all(runs[1]["ok"].values()) and sorted(runs[1]["ok"]) == CORPUS_NAMES

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import __version__, config
 from .key import SCHEMA as KEY_SCHEMA, digest_fields, strip_field
-from .stamps import group, hold, stamp
+from .stamps import check, merge, stamp, take
 
 SCHEMA = "cupy-rawcode-index-1"
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
@@ -69,7 +69,7 @@ def lookup(iid: str) -> Found | None:
                 return None
         found = Found(data["key"], data["arch"], data["target"], data["count"])
         if not all(isinstance(v, str) for v in (found.key, found.arch, found.target)) \
-                or not isinstance(found.count, int) or not hold(data["stamps"]):
+                or not isinstance(found.count, int) or check(data["stamps"]) is None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
@@ -78,21 +78,22 @@ def lookup(iid: str) -> Found | None:
 
 
 def package_stamps() -> list:
-    """Stamp groups of this package's directories and modules: code that computes keys."""
+    """The (path, size, mtime_ns, inode) of this package's directory and modules: the code that
+    computes keys."""
     paths = [_PACKAGE]
     for d in (_PACKAGE, os.path.join(_PACKAGE, "store")):
         paths += [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".py")]
-    return group(stamp(p) for p in paths)
+    return [stamp(p) for p in paths]
 
 
 def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
-    """Record what these inputs keyed to. ``stamps``: the groups taken when the key was computed
+    """Record what these inputs keyed to. ``stamps``: the parts taken when the key was computed
     (request.Keyed.stamps); None (the toolchain is not stamped) writes nothing. A read-only
     cache writes nothing either: every process then keys the full way."""
     if stamps is None:
         return
     data = {"schema": SCHEMA, "key": key, "arch": arch, "target": target, "count": count,
-            "stamps": stamps + package_stamps()}
+            "stamps": merge(stamps + [take(package_stamps())])}
     path = _path(iid)
     _memo.pop(path, None)
     try:

@@ -2,8 +2,8 @@
 in a new process without re-scanning headers.
 
 A manifest is keyed by everything that decides the closure *on this machine* (source, options,
-absolute search directories) and holds the closure's digest and each closure file's (size,
-mtime_ns, inode), grouped by directory (one ``fstatat`` per file, relative to its directory).
+absolute search directories) and holds the closure's digest and the stamps (size, mtime_ns,
+inode; stamps.py) each closure file had when it was read.
 If every file still stats the same, the stored digest is used; otherwise the closure is
 resolved again and the manifest replaced. A new file shadowing a header earlier in the search
 path is not seen by ``stat`` validation (ccache has the same limit): ``cupy-rawcode cache clear``.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from . import config
 from .key import closure_digest, digest_fields
-from .stamps import group, hold
+from .stamps import check, take
 
-SCHEMA = "cupy-rawcode-manifest-4"
+SCHEMA = "cupy-rawcode-manifest-5"  # 5: stamps.py records
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
@@ -34,7 +34,8 @@ def _path(mid: str) -> Path:
     return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
 
 
-def _load(mid: str) -> dict | None:
+def _load(mid: str) -> tuple[dict, list] | None:
+    """(manifest data, its files' stamps now) while they all hold, else None."""
     data = _memo.get(mid)
     try:
         if data is None:
@@ -42,26 +43,28 @@ def _load(mid: str) -> dict | None:
             if data.get("schema") != SCHEMA or not isinstance(data["closure"], str) \
                     or not isinstance(data["count"], int):
                 return None
-        return data if hold(data["dirs"]) else None
+        values = check(data["stamps"])
+        return None if values is None else (data, values)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
 
 
-def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int, list] | None:
-    """(closure digest, header count, the headers' stamp groups) when a valid manifest knows
-    this closure, else None."""
+def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int, tuple] | None:
+    """(closure digest, header count, the headers' stamps as stamps.take gives them) when a
+    valid manifest knows this closure, else None."""
     mid = manifest_id(source, ctx, pre_includes)
-    data = _load(mid)
-    if data is None:
+    loaded = _load(mid)
+    if loaded is None:
         return None
+    data, values = loaded
     _memo[mid] = data
-    return data["closure"], data["count"], data["dirs"]
+    return data["closure"], data["count"], (data["stamps"], values)
 
 
 def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
                     known=NOT_LOOKED_UP):
-    """((closure digest, header count, stamp groups), closure or None when the manifest
-    answered).
+    """((closure digest, header count, stamps as stamps.take gives them), closure or None when
+    the manifest answered).
     ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
     not read again)."""
     if known is NOT_LOOKED_UP:
@@ -73,12 +76,13 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
     closure = resolve_fast(source, ctx, pre_includes)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
+    rec, values = take(ids)
     data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "count": len(ids),
-            "dirs": group(ids)}
+            "stamps": rec}
     _memo[mid] = data
     try:
         from .fsutil import atomic_write  # not imported on a hit
         atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once
-    return (data["closure"], len(ids), data["dirs"]), closure
+    return (data["closure"], len(ids), (rec, values)), closure

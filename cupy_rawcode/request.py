@@ -6,7 +6,7 @@ from collections import namedtuple
 from .key import closure_digest, digest_fields, key_fields, strip_field
 from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options
-from .stamps import group
+from .stamps import take
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
@@ -57,9 +57,9 @@ def context(req: Request):
 
 class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
-    a manifest answered), ``count`` (headers), ``context``, and ``stamps``: the stamp groups of
-    every file the key depended on (toolchain record and closure headers; stamps.py), or None
-    when the toolchain could not be stamped. (A plain class: this module is imported on a miss.)"""
+    a manifest answered), ``count`` (headers), ``context``, and ``stamps``: the stamps of every
+    file the key depended on, as (record, values) parts of stamps.take (toolchain record,
+    closure headers), or None when the toolchain could not be stamped. (A plain class: this module is imported on a miss.)"""
     __slots__ = ("key", "closure", "count", "context", "stamps")
 
     def __init__(self, key: str, closure, count: int, context, stamps: list | None):
@@ -72,9 +72,9 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
     found nothing)."""
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
-        (digest, count, dirs), closure = (closure_digest([]), 0, []), None
+        (digest, count, part), closure = (closure_digest([]), 0, take([])), None
     else:
-        (digest, count, dirs), closure = closure_digests(req.source, ctx, req.pre_includes, known)
+        (digest, count, part), closure = closure_digests(req.source, ctx, req.pre_includes, known)
     fields = key_fields(
         source=req.source, option_fields=req.options.key_fields(),
         search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
@@ -83,7 +83,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
                                 ("source_dir", "src" if req.source_dir else ""),
                                 strip_field()])
     tool = ctx.toolchain.stamps
-    stamps = group(tool) + dirs if tool else None
+    stamps = [take(tool), part] if tool else None
     return Keyed(digest_fields(fields), closure, count, ctx, stamps)
 
 

@@ -1,16 +1,20 @@
 """File stamps: the (size, mtime_ns, inode) of each file an answer kept on disk depended on, and
-the check that they all still hold. A file that must not exist has the stamp (None, None, None).
+the check that they all still hold. A file that must not exist is stamped (None, None, None).
 
-Used by the header manifests, the toolchain record and the warm index. Stamps are kept grouped by
-directory, ``[[directory, [name, size, mtime_ns, inode, name, ...]], ...]``: a compact JSON shape
-that is quick to parse, and checked with one ``fstatat`` per file relative to its directory.
+Used by the header manifests and the warm index (the toolchain record keeps its own list). A record keeps the paths grouped by directory,
+``{"dirs": [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of the paths and
+of every file's stamp in order: parsing it costs little (no number per file), and checking it
+is one ``fstatat`` per file, relative to its directory, then one digest.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+from array import array
 
 _DIR_FD = os.stat in os.supports_dir_fd
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+_ABSENT = (-1, -1, -1)  # a missing file's stamp, in the digest
 
 
 def stamp(path: str) -> tuple:
@@ -22,42 +26,59 @@ def stamp(path: str) -> tuple:
     return (path, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def group(file_ids) -> list:
-    """(path, size, mtime_ns, inode) tuples, grouped by directory (the shape ``hold`` checks)."""
-    by_dir: dict[str, list] = {}
+def _digest(dirs: list, values: list) -> str:
+    h = hashlib.sha256()
+    for d, names in dirs:
+        h.update(("\0".join([d, *names]) + "\1").encode("utf-8", "surrogateescape"))
+    h.update(array("q", values).tobytes())
+    return h.hexdigest()
+
+
+def take(file_ids) -> tuple[dict, list]:
+    """(record, flat stamps) of (path, size, mtime_ns, inode) tuples taken when the files were
+    read: the record to store, and the values that ``merge`` combines with other parts."""
+    names: dict[str, list] = {}
+    values: dict[str, list] = {}
     for path, size, mtime, ino in file_ids:
         head, name = os.path.split(path)
-        by_dir.setdefault(head, []).extend((name, size, mtime, ino))
-    return [[d, flat] for d, flat in by_dir.items()]
+        names.setdefault(head, []).append(name)
+        values.setdefault(head, []).extend(_ABSENT if size is None else (size, mtime, ino))
+    dirs = [[d, n] for d, n in names.items()]
+    flat = [v for d in names for v in values[d]]
+    return {"dirs": dirs, "digest": _digest(dirs, flat)}, flat
 
 
-def hold(groups: list) -> bool:
-    """True when every file still has its recorded size, mtime and inode (and every file
-    stamped absent is still absent). Any malformed group raises TypeError/ValueError/KeyError,
-    which a caller treats as "does not hold"."""
+def merge(parts) -> dict:
+    """One record of several (record, flat stamps) parts, checked as one."""
+    dirs, flat = [], []
+    for rec, values in parts:
+        dirs += rec["dirs"]
+        flat += values
+    return {"dirs": dirs, "digest": _digest(dirs, flat)}
+
+
+def check(rec: dict) -> list | None:
+    """The stamps of every recorded file now (flat: size, mtime_ns, inode, ...; -1s for an
+    absent file) when they are all as recorded, else None. A malformed record raises
+    TypeError/ValueError/KeyError/AttributeError, which callers treat as a miss."""
     stat = os.stat
-    for d, flat in groups:
-        if len(flat) % 4:
-            return False
+    dirs, want = rec["dirs"], rec["digest"]
+    values: list = []
+    for d, names in dirs:
         try:
             fd = os.open(d, _DIR_FLAGS) if _DIR_FD else None
-        except OSError:  # the directory is gone: only files stamped absent may be in it
-            if any(flat[i + 1] is not None for i in range(0, len(flat), 4)):
-                return False
+        except OSError:  # the directory is gone: its files are absent
+            values += _ABSENT * len(names)
             continue
         try:
-            for i in range(0, len(flat), 4):
-                name = flat[i]
+            for name in names:
                 try:
                     st = stat(name, dir_fd=fd) if fd is not None else stat(os.path.join(d, name))
                 except (FileNotFoundError, NotADirectoryError):
-                    if flat[i + 1] is not None:
-                        return False
+                    values += _ABSENT
                     continue
-                if st.st_size != flat[i + 1] or st.st_mtime_ns != flat[i + 2] \
-                        or st.st_ino != flat[i + 3]:
-                    return False
+                values += (st.st_size, st.st_mtime_ns, st.st_ino)
         finally:
             if fd is not None:
                 os.close(fd)
-    return True
+    return values if _digest(dirs, values) == want else None

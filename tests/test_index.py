@@ -113,10 +113,16 @@ MISS_WHEN = {
     "the index entry lacks its stamps": lambda r, mp: _rewrite(drop="stamps"),
     "the key has the wrong type": lambda r, mp: _rewrite(key=12),
     "the count has the wrong type": lambda r, mp: _rewrite(count="650"),
-    "the stamps are not a list": lambda r, mp: _rewrite(stamps="no"),
-    "a stamp is cut short": lambda r, mp: _rewrite(stamps=[["/", ["etc", 1, 2]]]),
-    "a stamp names a file that must be absent but exists": lambda r, mp: _rewrite(
-        stamps=[["/", ["etc", None, None, None]]]),
+    "the stamps are not a record": lambda r, mp: _rewrite(stamps="no"),
+    "the stamps lack their digest": lambda r, mp: _rewrite_stamps(lambda st: st.pop("digest")),
+    "the stamps name one file more": lambda r, mp: _rewrite_stamps(
+        lambda st: st["dirs"].append(["/", ["etc"]])),
+    "the stamps name one file less": lambda r, mp: _rewrite_stamps(
+        lambda st: st["dirs"][-1][1].pop()),
+    "the stamps' digest is another": lambda r, mp: _rewrite_stamps(
+        lambda st: st.update(digest="0" * 64)),
+    "a directory name is not a string": lambda r, mp: _rewrite_stamps(
+        lambda st: st["dirs"][0].__setitem__(0, 7)),
 }
 
 
@@ -155,12 +161,8 @@ def _stamp_changed(monkeypatch, module):
     real = index.package_stamps
 
     def edited():
-        groups = real()
-        for d, flat in groups:
-            for i in range(0, len(flat), 4):
-                if flat[i] == module:
-                    flat[i + 2] -= 1
-        return groups
+        return [(p, size, mtime - 1, ino) if os.path.basename(p) == module else (p, size, mtime, ino)
+                for p, size, mtime, ino in real()]
     monkeypatch.setattr(index, "package_stamps", edited)
 
 
@@ -172,6 +174,13 @@ def _entries():
 def _for_each_entry(change):
     for p in _entries():
         change(p)
+
+
+def _rewrite_stamps(change):
+    for p in _entries():
+        data = json.loads(p.read_bytes())
+        change(data["stamps"])
+        p.write_text(json.dumps(data))
 
 
 def _rewrite(drop=None, **changes):
@@ -222,8 +231,7 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     build.device_code(CC)
     (entry,) = _entries()
     data = json.loads(entry.read_bytes())
-    stamped = {os.path.join(d, flat[i]) for d, flat in data["stamps"]
-               for i in range(0, len(flat), 4)}
+    stamped = {os.path.join(d, n) for d, names in data["stamps"]["dirs"] for n in names}
     tc = toolchain()
     assert set(toolrecord.watched_paths(tc)) <= stamped
     pkg = Path(index.__file__).parent
@@ -231,8 +239,8 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
         <= stamped
     from cupy_rawcode import config
     (man,) = (config.cache_dir() / "manifests").rglob("*.json")
-    closure = {os.path.join(d, flat[i]) for d, flat in json.loads(man.read_bytes())["dirs"]
-               for i in range(0, len(flat), 4)}
+    closure = {os.path.join(d, n)
+               for d, names in json.loads(man.read_bytes())["stamps"]["dirs"] for n in names}
     assert len(closure) == data["count"] > 100 and closure <= stamped
 
 
@@ -320,7 +328,7 @@ def test_processes_racing_on_a_first_launch_agree_and_leave_one_index_entry(tmp_
     assert after.stdout == outs[0][0]
 
 
-# stamps.hold: each case stamps a file, changes something, and says whether the stamps hold
+# stamps.check: each case stamps a file, changes something, and says whether the stamps hold
 def _file(tmp_path):
     p = tmp_path / "d" / "f.h"
     p.parent.mkdir(exist_ok=True)
@@ -341,18 +349,30 @@ HOLD = {
 @pytest.mark.parametrize("case", sorted(HOLD))
 def test_stamps_hold_until_a_file_changes(case, tmp_path):
     p = _file(tmp_path)
-    groups = stamps.group([stamps.stamp(str(p))])
+    rec, values = stamps.take([stamps.stamp(str(p)), stamps.stamp(str(tmp_path))])
+    assert stamps.check(rec) == values
     change, holds = HOLD[case]
     change(p)
-    assert stamps.hold(groups) is holds
+    assert (stamps.check(rec) is not None) is holds
 
 
 @pytest.mark.parametrize("create, holds", [(False, True), (True, False)])
 def test_a_file_stamped_absent_must_stay_absent(tmp_path, create, holds):
     missing = tmp_path / "gone" / "nothing.h"
-    groups = stamps.group([stamps.stamp(str(missing))])
-    assert groups == [[str(missing.parent), ["nothing.h", None, None, None]]]
+    rec, values = stamps.take([stamps.stamp(str(missing))])
+    assert rec["dirs"] == [[str(missing.parent), ["nothing.h"]]] and values == [-1, -1, -1]
     if create:
         missing.parent.mkdir()
         missing.write_text("now here")
-    assert stamps.hold(groups) is holds
+    assert (stamps.check(rec) is not None) is holds
+
+
+def test_merged_stamps_hold_while_every_part_holds(tmp_path):
+    a, b = _file(tmp_path), tmp_path / "e" / "g.h"
+    b.parent.mkdir()
+    b.write_text("g")
+    parts = [stamps.take([stamps.stamp(str(a))]), stamps.take([stamps.stamp(str(b))])]
+    rec = stamps.merge(parts)
+    assert stamps.check(rec) == parts[0][1] + parts[1][1]
+    b.write_text("gg")
+    assert stamps.check(rec) is None

@@ -147,15 +147,15 @@ def test_corrupt_manifest_is_a_miss(tmp_path):
     assert cache_key(SRC, arch="sm_90") == k1
 
 
-@pytest.mark.parametrize("dirs", [
-    [["/nonexistent-dir", ["a.h", 1, 2, 3]]],       # the directory is gone
-    [["/", ["etc", 1, 2]]],                          # a stamp cut short
-    [["/", [5, 1, 2, 3]]],                           # a number where a name belongs
-    [["/", ["etc", "1", 2, 3]]],                     # a string where a size belongs
-    [[7, ["etc", 1, 2, 3]]],                         # a number where a directory belongs
-    "not a list",
+@pytest.mark.parametrize("stamps", [
+    {"dirs": [["/nonexistent-dir", ["a.h"]]], "digest": "0" * 64},  # the directory is gone
+    {"dirs": [["/", ["etc"]]]},                                       # no digest
+    {"dirs": [["/", [5]]], "digest": "0" * 64},                       # a number for a name
+    {"dirs": [[7, ["etc"]]], "digest": "0" * 64},                     # a number for a directory
+    {"dirs": "not a list", "digest": "0" * 64},
+    "not a record",
 ])
-def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, dirs):
+def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, stamps):
     from cupy_rawcode import manifest
     manifest._memo.clear()  # this process may know the manifest already: write it here
     k1 = cache_key(SRC, arch="sm_90")
@@ -164,7 +164,7 @@ def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, dirs):
     assert paths
     for p in paths:
         data = json.loads(p.read_text())
-        data["dirs"] = dirs
+        data["stamps"] = stamps
         data["closure"] = "0" * 64  # were the damaged stamps believed, the key would change
         p.write_text(json.dumps(data))
     assert cache_key(SRC, arch="sm_90") == k1

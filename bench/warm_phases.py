@@ -42,7 +42,7 @@ def wrap(obj, name, label):
     setattr(obj, name, w)
 wrap(index, "index_id", "index id")
 wrap(index, "lookup", "index lookup (with stats)")
-wrap(index, "hold", "stamp checks")
+wrap(index, "check", "stamp checks")
 wrap(store.Layered, "fetch", "store read")
 wrap(kernel, "_load_module", "module load")
 t1 = time.perf_counter()

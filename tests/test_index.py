@@ -376,3 +376,11 @@ def test_merged_stamps_hold_while_every_part_holds(tmp_path):
     assert stamps.check(rec) == parts[0][1] + parts[1][1]
     b.write_text("gg")
     assert stamps.check(rec) is None
+
+
+def test_cache_clear_removes_the_index():
+    from cupy_rawcode import cli, config
+    RawKernel(corpus("plain.cu"), "kern")._build.device_code(CC)
+    assert _entries()
+    assert cli.main(["cache", "clear"]) == 0
+    assert not (config.cache_dir() / "index").exists()

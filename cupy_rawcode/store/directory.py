@@ -149,13 +149,13 @@ class DirectoryStore:
         return removed, freed
 
     def clear(self) -> int:
-        """Remove every entry, manifest, toolchain record and counter; returns the number of
-        entries removed."""
+        """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
+        the number of entries removed."""
         import shutil
         n = 0
         for e in self.entries():
             n += _evict(e.path, wait=True)
-        for sub in ("manifests", "toolchain", "stats"):
+        for sub in ("manifests", "index", "toolchain", "stats"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
         return n
 

@@ -25,7 +25,7 @@ from . import __version__, config
 from .key import SCHEMA as KEY_SCHEMA, digest_fields, strip_field
 from .stamps import check, merge, stamp, take
 
-SCHEMA = "cupy-rawcode-index-1"
+SCHEMA = "cupy-rawcode-index-2"  # 2: stamps digest the values only
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps still checked)
 

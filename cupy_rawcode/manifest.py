@@ -17,7 +17,7 @@ from . import config
 from .key import closure_digest, digest_fields
 from .stamps import check, take
 
-SCHEMA = "cupy-rawcode-manifest-5"  # 5: stamps.py records
+SCHEMA = "cupy-rawcode-manifest-6"  # 5: stamps.py records; 6: their digest covers values only
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 

@@ -2,9 +2,9 @@
 the check that they all still hold. A file that must not exist is stamped (None, None, None).
 
 Used by the header manifests and the warm index (the toolchain record keeps its own list). A record keeps the paths grouped by directory,
-``{"dirs": [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of the paths and
-of every file's stamp in order: parsing it costs little (no number per file), and checking it
-is one ``fstatat`` per file, relative to its directory, then one digest.
+``{"dirs": [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of every file's
+stamp in order: parsing it costs little (no number per file), and checking it is one
+``fstatat`` per file, relative to its directory, then one digest.
 """
 from __future__ import annotations
 
@@ -26,12 +26,10 @@ def stamp(path: str) -> tuple:
     return (path, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _digest(dirs: list, values: list) -> str:
-    h = hashlib.sha256()
-    for d, names in dirs:
-        h.update(("\0".join([d, *names]) + "\1").encode("utf-8", "surrogateescape"))
-    h.update(array("q", values).tobytes())
-    return h.hexdigest()
+def _digest(values: list) -> str:
+    """SHA-256 of the flat stamps, in record order. The paths need no hashing of their own: a
+    changed list names other files, whose stamps (inode included) differ."""
+    return hashlib.sha256(array("q", values).tobytes()).hexdigest()
 
 
 def take(file_ids) -> tuple[dict, list]:
@@ -45,7 +43,7 @@ def take(file_ids) -> tuple[dict, list]:
         values.setdefault(head, []).extend(_ABSENT if size is None else (size, mtime, ino))
     dirs = [[d, n] for d, n in names.items()]
     flat = [v for d in names for v in values[d]]
-    return {"dirs": dirs, "digest": _digest(dirs, flat)}, flat
+    return {"dirs": dirs, "digest": _digest(flat)}, flat
 
 
 def merge(parts) -> dict:
@@ -54,7 +52,7 @@ def merge(parts) -> dict:
     for rec, values in parts:
         dirs += rec["dirs"]
         flat += values
-    return {"dirs": dirs, "digest": _digest(dirs, flat)}
+    return {"dirs": dirs, "digest": _digest(flat)}
 
 
 def check(rec: dict) -> list | None:
@@ -81,4 +79,4 @@ def check(rec: dict) -> list | None:
         finally:
             if fd is not None:
                 os.close(fd)
-    return values if _digest(dirs, values) == want else None
+    return values if _digest(values) == want else None

@@ -267,10 +267,11 @@ def targets(rows, compile_only: bool) -> list[dict]:
             code = median_of(rows, "warm-to-code", "rawcode-launch", k)
             if pre is None or code is None:
                 continue
-            ok = "pass" if pre <= 0.005 else f"miss by {(pre - 0.005) * 1e3:.1f} ms"
+            ok = "pass" if pre <= 0.005 else f"miss by {(pre - 0.005) * 1e3:.2f} ms"
             out.append({"target": f"warm {k}: before the launch itself (s)", "value": pre,
                         "limit": 0.005,
-                        "status": f"{ok} (ours to the code bytes {code * 1e3:.1f} ms "
+                        "status": f"{ok}, {pre * 1e3:.2f} ms (ours to the code bytes "
+                                  f"{code * 1e3:.1f} ms "
                                   f"{'pass' if code <= 0.005 else 'miss'}; CuPy's module load "
                                   f"{(pre - code) * 1e3:.1f} ms)"})
         for k in ("plain.cu", "block_reduce.cu"):

@@ -59,6 +59,7 @@ def _check_options(options) -> tuple[str, ...]:
 
 
 def parse_options(options):
+    """options.parse_options, imported on first use (a warm hit never needs it)."""
     from .options import parse_options as parse
     return parse(options)
 

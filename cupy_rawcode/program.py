@@ -14,7 +14,7 @@ from .store.entry import encode
 class Result:
     """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
-    define, and this module is on the path of every cache hit.)"""
+    define, and this module is on the path of every hit the warm index does not answer.)"""
     __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
                  "key_seconds", "compile_seconds", "made", "stamps", "_object_code")
 

@@ -59,7 +59,7 @@ class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
     a manifest answered), ``count`` (headers), ``context``, and ``stamps``: the stamps of every
     file the key depended on, as (record, values) parts of stamps.take (toolchain record,
-    closure headers), or None when the toolchain could not be stamped. (A plain class: this module is imported on a miss.)"""
+    closure headers), or None when the toolchain could not be stamped."""
     __slots__ = ("key", "closure", "count", "context", "stamps")
 
     def __init__(self, key: str, closure, count: int, context, stamps: list | None):

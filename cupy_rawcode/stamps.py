@@ -1,10 +1,11 @@
 """File stamps: the (size, mtime_ns, inode) of each file an answer kept on disk depended on, and
 the check that they all still hold. A file that must not exist is stamped (None, None, None).
 
-Used by the header manifests and the warm index (the toolchain record keeps its own list). A record keeps the paths grouped by directory,
-``{"dirs": [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of every file's
-stamp in order: parsing it costs little (no number per file), and checking it is one
-``fstatat`` per file, relative to its directory, then one digest.
+Used by the header manifests and the warm index (the toolchain record keeps its own list). A
+record keeps the paths grouped by directory, ``{"dirs": [[directory, [name, ...]], ...],
+"digest": hex}``, and one SHA-256 of every file's stamp in order: parsing it costs little (no
+number per file), and checking it is one ``fstatat`` per file, relative to its directory, then
+one digest.
 """
 from __future__ import annotations
 

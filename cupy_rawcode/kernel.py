@@ -4,6 +4,7 @@ Constructing never compiles or touches the GPU. The first launch compiles once p
 architecture (through the cache) and loads the module once per device; both are guarded by a
 lock, so threads racing on a first launch share one compile and one load.
 """
+from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
 import re

@@ -2,8 +2,8 @@
 
 For each kernel: fill a temporary cache, then in new processes (--runs each, medians) time the
 imports of the hit path, then ``RawKernel(...).kernel`` with wrappers around its phases: the
-warm index (its id, its lookup and within it the ``stat`` of every stamped file), the store and
-CuPy's module load.
+warm index (its id, its lookup and within it the ``stat`` of every stamped file), the store,
+CuPy's module load, and the garbage collections that fall in the window.
 
     python bench/warm_phases.py [--runs 7] [KERNEL.cu ...]      # needs a GPU
 """
@@ -20,10 +20,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 CHILD = r'''
-import json, sys, time
-import cupy as cp
-cp.zeros(1); cp.cuda.Device().synchronize()
+import gc, json, sys, time
+import numpy as np, cupy as cp  # the same prelude as bench/startup.py's child: the same heap
+x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
+cp.cuda.Device().synchronize()
 src = open(sys.argv[1]).read()
+gcs = []  # garbage collections in the window: their cost grows with what CuPy and NumPy hold
+gc.callbacks.append(lambda phase, info: gcs.append((info["generation"], time.perf_counter())))
 t0 = time.perf_counter()
 import cupy_rawcode
 # what a warm hit imports (tests/test_index.py pins that it is no more than this)
@@ -49,6 +52,7 @@ t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
 T["after imports"] = time.perf_counter() - t1
 T["imports"] = t_imp
+T["garbage collection"] = sum(b[1] - a[1] for a, b in zip(gcs[0::2], gcs[1::2]))
 print(json.dumps(T))
 '''
 

@@ -16,22 +16,27 @@ class Result:
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
     define, and this module is on the path of every hit the warm index does not answer.)"""
     __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
-                 "key_seconds", "compile_seconds", "made", "stamps", "_object_code")
+                 "key_seconds", "compile_seconds", "made", "_keyed", "_object_code")
 
     def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
                  hit_layer: str | None, header_count: int, key_seconds: float,
                  compile_seconds: float, object_code=None, made: dict | None = None,
-                 stamps: list | None = None):
+                 keyed=None):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
         self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
-        self.stamps = stamps  # request.Keyed.stamps: what index.py checks before reusing the key
+        self._keyed = keyed  # request.Keyed: its stamps are what index.py records
         self._object_code = object_code
 
     def __repr__(self) -> str:
         return (f"Result(key={self.key[:16]}..., hit={self.hit}, layer={self.hit_layer}, "
                 f"{len(self.code)} bytes of {self.target})")
+
+    @property
+    def stamps(self) -> list | None:
+        """request.Keyed.stamps (None when unknown): what index.py checks before reusing the key."""
+        return None if self._keyed is None else self._keyed.stamps
 
     @property
     def object_code(self):
@@ -114,7 +119,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
             _forget(req, early)
             code, meta, layer = found
             return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
-                          count, t1 - t0, 0.0, made=meta.get("made"), stamps=keyed.stamps)
+                          count, t1 - t0, 0.0, made=meta.get("made"), keyed=keyed)
         try:
             obj, made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
@@ -131,7 +136,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         store.record(False)
         store.put(key, encode(key, code, meta))
         return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj,
-                      made, keyed.stamps)
+                      made, keyed)
 
 
 def _forget(req: Request, early) -> None:

@@ -57,14 +57,21 @@ def context(req: Request):
 
 class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
-    a manifest answered), ``count`` (headers), ``context``, and ``stamps``: the stamps of every
-    file the key depended on, as (record, values) parts of stamps.take (toolchain record,
-    closure headers), or None when the toolchain could not be stamped."""
-    __slots__ = ("key", "closure", "count", "context", "stamps")
+    a manifest answered), ``count`` (headers), ``context``, and the closure headers' stamps
+    (``closure_stamps``, as stamps.take gives them)."""
+    __slots__ = ("key", "closure", "count", "context", "closure_stamps")
 
-    def __init__(self, key: str, closure, count: int, context, stamps: list | None):
+    def __init__(self, key: str, closure, count: int, context, closure_stamps: tuple):
         self.key, self.closure, self.count, self.context = key, closure, count, context
-        self.stamps = stamps
+        self.closure_stamps = closure_stamps
+
+    @property
+    def stamps(self) -> list | None:
+        """Every file the key depended on, as (record, values) parts of stamps.take (toolchain
+        record, closure headers), or None when the toolchain could not be stamped. Built only
+        when asked (index.py writes them; a compile() hit never needs them)."""
+        tool = self.context.toolchain.stamps
+        return [take(tool), self.closure_stamps] if tool else None
 
 
 def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
@@ -82,9 +89,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else ""),
                                 strip_field()])
-    tool = ctx.toolchain.stamps
-    stamps = [take(tool), part] if tool else None
-    return Keyed(digest_fields(fields), closure, count, ctx, stamps)
+    return Keyed(digest_fields(fields), closure, count, ctx, part)
 
 
 def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",

@@ -267,3 +267,42 @@ def test_workers_end_with_the_program(how, tmp_path):
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
     assert alive == [], f"workers outlived the program ({how})"
+
+
+# -- on the GPU: the current device's arch, launches checked against NumPy ---------------------
+
+GPU_KERNELS = ["block_reduce.cu", "plain.cu", "std_traits.cu", "warp_reduce.cu"]
+
+
+def _check_launch(k, name):
+    import cupy as cp
+    import numpy as np
+    from test_gpu import run_corpus_kernel
+    got, want = run_corpus_kernel(k, name, cp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_warmup_then_first_launches_are_hits_and_match_numpy(compiles):
+    nonce = f"\n// warmup {time.time_ns()}\n"  # fresh for CuPy's and NVRTC's caches too
+    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern")
+          for n in GPU_KERNELS}
+    s = cupy_rawcode.warmup(*ks.values(), workers=2)
+    assert s.ok and len(s.compiled) == len(GPU_KERNELS), str(s)
+    assert compiles == []
+    for n, k in ks.items():
+        _check_launch(k, n)
+    assert compiles == []  # every first launch found the workers' code
+
+
+@pytest.mark.gpu
+def test_gpu_background_warmup_and_racing_launches_compile_once(compiles):
+    nonce = f"\n// background {time.time_ns()}\n"
+    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern")
+          for n in GPU_KERNELS}
+    handle = cupy_rawcode.warmup(*ks.values(), workers=2, background=True)
+    for n, k in ks.items():  # launches race the workers: each waits for its own compile
+        _check_launch(k, n)
+    s = handle.wait()
+    assert len(s.compiled) == len(GPU_KERNELS), str(s)
+    assert compiles == []

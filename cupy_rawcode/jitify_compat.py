@@ -103,10 +103,13 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
 
 
 def dropped_message(missing) -> str:
-    """One line per dropped include: its name and include chain."""
-    return "\n".join(
-        f"  #include {'<%s>' % m.name if m.angled else '%r' % m.name} (from "
-        f"{' -> '.join(map(str, m.chain))})" for m in missing)
+    """One line per dropped include: its name as written and its include chain."""
+    return "\n".join(f"  #include {spelled(m)} (from {' -> '.join(map(str, m.chain))})"
+                     for m in missing)
+
+
+def spelled(m) -> str:
+    return f"<{m.name}>" if m.angled else f'"{m.name}"'
 
 
 def _compile_dropping(error, source: str, options: tuple[str, ...], arch: str, target: str,

@@ -14,8 +14,12 @@ path to use is ``kind="cubin"``: NVRTC's own cubin compile with the user's optio
 ``-maxrregcount``, ``-Xptxas``, ``-G``, ``-lineinfo`` act in NVRTC's ptxas exactly as under
 CuPy), no driver needed (cuda.core's PTX output asks the driver), and the cheapest link.
 With ``-dlto`` NVRTC emits LTO-IR only (its cubin is empty): compile to ``ltoir`` and link
-``kind="ltoir"``. A virtual target (``compute_XX``, a device newer than NVRTC) cannot be
-linked to a cubin here: ``link`` says so.
+``kind="ltoir"``. On the H100 host (NVRTC 13.0, nvJitLink 13.0, ``libcudadevrt.a`` of the
+``nvidia/cu13`` wheel) all three kinds linked to a cubin whose parent kernel launched the child
+and gave exactly what ``cupy.RawKernel(..., options=('-dc',))`` gave. nvJitLink 12.9 also
+linked the CUDA 13.0 toolkit's ``libcudadevrt.a`` here; the wheels come first in the search.
+A virtual target (``compute_XX``, a device newer than NVRTC) cannot be linked to a cubin here:
+``link`` says so.
 
 Without ``-dc`` a device-side launch fails in NVRTC ("device-side kernel launch could not be
 processed as the required runtime APIs are not declared"), which stays a compile error. The

@@ -1,6 +1,7 @@
 """Relocatable device code (``-dc``): link NVRTC's relocatable output with the device runtime
 (``libcudadevrt.a``) through nvJitLink, so a kernel that launches kernels (dynamic parallelism)
-loads and runs, as ``cupy.RawKernel(code, name, options=('-dc',))`` does. Not imported on a hit.
+loads and runs, as ``cupy.RawKernel(code, name, options=('-dc',))`` does. The key reads
+``link_field``; linking happens only on a miss (nvrtc.compile_program).
 
 Which NVRTC output ``link`` takes (measured with NVRTC 12.9 + nvJitLink 12.9, CPU only, for
 ``bench/corpus/block_reduce.cu`` plus a kernel launching it, sm_90): NVRTC with ``-dc`` and

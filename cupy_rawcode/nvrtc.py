@@ -160,7 +160,9 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     A cubin that may have such globals (the source includes headers) is made in two steps:
     NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
     then nvJitLink on the stripped PTX. Where nvJitLink cannot, NVRTC makes the cubin itself."""
-    from . import strip
+    from . import devrt, strip
+    if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
+        return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
         obj, log = _nvrtc(req, ctx, dump)
         return Compiled(obj, {}, log)
@@ -189,6 +191,20 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
                             made, log)
     obj, log = _nvrtc(req, ctx, dump)
     return Compiled(obj, {"stripped": 0}, log)
+
+
+def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
+    """-dc / -rdc=true, as CuPy does it: NVRTC's relocatable cubin (LTO-IR with -dlto) linked
+    with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
+    from . import devrt
+    kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
+    obj, log = _nvrtc(req._replace(target=kind), ctx, dump)
+    try:
+        cubin = devrt.link(bytes(obj.code), kind, req.arch, ctx.toolchain.nvrtc_version)
+    except devrt.LinkError as e:
+        raise _compile_error(str(e), req, program_flags(req, ctx), dump=dump) from None
+    return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=obj.symbol_mapping),
+                    {"linked": devrt.LINK_RULES}, log)
 
 
 def virtual_arch(arch: str) -> str:

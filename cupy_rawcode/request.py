@@ -5,6 +5,7 @@ import os
 import re
 from collections import namedtuple
 
+from .devrt import link_field
 from .key import closure_digest, digest_fields, key_fields, strip_field
 from .manifest import NOT_LOOKED_UP, closure_digests
 from .options import Options, normalize_arch, parse_options, with_cupy_defaults
@@ -106,7 +107,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
         arch=req.arch, target=req.target, name_expressions=req.name_expressions,
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else ""),
-                                strip_field()])
+                                strip_field(), link_field(req.options.passthrough)])
     return Keyed(digest_fields(fields), closure, count, ctx, part)
 
 

@@ -270,6 +270,17 @@ def test_a_source_string_has_a_stable_name_derived_from_the_source():
     assert name.startswith("<source>/kernel-") and name.endswith(".cu")
 
 
+# ---------------------------------------------------------------- part 5: -dc
+
+@pytest.mark.parametrize("option", ["-dc", "-rdc=true", "--relocatable-device-code=true"])
+def test_relocatable_code_compiles_and_links_with_the_device_runtime(option):
+    src = FAILURES["device launch without -dc"][0]
+    obj = cupy_rawcode.compile(src, arch=ARCH, options=(option,))
+    assert obj.code[:4] == b"\x7fELF" and b"parent" in obj.code and b"child" in obj.code
+    assert cupy_rawcode.cache_key(src, arch=ARCH, options=(option,)) != \
+        cupy_rawcode.cache_key(src, arch=ARCH, options=(option, "-rdc=false"))
+
+
 # ---------------------------------------------------------------- part 6: install() leniency
 
 DROPPING = {"inc/uses_missing.h": '#pragma once\n#include "never_there.h"\n'

@@ -6,8 +6,8 @@
   ``.dump(f)`` as CuPy's) and of ``RuntimeError`` (what cupy_rawcode raised before).
 - ``MissingHeaderCompileError``: an include matched no file. Also a
   ``closure.MissingHeaderError``; says NVRTC's words ``cannot open source file "x.h"``.
-- ``JitifyCompileError``: either of them for a ``jitify=True`` compile routed by ``install()``;
-  also a ``cupy.cuda.compiler.JitifyException``.
+- ``JitifyCompileError``, ``JitifyMissingHeaderError``: the same for a ``jitify=True`` compile
+  routed by ``install()``; also a ``cupy.cuda.compiler.JitifyException``.
 
 Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. The
 classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
@@ -123,10 +123,16 @@ def _classes() -> dict[str, type]:
     class JitifyCompileError(CompileError, JitifyException):
         """A failing ``jitify=True`` compile routed by install(): CuPy raises JitifyException."""
 
-    for cls in (CompileError, MissingHeaderCompileError, JitifyCompileError):
+    class JitifyMissingHeaderError(MissingHeaderCompileError, JitifyException):
+        """A missing header in a ``jitify=True`` compile routed by install()."""
+
+    for cls in (CompileError, MissingHeaderCompileError, JitifyCompileError,
+                JitifyMissingHeaderError):
         cls.__module__, cls.__qualname__ = __name__, cls.__name__  # pickled as errors.X
     return {"CompileError": CompileError, "MissingHeaderCompileError": MissingHeaderCompileError,
-            "JitifyCompileError": JitifyCompileError, "CompileException": CompileException,
+            "JitifyCompileError": JitifyCompileError,
+            "JitifyMissingHeaderError": JitifyMissingHeaderError,
+            "CompileException": CompileException,
             "JitifyException": JitifyException}
 
 
@@ -139,8 +145,10 @@ def __getattr__(name: str):
 
 def as_jitify(e):
     """The same error as a JitifyCompileError (what CuPy raises for ``jitify=True``)."""
-    cls = _classes()["JitifyCompileError"]
-    new = cls(e._msg, e.source, e.name, e.options, e.backend, log=getattr(e, "log", None),
-              dump_path=getattr(e, "dump_path", None))
-    new.missing = getattr(e, "missing", ())
-    return new
+    classes = _classes()
+    if isinstance(e, classes["MissingHeaderCompileError"]):
+        return classes["JitifyMissingHeaderError"](e._msg, e.source, e.name, e.options,
+                                                   e.backend, missing=e.missing, log=e.log)
+    return classes["JitifyCompileError"](e._msg, e.source, e.name, e.options, e.backend,
+                                         log=getattr(e, "log", None),
+                                         dump_path=getattr(e, "dump_path", None))

@@ -114,13 +114,17 @@ def spelled(m) -> str:
 
 def _compile_dropping(error, source: str, options: tuple[str, ...], arch: str, target: str,
                       names: tuple[str, ...], log_stream):
-    """Jitify's leniency: compile again with each missing include answered by an empty header
-    (in a directory searched last but for the shims), after one warning naming them. If NVRTC
-    still fails, its error names the dropped includes first."""
+    """Jitify's leniency: an include in a header that matches no file is answered by an empty
+    header (in a directory searched after the user's), after one warning naming it; then the
+    compile runs again. If NVRTC still fails, its error names the dropped includes first. A
+    missing include in the source itself is the user's own mistake: it raises as it is."""
     import warnings
+    from .closure import MAIN
     from .kernel import build
     from .options import parse_options
     missing = tuple(error.missing)
+    if not missing or any(m.chain[-1].file == MAIN for m in missing):
+        raise error
     listed = dropped_message(missing)
     warnings.warn(f"cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
                   f"{listed}", DroppedIncludeWarning, stacklevel=4)

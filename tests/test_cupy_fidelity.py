@@ -284,7 +284,9 @@ def test_relocatable_code_compiles_and_links_with_the_device_runtime(option):
 # ---------------------------------------------------------------- part 6: install() leniency
 
 DROPPING = {"inc/uses_missing.h": '#pragma once\n#include "never_there.h"\n'
-                                  "inline float helper(float v) { return v + 1; }\n"}
+                                  "inline float helper(float v) { return v + 1; }\n",
+            "inc/needs_missing.h": '#pragma once\n#include "never_there.h"\n'
+                                   "inline float helper(float v) { return from_missing(v); }\n"}
 
 
 def _jitify_compile(monkeypatch, src: str, root):
@@ -309,8 +311,8 @@ def test_install_drops_an_unused_missing_include_with_one_warning(monkeypatch, t
 
 def test_install_names_the_dropped_include_first_when_nvrtc_then_fails(monkeypatch, tree):
     root = tree(DROPPING)
-    src = ('#include "never_there.h"\n'
-           'extern "C" __global__ void k(float* x) { x[0] = from_missing(x[0]); }\n')
+    src = ('#include "needs_missing.h"\n'
+           'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n')
     with pytest.warns(jitify_compat.DroppedIncludeWarning), pytest.raises(Exception) as e:
         _jitify_compile(monkeypatch, src, root)
     jitify = cupy_compiler.JitifyException if cupy_compiler else errors.JitifyException
@@ -318,6 +320,15 @@ def test_install_names_the_dropped_include_first_when_nvrtc_then_fails(monkeypat
     text = str(e.value)
     assert text.startswith("cupy-rawcode dropped include(s)")
     assert text.index('"never_there.h"') < text.index('identifier "from_missing" is undefined')
+
+
+def test_install_keeps_a_missing_include_of_the_source_itself_an_error(monkeypatch, tree):
+    root = tree(DROPPING)
+    src = '#include "never_there.h"\nextern "C" __global__ void k() {}\n'
+    with pytest.raises(MissingHeaderError) as e:
+        _jitify_compile(monkeypatch, src, root)
+    jitify = cupy_compiler.JitifyException if cupy_compiler else errors.JitifyException
+    assert isinstance(e.value, jitify) and 'cannot open source file "never_there.h"' in str(e.value)
 
 
 @needs_cupy

@@ -29,8 +29,8 @@ _STDERR_TAIL = 2000
 class Task:
     """One compile, as a first launch would do it. Either ``arch`` (with ``target``, default
     from the arch) or ``device`` (a compute capability: the worker chooses arch and target as a
-    launch on that device does). ``options`` exactly as compiled; ``index_id``: record the key
-    in the warm index under this id."""
+    launch on that device does). ``options`` as the kernel holds them; ``index_id``: record the
+    key in the warm index under this id; ``source_name``: the .cu file's name, for messages."""
     source: str
     options: tuple[str, ...] = ()
     arch: str | None = None
@@ -39,17 +39,20 @@ class Task:
     name_expressions: tuple[str, ...] = ()
     source_dir: str | None = None
     index_id: str | None = None
+    source_name: str | None = None
 
     def to_json(self) -> dict:
         return {"source": self.source, "options": list(self.options), "arch": self.arch,
                 "target": self.target, "device": self.device,
                 "name_expressions": list(self.name_expressions),
-                "source_dir": self.source_dir, "index_id": self.index_id}
+                "source_dir": self.source_dir, "index_id": self.index_id,
+                "source_name": self.source_name}
 
     @classmethod
     def from_json(cls, d: dict) -> "Task":
         return cls(d["source"], tuple(d["options"]), d["arch"], d["target"], d["device"],
-                   tuple(d["name_expressions"]), d["source_dir"], d["index_id"])
+                   tuple(d["name_expressions"]), d["source_dir"], d["index_id"],
+                   d.get("source_name"))
 
 
 @dataclass
@@ -83,7 +86,7 @@ def run_task(task: Task) -> Outcome:
         else:
             arch, target = task.arch, task.target or _arch_target(task.arch)[1]
         req, result = compile_for(task.source, opts, arch, target, task.name_expressions,
-                                  task.source_dir, task.index_id)
+                                  task.source_dir, task.index_id, task.source_name)
         return Outcome(result.key, result.hit, req.arch, req.target, time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - reported per kernel; the others go on
         return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)

@@ -26,6 +26,7 @@ class Job:
     arch: str
     options: tuple[str, ...] = ()
     name_expressions: tuple[str, ...] = ()
+    source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
 
 
 @dataclass
@@ -66,7 +67,7 @@ def jobs_for(paths: list[str], archs: list[str], options: tuple[str, ...]) -> li
         else:
             src = _read(path)
             where = os.path.dirname(os.path.abspath(path))
-            jobs += [Job(path, src, where, a, options) for a in archs]
+            jobs += [Job(path, src, where, a, options, (), os.path.basename(path)) for a in archs]
     return jobs
 
 
@@ -93,12 +94,14 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
             except ManifestError as e:
                 raise ManifestError(f"{where}: {e}") from None
             sdir, label = os.path.dirname(fpath), item.get("name", item["file"])
+            fname = os.path.basename(fpath)
         else:
             src, sdir, label = item["code"], None, item.get("name", f"{path}[{i}]")
+            fname = None
         item_archs = _strings(item.get("arch"), "arch", where) or tuple(archs)
         opts = options + _strings(item.get("options"), "options", where)
         names = _strings(item.get("name_expressions"), "name_expressions", where)
-        jobs += [Job(label, src, sdir, a, opts, names) for a in item_archs]
+        jobs += [Job(label, src, sdir, a, opts, names, fname) for a in item_archs]
     return jobs
 
 
@@ -106,7 +109,7 @@ def task_for(job: Job):
     """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
     from .pool import Task
     return Task(job.source, job.options, job.arch, "cubin", None, job.name_expressions,
-                job.source_dir)
+                job.source_dir, None, job.source_name)
 
 
 def run_job(job: Job) -> Outcome:

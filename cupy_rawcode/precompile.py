@@ -147,7 +147,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
     in this process or found through the warm index is cached; one whose source cannot be read
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
     from .index import index_id
-    from .kernel import _arch_target, compile_args
+    from .kernel import _arch_target
     cached, failed, todo, seen = [], [], [], set()
     archs = _archs(arch)
     for k, label, b in _builds(kernels):
@@ -162,7 +162,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
                 item.error = f"{type(e).__name__}: {e}"
                 failed.append(item)
                 continue
-            args = compile_args(b.options, b.translate)
+            args = b.options
             names = b.name_expressions or ()
             pid = index_id(source, args, arch_label, names, where)
             if pid in seen or _in_cache(pid):
@@ -171,7 +171,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
             seen.add(pid)
             target = None if cc is not None else _arch_target(arch_label)[1]
             todo.append((item, pool.Task(source, args, None if cc is not None else arch_label,
-                                         target, cc, names, where, pid)))
+                                         target, cc, names, where, pid, b.source_name)))
     return cached, failed, todo
 
 

@@ -54,14 +54,15 @@ def test_four_kernels_two_workers_are_hits_here_and_in_a_new_process(compiles):
         k.compile(arch=ARCH)
     assert compiles == []  # every compile here was a cache hit
     script = textwrap.dedent(f"""
-        import io, cupy_rawcode
+        import io, logging, cupy_rawcode
         from cupy_rawcode import program
         program._nvrtc_compile = lambda *a: (_ for _ in ()).throw(AssertionError("compiled"))
+        log = io.StringIO()
+        logging.basicConfig(stream=log, level=logging.INFO, format="%(message)s")
         for i in range(4):
             src = 'extern "C" __global__ void k%d(float* x) {{ x[threadIdx.x] *= %d.0f; }}\\n' % (i, i + 2)
-            log = io.StringIO()
-            cupy_rawcode.RawKernel(src, "k%d" % i).compile(log, arch="{ARCH}")
-            print(log.getvalue().split()[1])
+            cupy_rawcode.RawKernel(src, "k%d" % i).compile(arch="{ARCH}")
+        print("\\n".join(line.split()[1] for line in log.getvalue().splitlines()))
     """)
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

@@ -189,12 +189,16 @@ class Compiled:
 
 
 def compile_program(req: Request, ctx, dump: bool) -> Compiled:
-    """NVRTC through cuda.core (or directly, for PTX where no driver loads), with the
-    unreferenced library globals stripped where strip.py applies.
+    """NVRTC through cuda.core (or directly, where cuda.core cannot), with the unreferenced
+    library globals stripped where strip.py applies.
 
     A cubin that may have such globals (the source includes headers) is made in two steps:
     NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
-    then nvJitLink on the stripped PTX. Where nvJitLink cannot, NVRTC makes the cubin itself."""
+    then nvJitLink on the stripped PTX. nvJitLink's ptxas works on relocatable code, which can
+    keep a local array in memory where NVRTC's whole-program ptxas keeps it in registers: so
+    when nvJitLink's cubin uses any stack, NVRTC's own cubin is made too and nvJitLink's is
+    used only if no function needs more registers or stack (strip.no_worse). Where nvJitLink
+    cannot, NVRTC makes the cubin itself."""
     from . import devrt, strip
     if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
@@ -222,6 +226,11 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
+            if strip.uses_stack(cubin):
+                own, log = _nvrtc(req, ctx, dump)
+                if not strip.no_worse(cubin, bytes(own.code)):
+                    return Compiled(own, {"stripped": 0, "kept": "nvJitLink's cubin needed "
+                                          "more registers or stack than NVRTC's"}, log)
             return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping),
                             made, log)
     obj, log = _nvrtc(req, ctx, dump)
@@ -273,7 +282,9 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None):
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     popts = _program_options(req, ctx, pch)
     if req.target == "ptx" and not req.is_ptx and not _driver_loadable():
-        return _ptx_without_driver(req, ctx, popts, dump, pch)
+        out, mapping, log = _nvrtc_direct(req, ctx, dump, ("ptx",), pch)
+        return cuda_core().ObjectCode.from_ptx(out["ptx"].rstrip(bytes(1)),
+                                               symbol_mapping=mapping), log
     prog = cuda_core().Program(req.source, "ptx" if req.is_ptx else "c++", popts)
     logs = io.StringIO()
     try:
@@ -329,11 +340,16 @@ def _driver_loadable() -> bool:
         return False
 
 
-def _ptx_without_driver(req: Request, ctx, popts, dump: bool, pch: bool):
-    """C++ to PTX through NVRTC directly: (ObjectCode, NVRTC's log). cuda.core 1.2 asks the
-    driver whether it could load the PTX it just made and raises where there is no driver;
-    NVRTC itself needs none."""
+def _nvrtc_direct(req: Request, ctx, dump: bool, targets: tuple[str, ...],
+                  pch: bool | None = None) -> tuple[dict, dict, str]:
+    """One compile through NVRTC's own API: ({target: bytes}, symbol mapping, NVRTC's log).
+    Used where cuda.core cannot: PTX without a driver (cuda.core 1.2 asks the driver whether it
+    could load the PTX it made) and PTX and cubin from a single compile. A failing compile that
+    used a PCH is done again without one."""
     from cuda.bindings import nvrtc
+    if pch is None:
+        pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
+    popts = _program_options(req, ctx, pch)
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
 
     def check(result, *values):
@@ -341,6 +357,8 @@ def _ptx_without_driver(req: Request, ctx, popts, dump: bool, pch: bool):
             raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
         return values[0] if len(values) == 1 else values
 
+    getters = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+               "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)}
     prog = check(*nvrtc.nvrtcCreateProgram(req.source.encode(), popts.name.encode(), 0, [], []))
     try:
         for name in req.name_expressions:
@@ -352,13 +370,16 @@ def _ptx_without_driver(req: Request, ctx, popts, dump: bool, pch: bool):
         log = clean_log(log.decode(errors="replace"))
         if result != ok:
             if pch:
-                return _nvrtc(req, ctx, dump, False)
+                return _nvrtc_direct(req, ctx, dump, targets, False)
             raise _compile_error(log or result.name, req, _flags(popts), dump=dump)
-        size = check(*nvrtc.nvrtcGetPTXSize(prog))
-        ptx = b" " * size
-        check(*nvrtc.nvrtcGetPTX(prog, ptx))
+        out = {}
+        for target in targets:
+            get_size, get = getters[target]
+            data = b" " * check(*get_size(prog))
+            check(*get(prog, data))
+            out[target] = data
         mapping = {n: check(*nvrtc.nvrtcGetLoweredName(prog, n.encode()))
                    for n in req.name_expressions}
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return cuda_core().ObjectCode.from_ptx(ptx.rstrip(bytes(1)), symbol_mapping=mapping), log
+    return out, mapping, log

@@ -170,21 +170,68 @@ def _warn_once(why: str) -> None:
              "module load, nothing else)", why)
 
 
-def data_symbols(cubin: bytes) -> list[str]:
-    """The names of a cubin's data objects (STT_OBJECT symbols of its ELF symbol table): the
-    device globals the driver places when it loads the module."""
+def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str]]]:
+    """A cubin's section headers (ELF64 tuples) and its symbols as (st_info, name), in order."""
     import struct
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-    names = []
+    symbols: list[tuple[int, str]] = []
     for sh_type, link, off, size, entsize in ((s[1], s[6], s[4], s[5], s[9]) for s in sections):
         if sh_type != 2 or not entsize:  # SHT_SYMTAB
             continue
         strtab = sections[link][4]
         for j in range(size // entsize):
             st_name, st_info = struct.unpack_from("<IB", cubin, off + j * entsize)
-            if st_info & 0xF == 1:  # STT_OBJECT
-                end = cubin.index(b"\0", strtab + st_name)
-                names.append(cubin[strtab + st_name:end].decode("latin-1"))
-    return names
+            end = cubin.index(b"\0", strtab + st_name)
+            symbols.append((st_info, cubin[strtab + st_name:end].decode("latin-1")))
+    return sections, symbols
+
+
+def data_symbols(cubin: bytes) -> list[str]:
+    """The names of a cubin's data objects (STT_OBJECT symbols of its ELF symbol table): the
+    device globals the driver places when it loads the module."""
+    return [name for info, name in _elf(cubin)[1] if info & 0xF == 1]
+
+
+_RESOURCE_ATTRS = {0x2F: 0, 0x11: 1, 0x12: 2}  # EIATTR_REGCOUNT, FRAME_SIZE, MAX_STACK_SIZE
+
+
+def function_resources(cubin: bytes) -> dict[str, tuple[int, int, int]]:
+    """(registers, stack frame bytes, max stack bytes) of each function, from the cubin's
+    ``.nv.info`` records (what cuFuncGetAttribute reports as num_regs and local_size_bytes)."""
+    import struct
+    sections, symbols = _elf(cubin)
+    shstr = sections[struct.unpack_from("<H", cubin, 0x3E)[0]][4]
+    out: dict[str, list[int]] = {}
+    for sec in sections:
+        end = cubin.index(b"\0", shstr + sec[0])
+        if cubin[shstr + sec[0]:end] != b".nv.info":
+            continue
+        data, i = cubin[sec[4]:sec[4] + sec[5]], 0
+        while i + 4 <= len(data):
+            fmt, attr = data[i], data[i + 1]
+            if fmt != 4:  # EIFMT_SVAL: a size and a value; the others are four bytes in all
+                i += 4
+                continue
+            size, = struct.unpack_from("<H", data, i + 2)
+            if attr in _RESOURCE_ATTRS and size >= 8:
+                sym, value = struct.unpack_from("<II", data, i + 4)
+                name = symbols[sym][1] if sym < len(symbols) else f"#{sym}"
+                out.setdefault(name, [0, 0, 0])[_RESOURCE_ATTRS[attr]] = value
+            i += 4 + size
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def uses_stack(cubin: bytes) -> bool:
+    """Whether any function of the cubin has a stack frame (local memory)."""
+    return any(frame or stack for _, frame, stack in function_resources(cubin).values())
+
+
+def no_worse(candidate: bytes, reference: bytes) -> bool:
+    """Whether every function of ``candidate`` uses no more registers, stack frame or stack than
+    in ``reference``. nvJitLink assembles PTX as relocatable code (ptxas -c), which can keep a
+    local array in memory that NVRTC's whole-program ptxas puts in registers."""
+    mine, theirs = function_resources(candidate), function_resources(reference)
+    return set(mine) == set(theirs) and all(
+        all(a <= b for a, b in zip(mine[f], theirs[f])) for f in theirs)

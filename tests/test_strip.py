@@ -7,7 +7,7 @@ import pytest
 from conftest import corpus
 from cupy_rawcode import cli, nvrtc, strip
 from cupy_rawcode.program import compile as rc_compile, compile_request
-from cupy_rawcode.request import make_request
+from cupy_rawcode.request import context, make_request
 from cupy_rawcode.request import cache_key
 from cupy_rawcode.strip import data_symbols, in_library, wanted
 
@@ -197,6 +197,49 @@ def test_the_entry_and_the_cli_say_what_was_stripped(tmp_path, capsys):
         assert cli.main(["compile", str(src), "--arch", "sm_90"]) == 0
         out = capsys.readouterr().out
         assert "unreferenced library globals, cubin by nvJitLink" in out
+
+
+LOCAL_ARRAY = r"""
+#include <cuda/std/type_traits>
+__constant__ float coef[16];
+extern "C" __global__ void k(const float* x, float* y, int n) {
+  float buf[32];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : 0.0f;
+  for (int j = 0; j < 32; ++j) buf[j] = v * coef[j % 16] + j;
+  if (i < n) y[i] = buf[(unsigned)(fabsf(v) * 7.0f) % 32];
+}
+"""
+
+
+def test_a_cubin_never_needs_more_stack_or_registers_than_nvrtcs_own():
+    # nvJitLink assembles relocatable code (ptxas -c): it keeps buf[] in 128 bytes of local
+    # memory, where NVRTC's whole-program ptxas keeps it in registers; NVRTC's cubin is used
+    from cuda.core import Program, ProgramOptions
+    req = make_request(LOCAL_ARRAY, arch="sm_90")
+    result = compile_request(req)
+    own = Program(LOCAL_ARRAY, "c++", ProgramOptions(
+        arch="sm_90", std="c++17", device_as_default_execution_space=True,
+        include_path=[d.path for d in context(req).dirs],
+        pre_include=["cupy_rawcode/workaround.h"])).compile("cubin").code
+    assert strip.function_resources(result.code) == strip.function_resources(bytes(own))
+    assert strip.function_resources(result.code)["k"][1:] == (0, 0)  # no stack frame
+    assert result.made["kept"].startswith("nvJitLink's cubin needed more")
+    block = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))
+    assert "kept" not in block.made and not strip.uses_stack(block.code)
+
+
+@pytest.mark.parametrize("mine, theirs, expected", [
+    ({"k": (32, 0, 0)}, {"k": (32, 0, 0)}, True),
+    ({"k": (31, 128, 128)}, {"k": (39, 0, 0)}, False),   # fewer registers, but local memory
+    ({"k": (40, 0, 0)}, {"k": (39, 0, 0)}, False),
+    ({"k": (30, 0, 0)}, {"k": (39, 0, 0)}, True),
+    ({"k": (30, 16, 16)}, {"k": (39, 16, 32)}, True),
+    ({"k": (30, 0, 0)}, {"k": (39, 0, 0), "g": (8, 0, 0)}, False),  # a function missing
+])
+def test_no_worse(monkeypatch, mine, theirs, expected):
+    monkeypatch.setattr(strip, "function_resources", lambda c: mine if c == b"mine" else theirs)
+    assert strip.no_worse(b"mine", b"theirs") is expected
 
 
 def test_a_compile_error_in_the_ptx_step_says_why_the_arch_is_virtual(tmp_path):

@@ -38,7 +38,9 @@ class CompileError(RuntimeError):
             msg += f"\nfull source and options written to {self.dump_path}"
         if self.note:
             msg += f"\n({self.note})"
-        return msg
+        from .shims import stub_hints  # a name from a declaration stub used: say what to use
+        hints = stub_hints(self.log)
+        return msg + "\n" + hints if hints else msg
 
 
 _cuda_core_lock = threading.Lock()

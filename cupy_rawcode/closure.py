@@ -56,7 +56,9 @@ class Missing(NamedTuple):
         spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
-        return f"header {spelled} not found\n{chain}\n  searched:\n{dirs}"
+        from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
+        hint = missing_hint(self.name)
+        return f"header {spelled} not found\n{chain}\n  searched:\n{dirs}" + ("\n" + hint if hint else "")
 
 
 @dataclass

@@ -38,8 +38,8 @@ class CompileError(RuntimeError):
             msg += f"\nfull source and options written to {self.dump_path}"
         if self.note:
             msg += f"\n({self.note})"
-        from .shims import stub_hints  # a name from a declaration stub used: say what to use
-        hints = stub_hints(self.log)
+        from .hints import compile_hints  # e.g. a declaration stub's name used: what to use
+        hints = compile_hints(self.log, self.source)
         return msg + "\n" + hints if hints else msg
 
 

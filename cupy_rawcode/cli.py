@@ -38,7 +38,8 @@ def _cmd_key(args, options) -> int:
     from .request import cache_key
     src = _read_source(args.file)
     print(cache_key(src, arch=args.arch, options=options, target=args.target,
-                    source_dir=os.path.dirname(os.path.abspath(args.file))))
+                    source_dir=os.path.dirname(os.path.abspath(args.file)),
+                    source_name=os.path.basename(args.file)))
     return 0
 
 
@@ -66,7 +67,8 @@ def _cmd_compile(args, options) -> int:
     src = _read_source(args.file)
     req = make_request(src, arch=args.arch, options=options, target=args.target,
                        name_expressions=args.name_expression or (),
-                       source_dir=os.path.dirname(os.path.abspath(args.file)))
+                       source_dir=os.path.dirname(os.path.abspath(args.file)),
+                       source_name=os.path.basename(args.file))
     t0 = time.perf_counter()
     result = compile_request(req)
     total = time.perf_counter() - t0
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cupy-rawcode: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # CompileError and friends carry their own message
-        if type(e).__name__ == "CompileError":
+        if hasattr(e, "get_message"):  # errors.CompileError (a cupy CompileException)
             print(f"cupy-rawcode: {e}", file=sys.stderr)
             return 1
         raise

@@ -23,7 +23,11 @@ class ResolveError(ValueError):
 
 
 class MissingHeaderError(ResolveError):
-    """An include that matches no file."""
+    """An include that matches no file; ``missing`` holds each one (closure.Missing)."""
+
+    def __init__(self, message: str = "", missing: tuple = ()):
+        super().__init__(message)
+        self.missing = tuple(missing)
 
 
 class Step(NamedTuple):
@@ -53,12 +57,23 @@ class Missing(NamedTuple):
     conditional: bool  # True when NVRTC may never reach it (inside #if, or a __has_include probe)
 
     def message(self) -> str:
+        """NVRTC's words for a missing include (so messages match CuPy's), the include chain
+        and the directories searched."""
         spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
-        from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
-        hint = missing_hint(self.name)
-        return f"header {spelled} not found\n{chain}\n  searched:\n{dirs}" + ("\n" + hint if hint else "")
+        hint = f"\n  ({_hint(self.name)})" if _hint(self.name) else ""
+        return (f'cannot open source file "{self.name}": header {spelled} not found\n{chain}'
+                f"\n  searched:\n{dirs}{hint}")
+
+
+def _hint(name: str) -> str:
+    """What to do about a missing header that comes with a known package."""
+    if name.startswith("cupy/"):
+        return ("<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
+                "cupy-rawcode searches CuPy's include directory when CuPy is installed")
+    from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
+    return missing_hint(name)
 
 
 @dataclass
@@ -78,7 +93,7 @@ class Closure:
     def raise_for_missing(self) -> None:
         live = [m for m in self.missing if not m.conditional]
         if live:
-            raise MissingHeaderError("\n".join(m.message() for m in live))
+            raise MissingHeaderError("\n".join(m.message() for m in live), live)
 
 
 def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = None,

@@ -40,7 +40,8 @@ def cache_dir() -> Path:
 
 
 TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # read by discovery
-KEY_ENV = ("CUPY_RAWCODE_HEADER_SOURCES", "CUPY_RAWCODE_STRIP") + TOOLCHAIN_ENV
+KEY_ENV = ("CUPY_RAWCODE_HEADER_SOURCES", "CUPY_RAWCODE_STRIP",
+           "CUPY_RAWCODE_CUPY_OPTIONS") + TOOLCHAIN_ENV
 
 
 def key_environment() -> list[tuple[str, str]]:
@@ -62,6 +63,21 @@ def header_sources() -> str | None:
 
 def dump_source() -> bool:
     return env_bool("CUPY_RAWCODE_DUMP_SOURCE")
+
+
+def cupy_options() -> bool:
+    """CUPY_RAWCODE_CUPY_OPTIONS (default on): compile with what CuPy adds to every compile
+    (--device-as-default-execution-space, -ftz=true); off: with the options as given."""
+    return env_bool("CUPY_RAWCODE_CUPY_OPTIONS", True)
+
+
+def cupy_dump_on_error() -> bool:
+    """CUPY_DUMP_CUDA_SOURCE_ON_ERROR, read as CuPy reads it: on only when it is the integer 1."""
+    value = os.environ.get("CUPY_DUMP_CUDA_SOURCE_ON_ERROR", "")
+    try:
+        return int(value) == 1
+    except ValueError:
+        return False
 
 
 def memory_cache_entries() -> int:

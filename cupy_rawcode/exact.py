@@ -349,7 +349,7 @@ class _Walker:
             m = Missing(header, angled, chain + (step,), tuple(searched(
                 angled, includer, self.ctx.source_dir, self.ctx.dirs,
                 includer.index if nxt else None)), False)
-            raise MissingHeaderError(m.message())
+            raise MissingHeaderError(m.message(), (m,))
         if found.path in self.once:
             return
         guard = self.guards.get(found.path)

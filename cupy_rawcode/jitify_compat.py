@@ -4,6 +4,9 @@
 function every CuPy 13/14 RawKernel/RawModule compile passes through. Calls with
 ``jitify=True`` (NVRTC, not LTO) are compiled by cupy-rawcode's resolver, shim headers and
 cache; every other call goes to CuPy unchanged. ``uninstall()`` restores CuPy's function.
+
+What Jitify did that the drop-in classes do not: an include that matches no file is dropped with
+one warning (Jitify commented it out and compiled on), and errors are also ``JitifyException``.
 """
 from __future__ import annotations
 
@@ -13,6 +16,11 @@ import threading
 
 _lock = threading.Lock()
 _MARK = "_cupy_rawcode_original"
+_NEEDED = ("source", "options", "jitify")  # the parameters the hook reads
+
+
+class DroppedIncludeWarning(UserWarning):
+    """A ``jitify=True`` compile dropped an include that matched no file, as Jitify did."""
 
 
 def _compiler():
@@ -25,14 +33,28 @@ def installed() -> bool:
     return hasattr(_compiler()._compile_module_with_cache, _MARK)
 
 
+def _hook_point(compiler):
+    """CuPy's compile function and its signature; RuntimeError naming the CuPy version when
+    this CuPy has no such function (install() never silently does nothing)."""
+    original = getattr(compiler, "_compile_module_with_cache", None)
+    params = inspect.signature(original).parameters if callable(original) else {}
+    if not all(p in params for p in _NEEDED):
+        import cupy
+        raise RuntimeError(
+            f"cupy_rawcode.install(): CuPy {cupy.__version__} has no "
+            f"cupy.cuda.compiler._compile_module_with_cache({', '.join(_NEEDED)}, ...) to route "
+            "jitify=True compiles through (supported: CuPy 13 and 14); use "
+            "cupy_rawcode.RawKernel / RawModule instead")
+    return original, inspect.signature(original)
+
+
 def install() -> None:
     """Make ``cupy.RawKernel/RawModule(..., jitify=True)`` use cupy-rawcode. Idempotent."""
     with _lock:
         compiler = _compiler()
-        original = compiler._compile_module_with_cache
+        original, signature = _hook_point(compiler)
         if hasattr(original, _MARK):
             return
-        signature = inspect.signature(original)
 
         @functools.wraps(original)
         def compile_module_with_cache(*args, **kwargs):
@@ -59,13 +81,78 @@ def uninstall() -> None:
 
 
 def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressions, log_stream):
-    """Compile what CuPy assembled (its -I list, std, workaround header) and load it."""
-    from .kernel import _arch_target, _device_target, _load_module, build, compile_args
+    """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
+    JitifyException as well, as CuPy's jitify=True raises."""
+    from . import errors
+    from .kernel import _arch_target, _device_target, _load_module, build
     from .options import parse_options
 
-    opts = parse_options(compile_args(options, False))
+    opts = parse_options(options)
     # an -arch option wins; else CuPy's arch argument; else the current device
     target_arch, target = (_arch_target(arch) if arch is not None and opts.arch is None
                            else _device_target(opts.arch))
-    return _load_module(build(source, opts, target_arch, target, tuple(name_expressions or ()),
-                              None, log_stream))
+    names = tuple(name_expressions or ())
+    try:
+        try:
+            code = build(source, opts, target_arch, target, names, None, log_stream)
+        except errors.MissingHeaderCompileError as e:
+            code = _compile_dropping(e, source, options, target_arch, target, names, log_stream)
+    except errors.CompileError as e:
+        raise errors.as_jitify(e) from None
+    return _load_module(code)
+
+
+def dropped_message(missing) -> str:
+    """One line per dropped include: its name as written and its include chain."""
+    return "\n".join(f"  #include {spelled(m)} (from {' -> '.join(map(str, m.chain))})"
+                     for m in missing)
+
+
+def spelled(m) -> str:
+    return f"<{m.name}>" if m.angled else f'"{m.name}"'
+
+
+def _compile_dropping(error, source: str, options: tuple[str, ...], arch: str, target: str,
+                      names: tuple[str, ...], log_stream):
+    """Jitify's leniency: an include in a header that matches no file is answered by an empty
+    header (in a directory searched after the user's), after one warning naming it; then the
+    compile runs again. If NVRTC still fails, its error names the dropped includes first. A
+    missing include in the source itself is the user's own mistake: it raises as it is."""
+    import warnings
+    from .closure import MAIN
+    from .kernel import build
+    from .options import parse_options
+    missing = tuple(error.missing)
+    if not missing or any(m.chain[-1].file == MAIN for m in missing):
+        raise error
+    listed = dropped_message(missing)
+    warnings.warn(f"cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
+                  f"{listed}", DroppedIncludeWarning, stacklevel=4)
+    stubs = _stub_dir(m.name for m in missing)
+    opts = parse_options(options + ("-isystem", stubs))
+    try:
+        return build(source, opts, arch, target, names, None, log_stream)
+    except Exception as e:
+        if not hasattr(e, "_msg"):
+            raise
+        e._msg = (f"cupy-rawcode dropped include(s) that match no file, as Jitify did:\n{listed}\n"
+                  f"and then NVRTC failed:\n{e._msg}")
+        raise
+
+
+def _stub_dir(names) -> str:
+    """A directory of empty headers under the given names, for this process."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="cupy-rawcode-dropped-")
+    atexit.register(shutil.rmtree, d, True)
+    for name in names:
+        path = os.path.normpath(os.path.join(d, name))
+        if not path.startswith(d + os.sep):  # an absolute or ../ name: not answerable here
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("// cupy-rawcode: an include that matched no file (jitify=True leniency)\n")
+    return d

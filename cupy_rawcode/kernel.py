@@ -73,20 +73,6 @@ def translate_cucomplex(source: str) -> str:
     return "".join(f"#include <{h}>\n" for h in _CUPY_HEADERS) + "".join(lines)
 
 
-def _cupy_include_dir() -> str:
-    import cupy
-    return os.path.join(os.path.dirname(cupy.__file__), "_core", "include")
-
-
-def compile_args(options: tuple[str, ...], translate: bool) -> tuple[str, ...]:
-    """The options a RawKernel compiles with: the user's, CuPy's -ftz=true unless the user set
-    -ftz, and CuPy's own include directory when cuComplex is translated."""
-    extra = () if any(o.startswith(("-ftz", "--ftz")) for o in options) else ("-ftz=true",)
-    if translate:
-        extra += ("-I" + _cupy_include_dir(),)
-    return options + extra
-
-
 def _compute_capability() -> int:
     import cupy
     return int(cupy.cuda.Device().compute_capability)
@@ -101,25 +87,37 @@ def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, s
     return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
 
 
-def report(log_stream, req, result) -> None:
-    """One line on what a compile did, for CuPy's ``log_stream`` argument."""
-    if log_stream is not None:
-        log_stream.write(f"cupy-rawcode: {'hit' if result.hit else 'compiled'} {req.arch} "
-                         f"{req.target} key {result.key} ({result.header_count} headers, "
-                         f"{result.key_seconds * 1e3:.1f} ms key, "
-                         f"{result.compile_seconds:.2f} s compile)\n")
+def report(what: str, arch: str, target: str, key: str, detail: str) -> None:
+    """cupy-rawcode's one line on what a compile did, on the 'cupy_rawcode' logger at INFO
+    (only when the program uses logging at all: importing it is not on a hit's path)."""
+    import sys
+    if "logging" in sys.modules:
+        import logging
+        logging.getLogger("cupy_rawcode").info("cupy-rawcode: %s %s %s key %s (%s)", what, arch,
+                                               target, key, detail)
+
+
+def replay(log_stream, log: str) -> None:
+    """NVRTC's log to CuPy's ``log_stream``, on a compile and on every cache hit alike."""
+    if log_stream is not None and log:
+        log_stream.write(log)
 
 
 def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
-          source_dir: str | None, log_stream=None, index_id: str | None = None) -> Code:
+          source_dir: str | None, log_stream=None, index_id: str | None = None,
+          source_name: str | None = None) -> Code:
     """Compile through the cache into loadable bytes; an -arch in ``opts`` overrides ``arch``.
     With ``index_id``, record the key in the warm index (index.py) for the next process."""
     from .program import compile_request
     from .request import make_request
     req = make_request(source, arch=None if opts.arch else arch, options=opts,
-                       name_expressions=name_expressions, target=target, source_dir=source_dir)
+                       name_expressions=name_expressions, target=target, source_dir=source_dir,
+                       source_name=source_name)
     result = compile_request(req)
-    report(log_stream, req, result)
+    replay(log_stream, result.log)
+    report("hit" if result.hit else "compiled", req.arch, req.target, result.key,
+           f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
+           f"{result.compile_seconds:.2f} s compile")
     if index_id is not None:
         from . import index
         index.save(index_id, result.key, req.arch, req.target, result.header_count,
@@ -141,9 +139,9 @@ def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
     if got is None:
         return None
     code, meta, layer = got
-    if log_stream is not None:
-        log_stream.write(f"cupy-rawcode: hit {found.arch} {found.target} key {found.key} "
-                         f"({found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer})\n")
+    replay(log_stream, meta.get("log"))
+    report("hit", found.arch, found.target, found.key,
+           f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}")
     return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
 
 
@@ -192,6 +190,11 @@ class _Build:
             where = os.path.dirname(os.path.abspath(self.path))
         return (translate_cucomplex(src) if self.translate else src), where
 
+    @property
+    def source_name(self) -> str | None:
+        """The .cu file's name (what diagnostics call it), or None for a source string."""
+        return os.path.basename(self.path) if self.path is not None else None
+
     def arch_option(self) -> str | None:
         return parse_options(self.options).arch
 
@@ -203,9 +206,9 @@ class _Build:
             if found is not None:
                 return found
             source, where = source or self.source()
-            opts = parse_options(compile_args(self.options, self.translate))
-            code = build(source, opts, arch, target, self.name_expressions or (), where,
-                         log_stream, index_id)
+            code = build(source, parse_options(self.options), arch, target,
+                         self.name_expressions or (), where, log_stream, index_id,
+                         self.source_name)
             self.compiled[arch] = code
             return code
 
@@ -219,8 +222,7 @@ class _Build:
                 return self.compiled[arch]
             source, where = self.source()
             from .index import index_id
-            iid = index_id(source, compile_args(self.options, self.translate), f"cc{cc}",
-                           self.name_expressions or (), where)
+            iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
             hit = _indexed(iid, log_stream)
             if hit is not None:
                 arch, code = hit
@@ -368,7 +370,7 @@ class RawKernel:
             if self._build.is_file:
                 raise SignatureError(f"{self._build.path} is compiled code, with no source")
             source, where = self._build.source()
-            opts = parse_options(compile_args(self._build.options, False))
+            opts = parse_options(self._build.options)
             return signature_for(source, self._entry, opts, where)
         except (SignatureError, OSError, UnicodeDecodeError) as e:
             self._signature_error = str(e)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-SCHEMA = "cupy-rawcode-key-3"  # 2: header digests are SHA-256; 3: closure as one digest
+SCHEMA = "cupy-rawcode-key-4"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
+#                                 hold NVRTC's log, CuPy's default options, program name
 STRIP_RULES = "library-globals-1"  # strip.py's rules: change this when they change
 
 

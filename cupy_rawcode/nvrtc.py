@@ -2,6 +2,7 @@
 headers, PTX without a driver, and compile errors that show the failing lines. Not imported on a
 cache hit."""
 import functools
+import io
 import os
 import re
 import threading
@@ -10,37 +11,24 @@ from . import config
 from .request import Request
 from .store import warn
 
-_NO_DIR = "/dev/null/kernel.cu"  # a program name whose directory can never exist: quoted
-#                                  includes from the main source then use the -I list, as in CuPy
+PCH_WORDS = ("precompiled header", "pch file", "initial sequence of preprocessing directives",
+             "command line options do not match")  # NVRTC's PCH messages: never shown
 
 
-class CompileError(RuntimeError):
-    """NVRTC rejected the source. Carries the log, the options and the lines around each error."""
+def __getattr__(name: str):
+    if name == "CompileError":  # errors.py builds it on first use (it imports CuPy)
+        from . import errors
+        return errors.CompileError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __init__(self, log: str, options: list[str], source: str, dump_path: str | None = None,
-                 note: str | None = None):
-        self.log, self.options, self.source, self.dump_path = log, options, source, dump_path
-        self.note = note
-        super().__init__(self._message())
 
-    def _message(self) -> str:
-        lines = self.source.splitlines()
-        context = []
-        for m in re.finditer(r"kernel\.cu\((\d+)\): (?:error|catastrophic error)", self.log):
-            n = int(m.group(1))
-            for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
-                context.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
-            context.append("")
-        msg = f"NVRTC compile failed\n{self.log.strip()}\n\noptions: {' '.join(self.options)}"
-        if context:
-            msg += "\n\nsource:\n" + "\n".join(context)
-        if self.dump_path:
-            msg += f"\nfull source and options written to {self.dump_path}"
-        if self.note:
-            msg += f"\n({self.note})"
-        from .hints import compile_hints  # e.g. a declaration stub's name used: what to use
-        hints = compile_hints(self.log, self.source)
-        return msg + "\n" + hints if hints else msg
+def clean_log(log: str) -> str:
+    """NVRTC's log without its trailing NUL and without any precompiled-header message."""
+    log = log.replace("\x00", "")
+    if any(w in log.lower() for w in PCH_WORDS):
+        log = "".join(line for line in log.splitlines(keepends=True)
+                      if not any(w in line.lower() for w in PCH_WORDS))
+    return log if log.strip() else ""
 
 
 _cuda_core_lock = threading.Lock()
@@ -133,12 +121,18 @@ def _program_options(req: Request, ctx, pch: bool = False):
         return _options_class(False)(arch=req.arch)
     extra = {"passthrough": o.passthrough} if o.passthrough else {}
     return _options_class(bool(o.passthrough))(
-        name=os.path.join(req.source_dir, "kernel.cu") if req.source_dir else _NO_DIR,
+        name=req.program_name,
         arch=req.arch, std=o.std, include_path=[d.path for d in ctx.dirs] or None,
         pre_include=list(req.pre_includes + o.pre_includes) or None,
         define_macro=o.defines or None, undefine_macro=o.undefines or None,
         device_as_default_execution_space=o.default_device or None,
-        pch=True if pch else None, pch_dir=_pch.directory() if pch else None, **extra)
+        pch=True if pch else None, pch_dir=_pch.directory() if pch else None,
+        pch_messages=False if pch else None, **extra)
+
+
+def program_flags(req: Request, ctx) -> list[str]:
+    """The options NVRTC receives for ``req`` (without PCH), as strings: what errors show."""
+    return [b.decode() for b in _program_options(req, ctx).as_bytes("nvrtc")]
 
 
 def _dump(req: Request, options: list[str]) -> str:
@@ -149,37 +143,68 @@ def _dump(req: Request, options: list[str]) -> str:
     return path
 
 
-def compile_program(req: Request, ctx, dump: bool):
-    """NVRTC through cuda.core (or directly, for PTX where no driver loads): (ObjectCode, how it
-    was made), with the unreferenced library globals stripped where strip.py applies. "How" is
-    a dict for the entry's metadata: ``stripped`` (how many) and ``assembler`` (nvJitLink's
-    version) when they apply.
+class Compiled:
+    """What NVRTC made: ``obj`` (cuda.core ObjectCode), ``made`` (how: a dict for the entry's
+    metadata, ``stripped`` and ``assembler`` where they apply) and ``log`` (NVRTC's log, warnings
+    included, without PCH messages: stored with the entry and replayed on every hit)."""
+    __slots__ = ("obj", "made", "log")
+
+    def __init__(self, obj, made: dict, log: str):
+        self.obj, self.made, self.log = obj, made, log
+
+
+def compile_program(req: Request, ctx, dump: bool) -> Compiled:
+    """NVRTC through cuda.core (or directly, for PTX where no driver loads), with the
+    unreferenced library globals stripped where strip.py applies.
 
     A cubin that may have such globals (the source includes headers) is made in two steps:
     NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
     then nvJitLink on the stripped PTX. Where nvJitLink cannot, NVRTC makes the cubin itself."""
-    from . import strip
+    from . import devrt, strip
+    if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
+        return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
-        return _nvrtc(req, ctx, dump), {}
+        obj, log = _nvrtc(req, ctx, dump)
+        return Compiled(obj, {}, log)
     if req.target == "ptx":
-        return _stripped_ptx(_nvrtc(req, ctx, dump))
+        obj, log = _nvrtc(req, ctx, dump)
+        obj, made = _stripped_ptx(obj)
+        return Compiled(obj, made, log)
     version = ctx.toolchain.nvrtc_version
     may_have_globals = "include" in req.source or bool(req.options.pre_includes)
     if may_have_globals and strip.nvjitlink.usable(version) is not False:
         strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
         virtual = virtual_arch(req.arch)
         try:
-            obj = _nvrtc(req._replace(arch=virtual, target="ptx"), ctx, dump)
-        except CompileError as e:  # say why the options show a virtual arch
-            raise CompileError(e.log, e.options, e.source, e.dump_path,
-                               note=f"NVRTC compiled PTX for {virtual}: the first step of a cubin "
-                                    f"for {req.arch}, see CUPY_RAWCODE_STRIP") from None
+            obj, log = _nvrtc(req._replace(arch=virtual, target="ptx"), ctx, dump)
+        except Exception as e:  # say why the options show a virtual arch
+            if not hasattr(e, "dump_path"):
+                raise
+            raise _compile_error(e.log, req, e.options, e.dump_path,
+                                 note=f"NVRTC compiled PTX for {virtual}: the first step of a "
+                                      f"cubin for {req.arch}, see CUPY_RAWCODE_STRIP") from None
         ptx, removed, mapping = _strip_object(obj)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
-            return cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping), made
-    return _nvrtc(req, ctx, dump), {"stripped": 0}
+            return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping),
+                            made, log)
+    obj, log = _nvrtc(req, ctx, dump)
+    return Compiled(obj, {"stripped": 0}, log)
+
+
+def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
+    """-dc / -rdc=true, as CuPy does it: NVRTC's relocatable cubin (LTO-IR with -dlto) linked
+    with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
+    from . import devrt
+    kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
+    obj, log = _nvrtc(req._replace(target=kind), ctx, dump)
+    try:
+        cubin = devrt.link(bytes(obj.code), kind, req.arch, ctx.toolchain.nvrtc_version)
+    except devrt.LinkError as e:
+        raise _compile_error(str(e), req, program_flags(req, ctx), dump=dump) from None
+    return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=obj.symbol_mapping),
+                    {"linked": devrt.LINK_RULES}, log)
 
 
 def virtual_arch(arch: str) -> str:
@@ -205,32 +230,57 @@ def _stripped_ptx(obj):
     return obj, {"stripped": removed}
 
 
-def _nvrtc(req: Request, ctx, dump: bool):
-    """One NVRTC compile of ``req`` as asked: an ObjectCode, or CompileError."""
-    pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
+def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None):
+    """One NVRTC compile of ``req`` as asked: (ObjectCode, NVRTC's log), or CompileError.
+    A compile that used a precompiled header and failed is done again without one, so a PCH
+    never changes whether a compile succeeds or what its error says."""
+    if pch is None:
+        pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     popts = _program_options(req, ctx, pch)
     if req.target == "ptx" and not req.is_ptx and not _driver_loadable():
-        return _ptx_without_driver(req, popts, dump)
+        return _ptx_without_driver(req, ctx, popts, dump, pch)
     prog = cuda_core().Program(req.source, "ptx" if req.is_ptx else "c++", popts)
+    logs = io.StringIO()
     try:
-        return prog.compile(req.target, name_expressions=req.name_expressions or ())
+        obj = prog.compile(req.target, name_expressions=req.name_expressions or (), logs=logs)
+        return obj, clean_log(logs.getvalue())
     except TypeError as e:
         if not pch:
             raise
         _pch.disable(e)  # cuda.core 1.2.2: "Expected str, got PCHStatusType" on some compiles
-        return _nvrtc(req, ctx, dump)
+        return _nvrtc(req, ctx, dump, False)
     except Exception as e:
         text = str(e)
         if "NVRTC_ERROR" not in text and "error" not in text:
             raise
-        raise _compile_error(text, req, popts, dump) from None
+        if pch:
+            return _nvrtc(req, ctx, dump, False)
+        raise _compile_error(_nvrtc_log(text), req, _flags(popts), dump=dump) from None
     finally:
         prog.close()
 
 
-def _compile_error(log: str, req: Request, popts, dump: bool) -> CompileError:
-    flags = [b.decode() for b in popts.as_bytes("nvrtc")]
-    return CompileError(log, flags, req.source, _dump(req, flags) if dump else None)
+def _nvrtc_log(text: str) -> str:
+    """NVRTC's log out of cuda.core's exception text ("6: NVRTC_ERROR_COMPILATION, compilation
+    log:\n\n<log>"); the text itself when it holds no log (a bad option, for one)."""
+    head, sep, log = text.partition("compilation log:")
+    return clean_log(log.lstrip("\n") if sep else text) or clean_log(text) or text
+
+
+def _flags(popts) -> list[str]:
+    return [b.decode() for b in popts.as_bytes("nvrtc")]
+
+
+def _compile_error(log: str, req: Request, flags: list[str], dump_path: str | None = None, *,
+                   dump: bool = False, note: str | None = None):
+    """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
+    from . import errors
+    if dump and dump_path is None:
+        dump_path = _dump(req, flags)
+    msg = errors.compile_message(log, req.program_name, req.source, flags, dump_path=dump_path,
+                                 note=note)
+    return errors.CompileError(msg, req.source, req.program_name, flags, log=log,
+                               dump_path=dump_path)
 
 
 @functools.lru_cache(maxsize=1)
@@ -244,9 +294,10 @@ def _driver_loadable() -> bool:
         return False
 
 
-def _ptx_without_driver(req: Request, popts, dump: bool):
-    """C++ to PTX through NVRTC directly. cuda.core 1.2 asks the driver whether it could load
-    the PTX it just made and raises where there is no driver; NVRTC itself needs none."""
+def _ptx_without_driver(req: Request, ctx, popts, dump: bool, pch: bool):
+    """C++ to PTX through NVRTC directly: (ObjectCode, NVRTC's log). cuda.core 1.2 asks the
+    driver whether it could load the PTX it just made and raises where there is no driver;
+    NVRTC itself needs none."""
     from cuda.bindings import nvrtc
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
 
@@ -261,12 +312,13 @@ def _ptx_without_driver(req: Request, popts, dump: bool):
             check(*nvrtc.nvrtcAddNameExpression(prog, name.encode()))
         flags = popts.as_bytes("nvrtc")
         result, = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        log = b" " * check(*nvrtc.nvrtcGetProgramLogSize(prog))
+        check(*nvrtc.nvrtcGetProgramLog(prog, log))
+        log = clean_log(log.decode(errors="replace"))
         if result != ok:
-            size = check(*nvrtc.nvrtcGetProgramLogSize(prog))
-            log = b" " * size
-            check(*nvrtc.nvrtcGetProgramLog(prog, log))
-            text = f"{result.name}, compilation log:\n\n{log.rstrip(bytes(1)).decode()}"
-            raise _compile_error(text, req, popts, dump)
+            if pch:
+                return _nvrtc(req, ctx, dump, False)
+            raise _compile_error(log or result.name, req, _flags(popts), dump=dump)
         size = check(*nvrtc.nvrtcGetPTXSize(prog))
         ptx = b" " * size
         check(*nvrtc.nvrtcGetPTX(prog, ptx))
@@ -274,4 +326,4 @@ def _ptx_without_driver(req: Request, popts, dump: bool):
                    for n in req.name_expressions}
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return cuda_core().ObjectCode.from_ptx(ptx.rstrip(bytes(1)), symbol_mapping=mapping)
+    return cuda_core().ObjectCode.from_ptx(ptx.rstrip(bytes(1)), symbol_mapping=mapping), log

@@ -52,6 +52,22 @@ class Options(namedtuple("Options", "include_dirs isystem_dirs macros std arch p
         return fields
 
 
+CUPY_FTZ = "-ftz=true"
+
+
+def with_cupy_defaults(opts: Options) -> Options:
+    """The options with what CuPy adds to every RawKernel/RawModule compile:
+    ``--device-as-default-execution-space`` and ``-ftz=true`` (unless an -ftz option is given).
+    CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
+    is a search root of its own: toolchain.py.)"""
+    from . import config
+    if not config.cupy_options():
+        return opts
+    ftz = any(o.startswith(("-ftz", "--ftz")) for o in opts.passthrough)
+    return opts._replace(default_device=True,
+                         passthrough=opts.passthrough if ftz else opts.passthrough + (CUPY_FTZ,))
+
+
 def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     """(spelling, value, next index) for item i, or value None when it is no valued option."""
     item = items[i]

@@ -27,6 +27,7 @@ class Job:
     arch: str
     options: tuple[str, ...] = ()
     name_expressions: tuple[str, ...] = ()
+    source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
 
 
 @dataclass
@@ -67,7 +68,7 @@ def jobs_for(paths: list[str], archs: list[str], options: tuple[str, ...]) -> li
         else:
             src = _read(path)
             where = os.path.dirname(os.path.abspath(path))
-            jobs += [Job(path, src, where, a, options) for a in archs]
+            jobs += [Job(path, src, where, a, options, (), os.path.basename(path)) for a in archs]
     return jobs
 
 
@@ -94,12 +95,14 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
             except ManifestError as e:
                 raise ManifestError(f"{where}: {e}") from None
             sdir, label = os.path.dirname(fpath), item.get("name", item["file"])
+            fname = os.path.basename(fpath)
         else:
             src, sdir, label = item["code"], None, item.get("name", f"{path}[{i}]")
+            fname = None
         item_archs = _strings(item.get("arch"), "arch", where) or tuple(archs)
         opts = options + _strings(item.get("options"), "options", where)
         names = _strings(item.get("name_expressions"), "name_expressions", where)
-        jobs += [Job(label, src, sdir, a, opts, names) for a in item_archs]
+        jobs += [Job(label, src, sdir, a, opts, names, fname) for a in item_archs]
     return jobs
 
 
@@ -110,7 +113,8 @@ def run_job(job: Job) -> Outcome:
     t0 = time.perf_counter()
     try:
         req = make_request(job.source, arch=job.arch, options=job.options,
-                           name_expressions=job.name_expressions, source_dir=job.source_dir)
+                           name_expressions=job.name_expressions, source_dir=job.source_dir,
+                           source_name=job.source_name)
         result = compile_request(req)
         return Outcome(job, result.key, result.hit, time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - reported per kernel; the others go on

@@ -16,16 +16,17 @@ class Result:
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
     define, and this module is on the path of every hit the warm index does not answer.)"""
     __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
-                 "key_seconds", "compile_seconds", "made", "_keyed", "_object_code")
+                 "key_seconds", "compile_seconds", "made", "log", "_keyed", "_object_code")
 
     def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
                  hit_layer: str | None, header_count: int, key_seconds: float,
                  compile_seconds: float, object_code=None, made: dict | None = None,
-                 keyed=None):
+                 keyed=None, log: str = ""):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
         self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
+        self.log = log if isinstance(log, str) else ""  # NVRTC's log: replayed on every hit
         self._keyed = keyed  # request.Keyed: its stamps are what index.py records
         self._object_code = object_code
 
@@ -50,7 +51,7 @@ class Result:
 
 
 def _nvrtc_compile(req: Request, ctx, dump: bool):
-    """The compile itself (nvrtc.py: not imported on a cache hit): (ObjectCode, how it was made)."""
+    """The compile itself (nvrtc.py: not imported on a cache hit): an nvrtc.Compiled."""
     from .nvrtc import compile_program
     return compile_program(req, ctx, dump)
 
@@ -93,8 +94,30 @@ def _worth_overlapping(req: Request) -> bool:
 def compile_request(req: Request, *, store: Layered | None = None, dump: bool | None = None) -> Result:
     """Key the request, return the stored code on a hit, else compile once and store it.
 
-    A missing header is reported by the resolver (with its include chain), never by NVRTC: a
-    compile started early is abandoned when resolution fails or the store has the entry."""
+    Failures raise errors.CompileError (CuPy's CompileException), dumped to stderr as CuPy does
+    when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
+    its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
+    early is abandoned when resolution fails or the store has the entry."""
+    try:
+        return _compile_request(req, store, dump)
+    except Exception as e:
+        if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
+            import sys
+            e.dump(sys.stderr)
+        raise
+
+
+def _missing_header(e, req: Request, ctx):
+    """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
+    from . import errors
+    from .nvrtc import program_flags
+    flags = program_flags(req, ctx)
+    msg = e.args[0] if e.args else str(e)
+    return errors.MissingHeaderCompileError(msg, req.source, req.program_name, flags,
+                                            missing=getattr(e, "missing", ()))
+
+
+def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> Result:
     from .manifest import lookup
     dump = config.dump_source() if dump is None else dump
     t0 = time.perf_counter()
@@ -105,8 +128,11 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
         early = _speculate(req, ctx, dump)
     try:
         keyed = compute_key(req, ctx, known)
-    except BaseException:
+    except BaseException as e:
         _forget(req, early)
+        from .closure import MissingHeaderError  # imported already when it raised one
+        if isinstance(e, MissingHeaderError):
+            raise _missing_header(e, req, ctx) from None
         raise
     key, count, ctx = keyed.key, keyed.count, keyed.context
     t1 = time.perf_counter()
@@ -119,24 +145,26 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
             _forget(req, early)
             code, meta, layer = found
             return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
-                          count, t1 - t0, 0.0, made=meta.get("made"), keyed=keyed)
+                          count, t1 - t0, 0.0, made=meta.get("made"), keyed=keyed,
+                          log=meta.get("log", ""))
         try:
-            obj, made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
+            made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
             _forget(req, early)
         t2 = time.perf_counter()
+        obj = made.obj
         symbols = {k: v.decode() for k, v in (obj.symbol_mapping or {}).items()}
         # the header count, not the names: nothing reads them, and every hit parses this
         meta = {"target": req.target, "arch": req.arch, "symbols": symbols, "created": time.time(),
-                "nvrtc": ctx.toolchain.nvrtc_version_str, "headers": count, "made": made}
+                "nvrtc": ctx.toolchain.nvrtc_version_str, "headers": count, "made": made.made,
+                "log": made.log}
         code = bytes(obj.code)
         if not code:  # never cache nothing as a kernel
-            from .nvrtc import CompileError
-            raise CompileError(f"NVRTC returned no {req.target} code", [], req.source)
+            raise RuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
         store.put(key, encode(key, code, meta))
         return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj,
-                      made, keyed)
+                      made.made, keyed, made.log)
 
 
 def _forget(req: Request, early) -> None:
@@ -154,12 +182,16 @@ def _from_bytes(ObjectCode, target: str, code: bytes, mapping: dict):
 
 def compile(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
             source_dir: str | None = None, cache_dir: str | os.PathLike | None = None,
-            dump: bool | None = None):
+            dump: bool | None = None, log_stream=None):
     """Compile CUDA C++ (or link PTX) to a ``cuda.core.ObjectCode`` through the cache.
 
     ``cache_dir`` overrides CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE
-    (write the source and options of a failing compile to a file named in the error)."""
+    (write the source and options of a failing compile to a file named in the error);
+    ``log_stream`` receives NVRTC's log (warnings), on a compile and replayed on a hit."""
     req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
                        target=target, source_dir=source_dir)
     store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
-    return compile_request(req, store=store, dump=dump).object_code
+    result = compile_request(req, store=store, dump=dump)
+    if log_stream is not None and result.log:
+        log_stream.write(result.log)
+    return result.object_code

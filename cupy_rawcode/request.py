@@ -1,11 +1,14 @@
 """A compile request in normalized form, and its cache key (resolve -> key)."""
 
+import hashlib
+import os
 import re
 from collections import namedtuple
 
+from .devrt import link_field
 from .key import closure_digest, digest_fields, key_fields, strip_field
 from .manifest import NOT_LOOKED_UP, closure_digests
-from .options import Options, normalize_arch, parse_options
+from .options import Options, normalize_arch, parse_options, with_cupy_defaults
 from .stamps import take
 
 TARGETS = ("cubin", "ptx", "ltoir")
@@ -14,12 +17,22 @@ _PTX = r"\s*(//.*\n\s*)*\.version\s"  # compiled only for a source that has ".ve
 
 
 class Request(namedtuple("Request", "source options arch target name_expressions source_dir "
-                                    "header_sources", defaults=(None, None))):
+                                    "header_sources source_name", defaults=(None, None, None))):
     """One compile in normalized form: ``source``, ``options`` (Options), ``arch`` ('sm_90'),
     ``target`` (one of TARGETS), ``name_expressions`` (tuple of str), ``source_dir`` (str or
-    None) and ``header_sources`` (as toolchain() takes them, or None). (collections.namedtuple:
-    a third of typing.NamedTuple's cost to define, on the path of every cache hit.)"""
+    None), ``header_sources`` (as toolchain() takes them, or None) and ``source_name`` (the
+    file's name in ``source_dir``, or None)."""
     __slots__ = ()
+
+    @property
+    def program_name(self) -> str:
+        """The name NVRTC gives the source in diagnostics: the user's file when there is one,
+        else a stable name derived from the source, in a directory that does not exist (so that
+        a quoted include never searches the working directory, as in CuPy)."""
+        if self.source_dir:
+            return os.path.join(self.source_dir, self.source_name or "kernel.cu")
+        digest = hashlib.sha256(self.source.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"<source>/kernel-{digest[:12]}.cu"
 
     @property
     def is_ptx(self) -> bool:
@@ -32,10 +45,15 @@ class Request(namedtuple("Request", "source options arch target name_expressions
 
 
 def make_request(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-                 source_dir: str | None = None, header_sources=None) -> Request:
+                 source_dir: str | None = None, header_sources=None,
+                 source_name: str | None = None) -> Request:
+    """A Request from what a user passes; every entry point (RawKernel, RawModule, install(),
+    compile(), the CLI, prebuild) makes its requests here, so all compile with the same options,
+    CuPy's defaults included (options.with_cupy_defaults)."""
     if not isinstance(source, str):
         raise TypeError(f"source must be str, not {type(source).__name__}")
     opts = options if isinstance(options, Options) else parse_options(options)
+    opts = with_cupy_defaults(opts)
     if target not in TARGETS:
         raise ValueError(f"target={target!r}: expected one of {TARGETS}")
     arch = normalize_arch(arch, opts)
@@ -46,7 +64,8 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"name expression {n!r} is not a non-empty string")
-    return Request(source, opts, arch, target, names, source_dir, header_sources)
+    return Request(source, opts, arch, target, names, source_dir, header_sources,
+                   source_name if source_dir else None)
 
 
 def context(req: Request):
@@ -88,14 +107,16 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
         arch=req.arch, target=req.target, name_expressions=req.name_expressions,
         closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
                                 ("source_dir", "src" if req.source_dir else ""),
-                                strip_field()])
+                                strip_field(), link_field(req.options.passthrough)])
     return Keyed(digest_fields(fields), closure, count, ctx, part)
 
 
 def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-              source_dir: str | None = None, header_sources=None) -> str:
+              source_dir: str | None = None, header_sources=None,
+              source_name: str | None = None) -> str:
     """The cache key of a compile, as a hex string: equal under relocated header roots,
     different when any byte of the source or any closure header changes."""
     req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
-                       target=target, source_dir=source_dir, header_sources=header_sources)
+                       target=target, source_dir=source_dir, header_sources=header_sources,
+                       source_name=source_name)
     return compute_key(req).key

@@ -3,6 +3,8 @@
 Search policy (README "Header search order"): the system roots come after the user's `-I` and
 `-isystem` directories, in this order:
 
+0. ``cupy``   - CuPy's own device headers (``<cupy>/_core/include``: ``cupy/complex.cuh``, ...),
+   which CuPy puts on every compile's include path; absent when CuPy is not installed;
 1. ``cccl``   - CCCL (cub, thrust, libcudacxx) from the first *source* that has it;
 2. ``cuda``   - CUDA runtime headers (``cuda_fp16.h``, ``mma.h``, ...) from the first source
    that has them;
@@ -211,12 +213,24 @@ def source_dirs(source: str) -> dict[str, list[str]]:
     raise ValueError(f"unknown header source {source!r}")
 
 
-def choose_system_dirs(sources: tuple[str, ...], offered, shim: str) -> tuple[SearchDir, ...]:
-    """Pure policy: for each kind of ROOT_KINDS in order, the first source offering it (a
-    directory already a root is not added twice: CUDA 13 wheels share one), then the shims.
-    ``offered(source)`` (or a dict) gives a source's directories; it is asked only as needed."""
+def cupy_include_dir() -> str | None:
+    """CuPy's ``_core/include`` (its own device headers), found without importing CuPy."""
+    import importlib.util
+    spec = importlib.util.find_spec("cupy")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]) / "_core" / "include"
+    return str(inc) if (inc / "cupy").is_dir() else None
+
+
+def choose_system_dirs(sources: tuple[str, ...], offered, shim: str,
+                       cupy: str | None = None) -> tuple[SearchDir, ...]:
+    """Pure policy: CuPy's include directory (when given), then for each kind of ROOT_KINDS in
+    order the first source offering it (a directory already a root is not added twice: CUDA 13
+    wheels share one), then the shims. ``offered(source)`` (or a dict) gives a source's
+    directories; it is asked only as needed."""
     ask = offered if callable(offered) else (lambda s: offered.get(s, {}))
-    out: list[SearchDir] = []
+    out: list[SearchDir] = [SearchDir("cupy", cupy, "cupy")] if cupy else []
     for kind in ROOT_KINDS:
         for source in sources:
             dirs = ask(source).get(kind) or []
@@ -255,7 +269,7 @@ def nvrtc_library() -> str | None:
 def discover(sources: tuple[str, ...]) -> Toolchain:
     """Ask NVRTC and the header sources (imports cuda.pathfinder, loads NVRTC: ~60 ms)."""
     dirs = choose_system_dirs(sources, functools.lru_cache(maxsize=None)(source_dirs),
-                              str(shim_dir()))
+                              str(shim_dir()), cupy_include_dir())
     return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources, _query_archs(),
                      nvrtc_library())
 

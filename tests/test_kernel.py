@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 import cupy_rawcode
 from cupy_rawcode import program
-from cupy_rawcode.kernel import compile_args, translate_cucomplex
+from cupy_rawcode.kernel import translate_cucomplex
 from cupy_rawcode.toolchain import choose_arch
 
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
@@ -67,16 +67,6 @@ def test_jitify_argument_is_accepted_and_ignored(compiles):
 ])
 def test_arch_for_device(cc, supported, expected):
     assert choose_arch(cc, supported) == expected
-
-
-@pytest.mark.parametrize("options, translate, expected_tail", [
-    ((), False, ("-ftz=true",)),
-    (("-ftz=false",), False, ()),
-    (("--ftz=true",), False, ()),
-    (("-DX",), False, ("-ftz=true",)),
-])
-def test_compile_args_follow_cupy(options, translate, expected_tail):
-    assert compile_args(options, translate) == options + expected_tail
 
 
 def test_translate_cucomplex_rewrites_only_the_include():

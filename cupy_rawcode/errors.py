@@ -1,0 +1,156 @@
+"""The exceptions a failing compile raises: CuPy's own classes, so that code written against
+``cupy.RawKernel`` catches them unchanged.
+
+- ``CompileError``: NVRTC rejected the source. A subclass of
+  ``cupy.cuda.compiler.CompileException`` (message: NVRTC's log, then the failing source lines;
+  ``.dump(f)`` as CuPy's) and of ``RuntimeError`` (what cupy_rawcode raised before).
+- ``MissingHeaderCompileError``: an include matched no file. Also a
+  ``closure.MissingHeaderError``; says NVRTC's words ``cannot open source file "x.h"``.
+- ``JitifyCompileError``, ``JitifyMissingHeaderError``: the same for a ``jitify=True`` compile
+  routed by ``install()``; also a ``cupy.cuda.compiler.JitifyException``.
+
+Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. The
+classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
+and neither a cache hit nor a successful compile needs them.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+
+def cupy_dump(exc, f) -> None:
+    """``CompileException.dump`` as CuPy 14 writes it: the message, name, options and the
+    numbered source (used where CuPy is not installed)."""
+    lines = exc.source.split("\n")
+    fmt = "{{:0{}d}} ".format(int(math.floor(math.log10(max(len(lines), 1)))) + 1)
+    f.write(f"{exc.backend.upper()} compilation error: {exc}\n-----\nName: {exc.name}\n"
+            f"Options: {' '.join(exc.options)}\nCUDA source:\n")
+    for i, line in enumerate(lines):
+        f.write(fmt.format(i + 1) + line.rstrip() + "\n")
+    f.write("-----\n")
+    f.flush()
+
+
+def _cupy_classes() -> tuple[type, type]:
+    """CuPy's (CompileException, JitifyException), or stand-ins with the same interface."""
+    try:
+        from cupy.cuda.compiler import CompileException, JitifyException
+        return CompileException, JitifyException
+    except Exception:  # noqa: BLE001 - CuPy missing, or broken: the classes still exist
+        pass
+
+    class CompileException(Exception):
+        """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
+
+        def __init__(self, msg, source, name, options, backend="nvrtc"):
+            self._msg, self.source, self.name = msg, source, name
+            self.options, self.backend = options, backend
+            super().__init__()
+
+        def __reduce__(self):
+            return (type(self), (self._msg, self.source, self.name, self.options, self.backend))
+
+        def __str__(self) -> str:
+            return self.get_message()
+
+        __repr__ = __str__
+
+        def get_message(self) -> str:
+            return self._msg
+
+        dump = cupy_dump
+
+    class JitifyException(Exception):
+        """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
+
+    return CompileException, JitifyException
+
+
+def source_context(log: str, program_name: str, source: str) -> str:
+    """The source lines around each error NVRTC reports in the main source (two either side)."""
+    lines = source.splitlines()
+    out: list[str] = []
+    pattern = re.escape(program_name) + r"\((\d+)\): (?:error|catastrophic error)"
+    for m in re.finditer(pattern, log):
+        n = int(m.group(1))
+        for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
+            out.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
+        out.append("")
+    return "\n".join(out)
+
+
+def compile_message(log: str, program_name: str, source: str, options, *,
+                    dump_path: str | None = None, note: str | None = None) -> str:
+    """NVRTC's log first (as CuPy's message), then the failing lines, the options and notes."""
+    msg = log.strip()
+    context = source_context(log, program_name, source)
+    if context:
+        msg += "\n\nsource:\n" + context.rstrip("\n")
+    msg += f"\n\noptions: {' '.join(options)}"
+    if dump_path:
+        msg += f"\nfull source and options written to {dump_path}"
+    if note:
+        msg += f"\n({note})"
+    from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
+    hints = compile_hints(log, source)
+    return msg + "\n" + hints if hints else msg
+
+
+@functools.lru_cache(maxsize=None)
+def _classes() -> dict[str, type]:
+    from .closure import MissingHeaderError
+    CompileException, JitifyException = _cupy_classes()
+
+    class CompileError(CompileException, RuntimeError):
+        """NVRTC rejected the source: ``str(e)`` is NVRTC's log followed by the failing source
+        lines and the options; ``log`` is NVRTC's log alone; ``dump(f)`` as CuPy's."""
+
+        def __init__(self, msg: str, source: str, name: str, options, backend: str = "nvrtc",
+                     *, log: str | None = None, dump_path: str | None = None):
+            super().__init__(msg, source, name, tuple(options), backend)
+            self.log = msg if log is None else log
+            self.dump_path = dump_path
+
+    class MissingHeaderCompileError(CompileError, MissingHeaderError):
+        """An include matched no file: NVRTC's ``cannot open source file`` words, with the
+        include chain and the directories searched. ``missing``: the closure's Missing list."""
+
+        def __init__(self, msg: str, source: str, name: str, options, backend: str = "nvrtc",
+                     *, missing: tuple = (), **kw):
+            super().__init__(msg, source, name, options, backend, **kw)
+            self.missing = missing
+
+    class JitifyCompileError(CompileError, JitifyException):
+        """A failing ``jitify=True`` compile routed by install(): CuPy raises JitifyException."""
+
+    class JitifyMissingHeaderError(MissingHeaderCompileError, JitifyException):
+        """A missing header in a ``jitify=True`` compile routed by install()."""
+
+    for cls in (CompileError, MissingHeaderCompileError, JitifyCompileError,
+                JitifyMissingHeaderError):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__  # pickled as errors.X
+    return {"CompileError": CompileError, "MissingHeaderCompileError": MissingHeaderCompileError,
+            "JitifyCompileError": JitifyCompileError,
+            "JitifyMissingHeaderError": JitifyMissingHeaderError,
+            "CompileException": CompileException,
+            "JitifyException": JitifyException}
+
+
+def __getattr__(name: str):
+    classes = _classes()
+    if name in classes:
+        return classes[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def as_jitify(e):
+    """The same error as a JitifyCompileError (what CuPy raises for ``jitify=True``)."""
+    classes = _classes()
+    if isinstance(e, classes["MissingHeaderCompileError"]):
+        return classes["JitifyMissingHeaderError"](e._msg, e.source, e.name, e.options,
+                                                   e.backend, missing=e.missing, log=e.log)
+    return classes["JitifyCompileError"](e._msg, e.source, e.name, e.options, e.backend,
+                                         log=getattr(e, "log", None),
+                                         dump_path=getattr(e, "dump_path", None))

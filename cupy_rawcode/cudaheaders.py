@@ -40,6 +40,30 @@ _RUNTIME = frozenset((
     "cooperative_groups.h").split())
 
 
+# The CUDA headers the README's table lists: header -> (root kind, what it is)
+TABLE: dict[str, tuple[str, str]] = {
+    "curand_kernel.h": ("curand", "cuRAND's device API (curand_init, curand_uniform, ...)"),
+    "mma.h": ("cuda", "WMMA (nvcuda::wmma); includes crt/mma.h"),
+    "crt/mma.h": ("crt", "WMMA's implementation, included by <mma.h>"),
+    "cuda_fp16.h": ("cuda", "__half"),
+    "cuda_bf16.h": ("cuda", "__nv_bfloat16"),
+    "cuda_fp8.h": ("cuda", "__nv_fp8_e4m3, __nv_fp8_e5m2"),
+    "cuda_pipeline.h": ("cuda", "__pipeline_memcpy_async, ..."),
+    "cooperative_groups.h": ("cuda", "cooperative groups"),
+    "cooperative_groups/*.h": ("cuda", "reduce, scan, memcpy_async, ..."),
+    "cuComplex.h": ("cuda", "cuFloatComplex, cuDoubleComplex"),
+}
+
+
+def markdown() -> str:
+    """The README's table of CUDA headers: the root that holds each and the wheel that ships it."""
+    rows = ["| CUDA header | root | pip wheel (CUDA 12 / CUDA 13) | what |", "| --- | --- | --- | --- |"]
+    for header, (kind, what) in TABLE.items():
+        wheels = LIBRARY_ROOTS[kind][2]
+        rows.append(f"| `<{header}>` | `{kind}` | `{wheels[12]}` / `{wheels[13]}` | {what} |")
+    return "\n".join(rows) + "\n"
+
+
 def root_kind_of(header: str) -> str | None:
     """The root kind that ships ``header`` as included (``curand_kernel.h`` -> ``curand``,
     ``crt/mma.h`` -> ``crt``, ``cub/cub.cuh`` -> ``cccl``), or None for one we do not know."""

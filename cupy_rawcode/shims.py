@@ -375,7 +375,7 @@ def files() -> dict[str, str]:
 
 
 def markdown() -> str:
-    """The README's table of the standard headers: what backs each one."""
+    """The README's tables: what backs each standard header, then the CUDA headers' roots."""
     rows = ["| header | backed by | note |", "| --- | --- | --- |"]
     for name in sorted(SUPPORTED):
         s = SUPPORTED[name]
@@ -388,7 +388,8 @@ def markdown() -> str:
         rows.append(f"| `<{name}>`{' ' + c_names if c_names else ''} | declaration stub | "
                     f"no device implementation: {STUBS[name].advice} |")
     rows.sort(key=lambda r: r.split("`")[1] if r.startswith("| `") else "")
-    return "\n".join(rows) + "\n"
+    from .cudaheaders import markdown as cuda_markdown  # the CUDA headers: roots, not shims
+    return "\n".join(rows) + "\n\n" + cuda_markdown()
 
 
 def write(root: Path) -> None:

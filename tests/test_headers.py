@@ -121,3 +121,9 @@ def test_library_headers_are_keyed_by_content_not_path(tree):
     assert key(b / "b") == first
     (a / "a" / "curand_kernel.h").write_text("#pragma once\n#define X 2\n")
     assert key(a / "a") != first
+
+
+@pytest.mark.parametrize("header", sorted(cudaheaders.TABLE))
+def test_the_readme_table_agrees_with_the_wheel_lookup(header):
+    kind, _ = cudaheaders.TABLE[header]
+    assert cudaheaders.root_kind_of(header.replace("*", "reduce")) == kind

@@ -177,8 +177,16 @@ def test_header_compiles_when_included(name):
     cupy_rawcode.compile(_kernel([name], body), arch="sm_90")
 
 
-def test_all_stubs_together():
-    cupy_rawcode.compile(_kernel(sorted(shims.STUBS), "q[0] = 1;"), arch="sm_90")
+@pytest.mark.parametrize("stubs_first", [True, False])
+def test_all_stubs_together_with_every_shim(stubs_first):
+    """The stubs' std:: declarations and the shims' cuda::std names coexist in one source, in
+    either order: libcudacxx's char_traits is still std::char_traits."""
+    shim_names = [n for n in sorted(shims.SUPPORTED) if _cccl_has(n)]
+    names = sorted(shims.STUBS) + shim_names if stubs_first else shim_names + sorted(shims.STUBS)
+    body = "p[0] = std::sin(p[1]) + std::abs(std::complex<float>(p[2], 1.0f));"
+    if "string_view" in shim_names:
+        body += " q[0] = (int)std::char_traits<char>::length(\"abc\") + (int)std::string_view(\"ab\").size();"
+    cupy_rawcode.compile(_kernel(names, body), arch="sm_90")
 
 
 @pytest.mark.parametrize("name", sorted(shims.STUBS))

@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -30,7 +31,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = HERE / "corpus"
 CUB = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu"]
-SCENARIOS = ("cold", "jitify", "warm", "inproc", "nth", "import")
+SCENARIOS = ("cold", "jitify", "warm", "inproc", "nth", "import", "process", "many", "pch")
+WORKERS = (1, 2, 4, 8, 16)
 
 # One child program per measurement; it prints one JSON line. Imports are outside the timing.
 CHILD = r"""
@@ -123,6 +125,122 @@ print(json.dumps(out))
 """
 
 
+# Import to launch as a user sees it: the whole process, timed from outside by the parent.
+# Inside, perf_counter stamps split it (interpreter start is the rest of the outside time).
+PROCESS_CHILD = r"""
+import time; t0 = time.perf_counter()
+import json, os, sys
+mode, path, split = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+src = open(path).read() + os.environ.get("BENCH_NONCE", "")
+ph = {}
+import numpy as np, cupy as cp; ph["import cupy"] = time.perf_counter()
+x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
+y = cp.zeros(4096, dtype=cp.float32); n = np.int32(4096)
+ph["CUDA context + arrays"] = time.perf_counter()
+if mode == "rawcode":
+    import cupy_rawcode; ph["import cupy_rawcode"] = time.perf_counter()
+    k = cupy_rawcode.RawKernel(src, "kern")
+    if split:  # cold only: the discovery a first launch does anyway, timed apart
+        from cupy_rawcode.toolchain import toolchain
+        toolchain(); ph["toolchain discovery"] = time.perf_counter()
+        from cupy_rawcode.kernel import _compute_capability
+        k._build.device_code(_compute_capability()); ph["key + compile"] = time.perf_counter()
+    k.kernel
+else:
+    k = cp.RawKernel(src, "kern"); k.kernel
+ph["compile + load" if mode != "rawcode" or not split else "module load"] = time.perf_counter()
+k((32,), (128,), (x, y, n)); cp.cuda.Device().synchronize()
+ph["launch + sync"] = time.perf_counter()
+stamps, last, out = sorted(ph.items(), key=lambda kv: kv[1]), t0, {}
+for name, t in stamps:
+    out[name], last = t - last, t
+print(json.dumps({"inside": time.perf_counter() - t0, "phases": out}))
+"""
+
+# Many kernels defined, then launched (or compiled for --arch without a GPU), cold.
+MANY_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[4], "bench"))
+from many_kernels import kernels
+mode, workers, arch = sys.argv[1], sys.argv[2], sys.argv[3]
+launch = arch == "device"
+nonce = os.environ.get("BENCH_NONCE", "")
+import numpy as np
+out = {}
+def swap_used():
+    try:
+        info = dict(l.split(":", 1) for l in open("/proc/meminfo"))
+        return (int(info["SwapTotal"].split()[0]) - int(info["SwapFree"].split()[0])) * 1024
+    except Exception:
+        return None
+if launch:
+    import cupy as cp
+    x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
+    y = cp.zeros(4096, dtype=cp.float32); n = np.int32(4096)
+    cp.cuda.Device().synchronize()
+swap0 = swap_used()
+t0 = time.perf_counter()
+if mode == "cupy":
+    ks = [(name, cp.RawKernel(src + nonce, "kern"), th) for name, src, th in kernels()]
+else:
+    import cupy_rawcode
+    ks = [(name, cupy_rawcode.RawKernel(src + nonce, "kern"), th) for name, src, th in kernels()]
+    if mode == "warmup":
+        w = None if workers == "default" else int(workers)
+        s = cupy_rawcode.warmup(*[k for _, k, _ in ks], workers=w,
+                                arch=None if launch else arch)
+        out.update(warmup_s=s.seconds, workers=s.workers, compiled=len(s.compiled),
+                   failed=[f"{i.label}: {i.error[:200]}" for i in s.failed],
+                   peak_rss=s.memory.peak, worker_peak_rss=s.memory.worker_peak)
+t1 = time.perf_counter()
+failed = []
+for name, k, th in ks:
+    try:
+        if launch:
+            grid = (4096 + 511) // 512 if name.startswith("radix") else (4096 + th - 1) // th
+            k((grid,), (th,), (x, y, n)); cp.cuda.Device().synchronize()
+        else:
+            k.compile(arch=arch)
+    except Exception as e:
+        failed.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+out.update(seconds=time.perf_counter() - t0, launches_s=time.perf_counter() - t1,
+           launch_failed=failed, swap_growth=(None if swap0 is None else swap_used() - swap0))
+print(json.dumps(out))
+"""
+
+# A series of compiles in one process under a PCH mode: total and the last kernel's time.
+PCH_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[3], "bench"))
+from many_kernels import kernels, shared_prefix
+series, arch = sys.argv[1], sys.argv[2]
+nonce = os.environ.get("BENCH_NONCE", "")
+import cupy_rawcode
+from cupy_rawcode.toolchain import toolchain
+toolchain()
+todo = kernels() if series == "distinct" else shared_prefix(12)
+times = []
+for name, src, _ in todo:
+    t = time.perf_counter(); cupy_rawcode.compile(src + nonce, arch=arch)
+    times.append(time.perf_counter() - t)
+print(json.dumps({"seconds": sum(times), "last": times[-1], "all": times}))
+"""
+
+
+def run_script(script: str, args: list[str], env: dict, timeout: float = 600):
+    """Run a child script; (its JSON or {"error": ...}, wall seconds timed from outside)."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"> {timeout:.0f} s"}, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1][:300]}, wall
+    return json.loads(p.stdout.strip().splitlines()[-1]), wall
+
+
 def child(mode: str, kernel: str, arch: str, env: dict, *extra: str, timeout: float = 600):
     """Run one measurement in a new process: its JSON, or None after `timeout` seconds."""
     try:
@@ -208,6 +326,101 @@ class Bench:
                                        fresh=False, also=also) for m, c, also in modes])
 
 
+    def process(self, kernel: str, cold_runs: int, warm_runs: int) -> None:
+        """Import to launch in a whole new process, cupy-rawcode and CuPy interleaved: cold
+        (fresh cache directories, so no toolchain record either, and a unique source), then
+        warm (caches filled once, untimed)."""
+        path = str(CORPUS / kernel)
+        for phase, runs in (("cold", cold_runs), ("warm", warm_runs)):
+            walls = {"rawcode": [], "cupy": []}
+            phases = {"rawcode": [], "cupy": []}
+            errors = {}
+            if phase == "warm":
+                for mode in walls:
+                    run_script(PROCESS_CHILD, [mode, path, "0"], self.env(f"pw-{mode}-{kernel}"))
+            for i in range(runs):
+                for mode in walls:
+                    if mode in errors:
+                        continue
+                    if phase == "cold":
+                        env = self.env(f"pc-{mode}-{kernel}-{i}")
+                        env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
+                    else:
+                        env = self.env(f"pw-{mode}-{kernel}")
+                    split = "1" if phase == "cold" and mode == "rawcode" else "0"
+                    out, wall = run_script(PROCESS_CHILD, [mode, path, split], env)
+                    if "error" in out:
+                        errors[mode] = out["error"]
+                        continue
+                    walls[mode].append(wall)
+                    phases[mode].append({"interpreter + exit": wall - out["inside"],
+                                         **out["phases"]})
+            for mode in walls:
+                row = {"scenario": f"process-{phase}", "mode": f"{mode}-process", "kernel": kernel,
+                       **(stats(walls[mode]) if walls[mode] else {}), "error": errors.get(mode)}
+                if phases[mode]:
+                    names = list(phases[mode][0])
+                    row["phases"] = {n: statistics.median(p.get(n, 0.0) for p in phases[mode])
+                                     for n in names}
+                self.rows.append(row)
+                shown = f"{row['median']:.3f} s" if walls[mode] else row["error"]
+                print(f"  process-{phase} {mode:8s} {kernel:16s} {shown}", flush=True)
+
+    def many(self, modes: list[tuple[str, str]], runs: int, arch: str) -> None:
+        """The 20 kernels of many_kernels.py, defined then launched, cold, one new process per
+        measurement; the modes interleaved run by run."""
+        state = {m: {"values": [], "detail": None, "error": None} for m in modes}
+        for i in range(runs):
+            for mode, workers in modes:
+                st = state[(mode, workers)]
+                if st["error"]:
+                    continue
+                env = self.env(f"many-{mode}-{workers}-{i}")
+                env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
+                out, wall = run_script(MANY_CHILD, [mode, workers, arch, str(ROOT)], env,
+                                       timeout=300)
+                if "error" in out:
+                    st["error"] = out["error"]
+                    continue
+                st["values"].append(out["seconds"])
+                st["detail"] = st["detail"] or {**out, "process_wall": wall}
+        for (mode, workers), st in state.items():
+            name = mode if mode != "warmup" else f"warmup-{workers}"
+            row = {"scenario": "many", "mode": name, "kernel": "20 kernels",
+                   **(stats(st["values"]) if st["values"] else {}), "error": st["error"],
+                   "detail": st["detail"]}
+            self.rows.append(row)
+            shown = f"{row['median']:.2f} s" if st["values"] else row["error"]
+            print(f"  many {name:16s} {shown}", flush=True)
+
+    def pch(self, runs: int, arch: str) -> None:
+        """Series of compiles in one process, PCH auto against off, interleaved: the 20
+        distinct kernels, and 12 kernels sharing their header prefix."""
+        for series in ("distinct", "shared"):
+            vals = {m: {"seconds": [], "last": []} for m in ("auto", "0")}
+            errors = {}
+            for i in range(runs):
+                for mode in vals:
+                    env = self.env(f"pch-{series}-{mode}-{i}", CUPY_RAWCODE_PCH=mode)
+                    env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
+                    out, _ = run_script(PCH_CHILD, [series, arch, str(ROOT)], env)
+                    if "error" in out:
+                        errors[mode] = out["error"]
+                        continue
+                    vals[mode]["seconds"].append(out["seconds"])
+                    vals[mode]["last"].append(out["last"])
+                    vals[mode].setdefault("each", out["all"])  # the first run's, per kernel
+            for mode, v in vals.items():
+                for key, scen in (("seconds", f"pch-{series}"), ("last", f"pch-{series}-last")):
+                    row = {"scenario": scen, "mode": f"pch-{mode}", "kernel": series,
+                           **(stats(v[key]) if v[key] else {}), "error": errors.get(mode)}
+                    if key == "seconds" and "each" in v:
+                        row["each"] = v["each"]
+                    self.rows.append(row)
+                    shown = f"{row['median']:.2f} s" if v[key] else row["error"]
+                    print(f"  {scen:18s} pch={mode:4s} {shown}", flush=True)
+
+
 def values_of(rows, scenario, mode, kernel) -> list[float] | None:
     for r in rows:
         if (r["scenario"], r["mode"], r["kernel"]) == (scenario, mode, kernel) and "values" in r:
@@ -255,6 +468,42 @@ def targets(rows, compile_only: bool) -> list[dict]:
     ratio("Nth distinct CUB kernel (PCH) / bare NVRTC",
           median_of(rows, "nth", "nth", "block_reduce.cu"),
           median_of(rows, "cold", "floor", "block_reduce.cu"), 0.5)
+    for phase in ("cold", "warm"):
+        for k in sorted({r["kernel"] for r in rows if r["scenario"] == f"process-{phase}"}):
+            ours = values_of(rows, f"process-{phase}", "rawcode-process", k)
+            cupy = values_of(rows, f"process-{phase}", "cupy-process", k)
+            name = f"whole process {phase} {k}: cupy-rawcode / CuPy (median of paired runs)"
+            if ours and cupy and len(ours) == len(cupy):
+                v = statistics.median(a / b for a, b in zip(ours, cupy))
+                out.append({"target": name, "value": v, "limit": 1.05,
+                            "status": ("pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}") +
+                            f" ({statistics.median(ours):.3f} s against {statistics.median(cupy):.3f} s)"})
+            elif ours or cupy:
+                err = [r["error"] for r in rows if r["scenario"] == f"process-{phase}"
+                       and r["kernel"] == k and r.get("error")]
+                out.append({"target": name, "value": None, "limit": 1.05,
+                            "status": "not compared: " + "; ".join(err)[:200]})
+    if any(r["scenario"] == "many" for r in rows):
+        seq = median_of(rows, "many", "cupy", "20 kernels")
+        for mode in sorted({r["mode"] for r in rows if r["scenario"] == "many"
+                            and r["mode"].startswith("warmup")}):
+            ratio(f"20 kernels cold, {mode} / CuPy sequential",
+                  median_of(rows, "many", mode, "20 kernels"), seq, 0.2)
+        ratio("20 kernels cold, cupy-rawcode sequential / CuPy sequential",
+              median_of(rows, "many", "rawcode", "20 kernels"), seq, 1.05)
+    for series, scen, limit in (("distinct", "pch-distinct", 1.0), ("shared", "pch-shared", None),
+                                ("shared", "pch-shared-last", 0.2)):
+        auto = median_of(rows, scen, "pch-auto", series)
+        off = median_of(rows, scen, "pch-0", series)
+        what = {"pch-distinct": "20 distinct kernels, series",
+                "pch-shared": "12 kernels sharing a prefix, series",
+                "pch-shared-last": "12 kernels sharing a prefix, the last one"}[scen]
+        if limit is None:
+            if auto is not None and off:
+                out.append({"target": f"PCH auto / off: {what}", "value": auto / off,
+                            "limit": "reported", "status": "reported"})
+        elif auto is not None or off is not None:
+            ratio(f"PCH auto / off: {what}", auto, off, limit)
     imp = median_of(rows, "import", "import", "plain.cu")
     out.append({"target": "import cupy_rawcode adds (s)", "value": imp, "limit": 0.030,
                 "status": "not measured" if imp is None else ("pass" if imp <= 0.030 else "miss")})
@@ -323,6 +572,26 @@ def table(rows, tgts, info) -> str:
                          f"{r['min']:.4f}-{r['max']:.4f} | {r['runs']} |")
         else:
             lines.append(f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['error']} | | |")
+    procs = [r for r in rows if r.get("phases")]
+    if procs:
+        lines += ["", "Where a whole process's time goes (medians, seconds; interpreter + exit is "
+                  "the outside time less the child's own):", ""]
+        for r in procs:
+            parts = ", ".join(f"{n} {v:.3f}" for n, v in r["phases"].items())
+            lines.append(f"- {r['scenario']} {r['mode']} {r['kernel']}: {parts}")
+    many = [r for r in rows if r["scenario"] == "many" and r.get("detail")]
+    if many:
+        lines += ["", "| many: mode | workers | warmup s | launches s | pool peak RSS MiB | "
+                  "worker peak MiB | swap growth MiB | failed |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        mib = lambda v: "" if v is None else f"{v / (1 << 20):.0f}"
+        for r in many:
+            d = r["detail"]
+            fails = d.get("failed", []) + d.get("launch_failed", [])
+            lines.append(f"| {r['mode']} | {d.get('workers', '')} | "
+                         f"{d['warmup_s']:.2f} | " if "warmup_s" in d else f"| {r['mode']} | | | ")
+            lines[-1] += (f"{d['launches_s']:.2f} | {mib(d.get('peak_rss'))} | "
+                          f"{mib(d.get('worker_peak_rss'))} | {mib(d.get('swap_growth'))} | "
+                          f"{len(fails)}{': ' + '; '.join(fails)[:300] if fails else ''} |")
     lines += ["", "| target | value | limit | status |", "| --- | --- | --- | --- |"]
     for t in tgts:
         v = "" if t["value"] is None else f"{t['value']:.3f}"
@@ -364,6 +633,11 @@ def main(argv=None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS),
                     help="which scenarios to run (a long suite can be split over several runs)")
     ap.add_argument("--name", help="results file name part (default: cpu or gpu)")
+    ap.add_argument("--process-runs", type=int, default=3, help="cold runs of the process scenario")
+    ap.add_argument("--many-workers", default=",".join(map(str, WORKERS)),
+                    help="worker counts for warmup() in the many scenario ('default' too)")
+    ap.add_argument("--many-runs", type=int, default=1)
+    ap.add_argument("--pch-runs", type=int, default=1)
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="combine the rows of earlier runs (same machine) into one report; "
                          "where two runs measured the same thing, the first file given wins")
@@ -421,6 +695,18 @@ def main(argv=None) -> int:
                  extra=(str(args.nth),)),
             dict(scenario="nth-nopch", mode="nth", kernel="block_reduce.cu", cache="nthp",
                  extra=(str(args.nth),), env_extra={"CUPY_RAWCODE_PCH": "0"})])
+    if "process" in scenarios and not args.compile_only:
+        print("whole process, import to launch, timed from outside (modes interleaved):")
+        for k in kernels:
+            b.process(k, args.process_runs, args.runs)
+    if "many" in scenarios:
+        print("20 distinct kernels, defined then launched, cold:")
+        modes = [] if args.compile_only else [("cupy", "-")]
+        modes += [("rawcode", "-")] + [("warmup", w) for w in args.many_workers.split(",") if w]
+        b.many(modes, args.many_runs, args.arch if args.compile_only else "device")
+    if "pch" in scenarios:
+        print("PCH auto against off, series of compiles in one process:")
+        b.pch(args.pch_runs, args.arch)
     if "import" in scenarios:
         print("import:")
         b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",
@@ -439,6 +725,11 @@ def report(rows, info, args, kind: str, compile_only: bool) -> int:
     text = table(rows, tgts, info)
     (out / f"startup-{kind}.md").write_text(text)
     chart(rows, out / f"startup-{kind}.png")
+    if os.environ.get("OUT"):  # the device machine's folder that comes back
+        import shutil
+        for ext in ("json", "md", "png"):
+            if (out / f"startup-{kind}.{ext}").exists():
+                shutil.copy(out / f"startup-{kind}.{ext}", os.environ["OUT"])
     print(text)
     return 0
 

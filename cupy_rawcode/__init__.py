@@ -25,6 +25,7 @@ _EXPORTS = {
     "set_store": ("store", "set_store"),
     "make_store": ("store", "make_store"),
     "uninstall": ("jitify_compat", "uninstall"),
+    "warmup": ("precompile", "warmup"),
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

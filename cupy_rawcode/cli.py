@@ -152,6 +152,9 @@ def _cmd_prebuild(args, options) -> int:
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     if not archs:
         raise ValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
+    if args.jobs is not None:
+        from .config import check_workers
+        check_workers("-j", args.jobs)
     jobs = jobs_for(args.paths, archs, tuple(options))
     outcomes = prebuild(jobs, workers=args.jobs)
     failed = [o for o in outcomes if o.error]
@@ -257,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "arch into the cache")
     pb.add_argument("paths", nargs="+")
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
-    pb.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
-                    help="parallel processes (default: CPU count)")
+    pb.add_argument("-j", "--jobs", type=int, default=None,
+                    help="worker processes (default: CUPY_RAWCODE_WORKERS, else what the "
+                         "machine can take: cores, and memory at ~400 MB per compile)")
     pb.set_defaults(func=_cmd_prebuild)
     b = sub.add_parser("bundle", help="write cache entries to one file, or check a bundle")
     b.add_argument("action", choices=("export", "info"))

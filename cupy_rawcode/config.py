@@ -166,3 +166,27 @@ def pch_mode() -> str:
     if value == "auto":
         return value
     return "always" if parse_bool("CUPY_RAWCODE_PCH", value) else "never"
+
+
+def check_workers(what: str, value) -> int:
+    """A number of worker processes: an int >= 1 (``what`` names the argument or variable)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what}={value!r} is not a number of worker processes "
+                         "(use a whole number >= 1, or None for the default)")
+    if value < 1:
+        raise ValueError(f"{what}={value!r}: at least one worker process is needed")
+    return value
+
+
+def workers() -> int | None:
+    """CUPY_RAWCODE_WORKERS: worker processes for warmup() and prebuild (default: what the
+    machine can take, see pool.default_workers)."""
+    value = env_str("CUPY_RAWCODE_WORKERS")
+    if value is None:
+        return None
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ValueError(f"CUPY_RAWCODE_WORKERS={value!r} is not a whole number of worker "
+                         "processes") from None
+    return check_workers("CUPY_RAWCODE_WORKERS", n)

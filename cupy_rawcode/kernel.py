@@ -103,26 +103,53 @@ def replay(log_stream, log: str) -> None:
         log_stream.write(log)
 
 
-def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
-          source_dir: str | None, log_stream=None, index_id: str | None = None,
-          source_name: str | None = None) -> Code:
-    """Compile through the cache into loadable bytes; an -arch in ``opts`` overrides ``arch``.
-    With ``index_id``, record the key in the warm index (index.py) for the next process."""
+def compile_for(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
+                source_dir: str | None, index_id: str | None = None,
+                source_name: str | None = None):
+    """Compile through the cache as a first launch does: (request, program.Result). An -arch in
+    ``opts`` overrides ``arch``; with ``index_id``, the key goes in the warm index (index.py)
+    for the next process. warmup()'s worker processes call this too, so they fill the cache
+    with exactly what a launch looks up."""
     from .program import compile_request
     from .request import make_request
     req = make_request(source, arch=None if opts.arch else arch, options=opts,
                        name_expressions=name_expressions, target=target, source_dir=source_dir,
                        source_name=source_name)
     result = compile_request(req)
-    replay(log_stream, result.log)
-    report("hit" if result.hit else "compiled", req.arch, req.target, result.key,
-           f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
-           f"{result.compile_seconds:.2f} s compile")
     if index_id is not None:
         from . import index
         index.save(index_id, result.key, req.arch, req.target, result.header_count,
                    result.stamps)
+    return req, result
+
+
+def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
+          source_dir: str | None, log_stream=None, index_id: str | None = None,
+          source_name: str | None = None) -> Code:
+    """Compile through the cache into loadable bytes (compile_for), replaying NVRTC's log to
+    ``log_stream`` and reporting what it did."""
+    req, result = compile_for(source, opts, arch, target, name_expressions, source_dir,
+                              index_id, source_name)
+    replay(log_stream, result.log)
+    report("hit" if result.hit else "compiled", req.arch, req.target, result.key,
+           f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
+           f"{result.compile_seconds:.2f} s compile")
     return Code(target, result.code, dict(result.symbols))
+
+
+# Compiles a background warmup() is running in its worker processes: plan id (index.index_id of
+# the inputs, with 'ccNN' or the explicit arch) -> an Event set when that compile has ended.
+# A first launch of one of them waits for it instead of compiling a second time. Empty unless
+# a background warmup is running: a launch then pays one truth test.
+pending: dict = {}
+
+
+def _await_warmup(plan_id: str) -> None:
+    """Wait for a background warmup() compiling these inputs; a failed one leaves nothing in
+    the cache, so the caller then compiles and raises as it would have alone."""
+    event = pending.get(plan_id)
+    if event is not None:
+        event.wait()
 
 
 def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
@@ -206,6 +233,10 @@ class _Build:
             if found is not None:
                 return found
             source, where = source or self.source()
+            if pending:
+                from .index import index_id as plan_id
+                _await_warmup(plan_id(source, self.options, arch, self.name_expressions or (),
+                                      where))
             code = build(source, parse_options(self.options), arch, target,
                          self.name_expressions or (), where, log_stream, index_id,
                          self.source_name)
@@ -223,6 +254,8 @@ class _Build:
             source, where = self.source()
             from .index import index_id
             iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
+            if pending:
+                _await_warmup(iid)
             hit = _indexed(iid, log_stream)
             if hit is not None:
                 arch, code = hit

@@ -55,16 +55,30 @@ def include_prefix(source: str) -> str:
 
 
 class _Pch:
-    """NVRTC's automatic precompiled headers (NVRTC >= 12.8). A PCH lives in the NVRTC
-    instance that made it (facts.md) and only the latest one is reused, and creating one makes
-    that compile ~40 % slower. So 'auto' asks for it only when a compile has the same header
-    prefix and options as the one before it in this process: the second of a series creates
-    it, the third on reuse it. Files go to a private temp directory removed at exit. If
-    cuda.core fails on a PCH compile, PCH is turned off for the process with one log line."""
+    """NVRTC's automatic precompiled headers (NVRTC >= 12.8), asked for only where they pay.
+
+    What NVRTC does (measured, facts.md): a PCH lives in the process that made it, and only the
+    latest one: a ``--pch`` compile whose header prefix differs replaces it. Creating one makes
+    that compile ~40-60 % slower; reusing it makes a CUB compile up to 10x faster; a compile
+    without ``--pch`` leaves it in place. So 'auto' (the default):
+    - reuses the live PCH whenever a compile has its prefix and options (free);
+    - creates one only when the same prefix and options come ``need`` times in a row (2 at
+      first: the second of a series creates, the third on reuse), and only for a prefix that
+      includes something;
+    - backs off when a PCH it created was never reused before being replaced (runs of pairs,
+      say): ``need`` grows by one for each such waste, and falls back to 2 after a reuse, so a
+      series of distinct kernels loses at most one creation per run length it shows.
+    Files go to a private temp directory removed at exit. If cuda.core fails on a PCH compile,
+    PCH is turned off for the process with one log line."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.last = None
+        self.last = None     # signature of the previous compile
+        self.run = 0         # compiles in a row with that signature
+        self.live = None     # signature of the PCH NVRTC holds now
+        self.used = 0        # compiles that reused it
+        self.charged = False  # its waste already raised ``need``
+        self.need = 2
         self.broken = False
         self.dir: str | None = None
 
@@ -72,10 +86,31 @@ class _Pch:
         mode = config.pch_mode()
         if self.broken or mode == "never" or nvrtc_version < (12, 8) or req.is_ptx:
             return False
-        signature = (include_prefix(req.source), req.options, req.arch, req.source_dir)
+        if mode == "always":
+            return True
+        prefix = include_prefix(req.source)
+        signature = (prefix, req.options, req.arch, req.source_dir)
         with self.lock:
-            repeat, self.last = signature == self.last, signature
-        return mode == "always" or repeat
+            self.run = self.run + 1 if signature == self.last else 1
+            self.last = signature
+            if "include" not in prefix:
+                return False  # nothing to precompile
+            return self._decide(signature)
+
+    def _decide(self, signature) -> bool:
+        if signature == self.live:
+            self.used += 1
+            self.need = 2
+            return True
+        if self.run < self.need:
+            return False
+        if self.live is not None and not self.used and not self.charged:
+            self.charged = True  # the live PCH was never reused: ask for longer runs
+            self.need += 1
+            if self.run < self.need:
+                return False
+        self.live, self.used, self.charged = signature, 0, False
+        return True
 
     def directory(self) -> str:
         with self.lock:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import threading
 from dataclasses import dataclass
 
 
@@ -106,19 +105,21 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
     return jobs
 
 
+def task_for(job: Job):
+    """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
+    from .pool import Task
+    return Task(job.source, job.options, job.arch, "cubin", None, job.name_expressions,
+                job.source_dir, None, job.source_name)
+
+
 def run_job(job: Job) -> Outcome:
-    """Compile one job through the default store (runs in a worker process)."""
-    from .program import compile_request
-    from .request import make_request
-    t0 = time.perf_counter()
-    try:
-        req = make_request(job.source, arch=job.arch, options=job.options,
-                           name_expressions=job.name_expressions, source_dir=job.source_dir,
-                           source_name=job.source_name)
-        result = compile_request(req)
-        return Outcome(job, result.key, result.hit, time.perf_counter() - t0)
-    except Exception as e:  # noqa: BLE001 - reported per kernel; the others go on
-        return Outcome(job, error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
+    """Compile one job through the default store, in this process."""
+    from .pool import run_task
+    return _outcome(job, run_task(task_for(job)))
+
+
+def _outcome(job: Job, o) -> Outcome:
+    return Outcome(job, o.key, o.hit, o.seconds, o.error)
 
 
 def _progress(done: int, total: int, o: Outcome, stream) -> None:
@@ -136,21 +137,28 @@ def _progress(done: int, total: int, o: Outcome, stream) -> None:
     stream.flush()
 
 
-def prebuild(jobs: list[Job], workers: int = 1, stream=None) -> list[Outcome]:
-    """Run every job (in ``workers`` processes when > 1), showing progress on ``stream``."""
+def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[Outcome]:
+    """Run every job, showing progress on ``stream``: in this process for one worker or one
+    job, else in worker processes (pool.py; ``workers`` None: CUPY_RAWCODE_WORKERS, else what
+    the machine can take)."""
+    from . import pool
     stream = sys.stderr if stream is None else stream
+    workers = pool.resolve_workers(workers, len(jobs))
     if workers <= 1 or len(jobs) <= 1:
         outcomes = []
         for job in jobs:
             outcomes.append(run_job(job))
             _progress(len(outcomes), len(jobs), outcomes[-1], stream)
         return outcomes
-    import multiprocessing
-    ctx = multiprocessing.get_context("spawn")  # no inherited CUDA state or locks
     results: list[Outcome | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {pool.submit(run_job, job): i for i, job in enumerate(jobs)}
-        for done, fut in enumerate(as_completed(futures), 1):
-            results[futures[fut]] = o = fut.result()
-            _progress(done, len(jobs), o, stream)
+    lock = threading.Lock()
+    done = [0]
+
+    def landed(i: int, o) -> None:
+        with lock:
+            results[i] = _outcome(jobs[i], o)
+            done[0] += 1
+            _progress(done[0], len(jobs), results[i], stream)
+
+    pool.run([task_for(j) for j in jobs], workers, landed)
     return results

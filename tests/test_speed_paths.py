@@ -27,8 +27,26 @@ A2 = "#include <a.h>\n__global__ void k2() {}\n"
 B = "#include <b.h>\n__global__ void k3() {}\n"
 
 
+def _src(header: str, i: int) -> str:
+    return f"#include <{header}.h>\n__global__ void k{i}() {{}}\n"
+
+
+PAIRS = [_src(h, i) for h in "bcd" for i in (1, 2)]
+SERIES = [_src("e", i) for i in range(5)]
+NONE = 'extern "C" __global__ void k() {}\n'
+
+
 @pytest.mark.parametrize("mode, sequence, expected", [
-    ("auto", [A1, A2, A2, B, A1], [False, True, True, False, False]),  # only a repeated prefix
+    # a repeated prefix creates (2nd), then reuses (3rd); the live PCH is reused later too
+    ("auto", [A1, A2, A2, B, A1], [False, True, True, False, True]),
+    # pairs: the first pair's PCH is never reused, so pairs stop creating one
+    ("auto", [A1, A2] + PAIRS, [False, True] + [False] * 6),
+    # after that waste a series creates at its 3rd, reuses from its 4th, and runs of 2 pay again
+    ("auto", [A1, A2] + PAIRS + SERIES + PAIRS[:2],
+     [False, True] + [False] * 6 + [False, False, True, True, True] + [False, True]),
+    # distinct prefixes never ask; nothing included, nothing to precompile
+    ("auto", [_src(h, 0) for h in "abcdef"], [False] * 6),
+    ("auto", [NONE] * 4, [False] * 4),
     ("0", [A1, A2, A2], [False, False, False]),
     ("1", [A1, B], [True, True]),
 ])

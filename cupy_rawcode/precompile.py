@@ -1,0 +1,230 @@
+"""warmup(): compile many kernels ahead of their first launches, at once, in worker processes,
+so that those launches are cache hits. (The module is not named warmup: importing it would then
+replace the package's ``warmup`` function by the module.)
+
+An application that defines 20-40 kernels compiles each at its first launch, one after another
+(NVRTC does one compile at a time per process). warmup() hands every kernel the cache does not
+hold to a pool of worker processes (pool.py), which compile exactly what a first launch would
+(kernel.compile_for) and put it in the cache directory and the warm index.
+
+Failures are not cached: the first launch of a kernel that failed compiles it again in-process
+and raises exactly the error it would have raised without warmup().
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import pool
+
+
+@dataclass
+class Item:
+    """One kernel for one architecture: ``kernel`` as given, a ``label`` for messages, the
+    ``arch`` asked for ('cc90' for the current device's), the cache ``key`` and compile
+    ``seconds`` when a worker ran it, or its ``error``."""
+    kernel: object
+    label: str
+    arch: str
+    key: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class Summary:
+    """What warmup() did: kernels ``compiled`` now, ``cached`` before (nothing to do) and
+    ``failed`` (with their errors); the ``workers`` started, the wall ``seconds``, and the
+    pool's ``memory`` (pool.Memory: peak resident bytes)."""
+    compiled: list[Item] = field(default_factory=list)
+    cached: list[Item] = field(default_factory=list)
+    failed: list[Item] = field(default_factory=list)
+    workers: int = 0
+    seconds: float = 0.0
+    memory: pool.Memory = field(default_factory=pool.Memory)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def __str__(self) -> str:
+        peak = self.memory.peak
+        mem = f", peak {peak / (1 << 20):.0f} MiB" if peak else ""
+        lines = [f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached, "
+                 f"{len(self.failed)} failed ({self.workers} workers, {self.seconds:.2f} s{mem})"]
+        for it in self.failed:
+            lines.append(f"  {it.label} ({it.arch}): " + it.error.replace("\n", "\n    "))
+        return "\n".join(lines)
+
+
+class Warmup:
+    """A background warmup(): ``done()`` says whether it has finished, ``wait()`` returns its
+    Summary (raising what it raised). A first launch of a kernel it is still compiling waits
+    for that compile instead of starting a second one."""
+
+    def __init__(self, run):
+        self._summary: Summary | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, args=(run,), daemon=True,
+                                        name="cupy-rawcode-warmup")
+        self._thread.start()
+
+    def _main(self, run) -> None:
+        try:
+            self._summary = run()
+        except BaseException as e:  # noqa: BLE001 - raised again by wait()
+            self._error = e
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> Summary:
+        """The Summary once every compile has ended; TimeoutError after ``timeout`` seconds."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"warmup() still running after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._summary
+
+    def __repr__(self) -> str:
+        return f"<cupy_rawcode.Warmup {'done' if self.done() else 'running'}>"
+
+
+def _builds(kernels) -> list[tuple[object, str, object]]:
+    """(kernel as given, label, kernel._Build) for each argument; a tuple is
+    (source[, options[, name_expressions]]) and becomes a RawModule."""
+    from .kernel import RawKernel, RawModule
+    out = []
+    for i, k in enumerate(kernels):
+        if isinstance(k, RawKernel):
+            out.append((k, k.name, k._build))
+        elif isinstance(k, RawModule):
+            b = k._build
+            out.append((k, f"RawModule({b.path})" if b.path else f"RawModule #{i}", b))
+        elif isinstance(k, tuple):
+            if not 1 <= len(k) <= 3 or not isinstance(k[0], str):
+                raise TypeError(f"warmup() argument {i}: a tuple is (source, options, "
+                                f"name_expressions) with source a str, not {k!r:.80}")
+            m = RawModule(code=k[0], options=k[1] if len(k) > 1 else (),
+                          name_expressions=k[2] if len(k) > 2 else None)
+            out.append((k, f"kernels[{i}]", m._build))
+        else:
+            raise TypeError(f"warmup() argument {i}: expected a RawKernel, a RawModule or a "
+                            f"(source, options, name_expressions) tuple, not "
+                            f"{type(k).__name__}")
+    return out
+
+
+def _archs(arch) -> list[tuple[str, int | None]]:
+    """[(label, compute capability or None)]: the current device's when ``arch`` is None, else
+    each explicit architecture (normalized, so a bad one fails here, naming it)."""
+    from .kernel import _arch_target, _compute_capability
+    if arch is None:
+        cc = _compute_capability()
+        return [(f"cc{cc}", cc)]
+    archs = [arch] if isinstance(arch, str) else list(arch)
+    if not archs or not all(isinstance(a, str) for a in archs):
+        raise ValueError(f"arch={arch!r}: give an architecture such as 'sm_90', a list of them, "
+                         "or None for the current device's")
+    return [(_arch_target(a)[0], None) for a in archs]
+
+
+def _in_cache(plan_id: str) -> bool:
+    """Whether the warm index knows these inputs and the store holds a valid entry for them."""
+    from . import index
+    from .store import default_store
+    from .store.entry import decode
+    found = index.lookup(plan_id)
+    if found is None:
+        return False
+    return default_store().get(found.key, lambda data: decode(found.key, data)) is not None
+
+
+def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, pool.Task]]]:
+    """(cached, failed, [(item, task)]): what warmup() has to compile. A kernel already compiled
+    in this process or found through the warm index is cached; one whose source cannot be read
+    has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
+    from .index import index_id
+    from .kernel import _arch_target
+    cached, failed, todo, seen = [], [], [], set()
+    archs = _archs(arch)
+    for k, label, b in _builds(kernels):
+        for arch_label, cc in archs:
+            item = Item(k, label, arch_label)
+            if b.is_file or (cc in b.device_arch if cc is not None else arch_label in b.compiled):
+                cached.append(item)  # a compiled file, or compiled in this process already
+                continue
+            try:
+                source, where = b.source()
+            except (OSError, UnicodeDecodeError) as e:
+                item.error = f"{type(e).__name__}: {e}"
+                failed.append(item)
+                continue
+            args = b.options
+            names = b.name_expressions or ()
+            pid = index_id(source, args, arch_label, names, where)
+            if pid in seen or _in_cache(pid):
+                cached.append(item)
+                continue
+            seen.add(pid)
+            target = None if cc is not None else _arch_target(arch_label)[1]
+            todo.append((item, pool.Task(source, args, None if cc is not None else arch_label,
+                                         target, cc, names, where, pid, b.source_name)))
+    return cached, failed, todo
+
+
+def warmup(*kernels, arch=None, workers: int | None = None, background: bool = False):
+    """Compile every kernel the cache does not hold, in worker processes, so that first launches
+    are cache hits. ``kernels``: RawKernel/RawModule objects or (source, options,
+    name_expressions) tuples; ``arch``: 'sm_90' (or a list) instead of the current device's;
+    ``workers``: processes (default CUPY_RAWCODE_WORKERS, else cores and memory at ~400 MB per
+    compile). Returns a Summary (compiled, already cached, failed with errors), or with
+    ``background=True`` a Warmup handle at once (``wait()``, ``done()``).
+
+    A failing kernel never stops the others. Failures are not cached: its first launch compiles
+    it again and raises the same error it would have raised alone."""
+    if workers is not None:
+        from .config import check_workers
+        check_workers("workers", workers)
+    t0 = time.perf_counter()
+    cached, failed, todo = plan(kernels, arch)
+    from . import kernel
+    events = {}
+    for _, task in todo:
+        events[task.index_id] = kernel.pending.setdefault(task.index_id, threading.Event())
+
+    def run() -> Summary:
+        summary = Summary(cached=cached, failed=failed)
+        try:
+            if todo:
+                summary.workers = pool.resolve_workers(workers, len(todo))
+
+                def landed(i: int, out: pool.Outcome) -> None:
+                    item, task = todo[i]
+                    item.key, item.seconds, item.error = out.key, out.seconds, out.error
+                    (summary.failed if out.error else
+                     summary.cached if out.hit else summary.compiled).append(item)
+                    _release(task.index_id, events)
+
+                pool.run([t for _, t in todo], summary.workers, landed, summary.memory)
+        finally:
+            for pid in list(events):
+                _release(pid, events)
+        summary.seconds = time.perf_counter() - t0
+        return summary
+
+    if background:
+        return Warmup(run)
+    return run()
+
+
+def _release(plan_id: str, events: dict) -> None:
+    """The compile of ``plan_id`` has ended: wake launches waiting for it."""
+    from . import kernel
+    event = events.pop(plan_id, None)
+    if event is not None:
+        event.set()
+        if kernel.pending.get(plan_id) is event:
+            del kernel.pending[plan_id]

@@ -8,9 +8,9 @@ import cupy_rawcode
 pytestmark = pytest.mark.gpu
 
 RNG = np.random.default_rng(20261122)
-# -default-device: Jitify and CuPy pass it, and Thrust's unannotated helpers need it. Drop it
-# here once every compile passes it by default (issue 16).
-DEFAULT_DEVICE = ("-default-device",)
+# Thrust's unannotated helpers need -default-device, which every compile now passes by default
+# as CuPy does (issue 16): the kernels here pass no option for it.
+DEFAULT_DEVICE = ()
 
 COMPLEX = r"""
 #include <thrust/complex.h>

@@ -7,9 +7,9 @@ import cupy_rawcode
 from cupy_rawcode.hints import THRUST_ALGORITHMS, thrust_algorithm_hint
 from cupy_rawcode.toolchain import toolchain
 
-# -default-device: Jitify and CuPy pass it, and Thrust's unannotated helpers need it. Drop it
-# here once every compile passes it by default (issue 16).
-DEFAULT_DEVICE = ("-default-device",)
+# Thrust's unannotated helpers need -default-device, which every compile now passes by default
+# as CuPy does (issue 16): the kernels here pass no option for it.
+DEFAULT_DEVICE = ()
 
 KERNELS = {
     "complex": ("thrust/complex.h", """

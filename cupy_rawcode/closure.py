@@ -72,7 +72,8 @@ def _hint(name: str) -> str:
     if name.startswith("cupy/"):
         return ("<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
                 "cupy-rawcode searches CuPy's include directory when CuPy is installed")
-    return ""
+    from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
+    return missing_hint(name)
 
 
 @dataclass

@@ -93,7 +93,9 @@ def compile_message(log: str, program_name: str, source: str, options, *,
         msg += f"\nfull source and options written to {dump_path}"
     if note:
         msg += f"\n({note})"
-    return msg
+    from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
+    hints = compile_hints(log, source)
+    return msg + "\n" + hints if hints else msg
 
 
 @functools.lru_cache(maxsize=None)

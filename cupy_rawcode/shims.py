@@ -1,10 +1,13 @@
-"""The C++ standard header shims in ``include/``: what each one is backed by, or why it is refused.
+"""The C++ standard header shims in ``include/``: what backs each one.
 
 NVRTC has no ``<type_traits>``, ``<limits>``, ``<cstdint>``... . Each shim includes the
 libcudacxx header behind it (``<cuda/std/X>``) and makes its names visible as ``std::X``
 (``cupy_rawcode/std_alias.h``: ``namespace std { using namespace cuda::std; }``). C headers also
 keep their global names (``int32_t``, ``INT_MAX``, ``FLT_MAX``). Headers with no device
-meaning give an ``#error`` saying what to use instead.
+meaning (``<iostream>``, ``<vector>``, ``<string>``, ...) are declaration stubs, as Jitify's
+were: library headers that include them parse (thrust's random engines include ``<iostream>``),
+and a kernel that uses one of their names fails at NVRTC with a hint (``stub_hints``) saying
+what to use instead.
 
 Math names reach std:: through using-directives, never a using-declaration of a global
 function: a direct ``std::abs`` would hide ``cuda::std::abs(complex)`` when a kernel includes
@@ -15,6 +18,7 @@ and ``--markdown`` the README's list; a test checks both are up to date.
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,46 +104,240 @@ SUPPORTED: dict[str, Shim] = {
     "cstring": Shim((), ("cstring",), extra=_CSTRING_EXTRA),
     "cstdio": Shim((), extra=_CSTDIO_EXTRA, note="printf only (device printf is built in)"),
     "ctime": Shim(("ctime",), extra=_CTIME_EXTRA, note="clock"),
+    "cstdarg": Shim((), extra="namespace std { using ::va_list; }\n",
+                    note="va_list and the va_ macros NVRTC predefines"),
 }
 
-_STREAMS = "device code has no streams: use printf, which NVRTC has built in"
-_CONTAINER = ("device code cannot allocate like the host: use cuda::std::array or "
-              "cuda::std::span over a CuPy array passed to the kernel")
 # C headers are the C++ shim under their C name: <math.h> is <cmath>, and so on.
 C_HEADERS: dict[str, str] = {
     "stdint.h": "cstdint", "stddef.h": "cstddef", "limits.h": "climits", "float.h": "cfloat",
     "math.h": "cmath", "assert.h": "cassert", "stdlib.h": "cstdlib", "string.h": "cstring",
-    "memory.h": "cstring", "stdio.h": "cstdio", "time.h": "ctime",
+    "memory.h": "cstring", "stdio.h": "cstdio", "time.h": "ctime", "stdarg.h": "cstdarg",
 }
 
-# <version> is deliberately absent: libcudacxx probes __has_include(<version>) to pick up the
-# host library's feature macros, and a shim there would change every CCCL compile.
-REFUSED: dict[str, str] = {
-    **{h: _STREAMS for h in ("iostream", "ostream", "istream", "sstream", "fstream", "iomanip",
-                             "ios", "iosfwd", "streambuf")},
-    **{h: _CONTAINER for h in ("vector", "map", "set", "unordered_map", "unordered_set", "list",
-                               "forward_list", "deque", "queue", "stack")},
-    "string": "use const char* or cuda::std::string_view (<string_view>, CCCL >= 3.1)",
-    "mutex": "use cuda::std::atomic (<atomic>) or cuda::binary_semaphore (<semaphore>)",
-    "thread": "a kernel's threads are its own: use __syncthreads or cooperative_groups",
-    "condition_variable": "use cuda::std::atomic wait/notify (<atomic>) or <barrier>",
-    "future": "device code cannot launch host tasks",
-    "stdexcept": "device code cannot throw: use assert (<cassert>) or return an error code",
-    "exception": "device code cannot throw: use assert (<cassert>) or return an error code",
-    "regex": "no device regex: match by hand or on the host",
-    "locale": "no locales in device code",
-    "filesystem": "device code has no file system",
-    "random": "use cuRAND's device API: #include <curand_kernel.h>",
+
+@dataclass(frozen=True)
+class Stub:
+    """A header with no device meaning: declarations only, so that library headers including it
+    parse (thrust's random engines include <iostream>); a kernel that uses a name fails at
+    NVRTC and the error gets ``advice`` (see hints)."""
+    advice: str                     # what to use instead: "use ..."
+    decls: str = ""                 # C++ declarations in namespace std
+    names: tuple[str, ...] = ()     # names whose use in an NVRTC error points at this header:
+    #                                 std:: unless qualified ("abi::x"), "::x" for a global name
+    includes: tuple[str, ...] = ()  # other headers a real one makes reachable
+    global_decls: str = ""          # C++ declarations outside namespace std
+
+
+_STREAM_ADVICE = "use printf, which NVRTC has built in"
+_CONTAINER_ADVICE = ("use cuda::std::array, or cuda::std::span over a CuPy array passed to the "
+                     "kernel")
+_THROW_ADVICE = "device code cannot throw: use assert (<cassert>) or return an error code"
+_STREAM_CLASSES = ("ios", "streambuf", "istream", "ostream", "iostream")
+_STRING_CLASSES = ("stringbuf", "istringstream", "ostringstream", "stringstream")
+_FILE_CLASSES = ("filebuf", "ifstream", "ofstream", "fstream")
+_IOSFWD = (
+    "class ios_base;\n"
+    + "".join(f"template <class C, class T = char_traits<C>> class basic_{c};\n"
+              for c in _STREAM_CLASSES + _FILE_CLASSES)
+    + "".join(f"template <class C, class T = char_traits<C>, class A = allocator<C>> "
+              f"class basic_{c};\n" for c in _STRING_CLASSES)
+    + "".join(f"typedef basic_{c}<char> {c}; typedef basic_{c}<wchar_t> w{c};\n"
+              for c in _STREAM_CLASSES + _STRING_CLASSES + _FILE_CLASSES)
+    + "template <class State> class fpos;\ntypedef long long streamoff;\n"
+      "typedef ptrdiff_t streamsize;\n")
+
+def _basic(*names: str) -> tuple[str, ...]:
+    return tuple(n for c in names for n in (c, "w" + c, "basic_" + c))
+
+
+# Which stream header a name's use points at (each name in one place: the header a user includes
+# for it).
+_STREAM_NAMES = {
+    "iosfwd": ("fpos", "streamoff", "streamsize"),
+    "ios": _basic("ios") + ("ios_base", "hex", "dec", "oct", "fixed", "scientific", "boolalpha",
+                            "showpoint", "left", "right"),
+    "streambuf": _basic("streambuf"),
+    "istream": _basic("istream", "iostream") + ("ws",),
+    "ostream": _basic("ostream") + ("endl", "ends", "flush"),
+    "iostream": ("cout", "cerr", "clog", "cin", "wcout", "wcerr", "wclog", "wcin"),
+    "sstream": _basic(*_STRING_CLASSES),
+    "fstream": _basic(*_FILE_CLASSES),
+    "iomanip": ("setw", "setprecision", "setfill", "setbase", "setiosflags", "resetiosflags",
+                "put_money", "get_money", "put_time", "get_time", "quoted"),
 }
+_SEQUENCES = ("vector", "deque", "list", "forward_list")
+
+
+_ASSOC = "template <class K, class V, class C = less<K>, class A = allocator<pair<const K, V>>> class {};\n"
+_SET = "template <class K, class C = less<K>, class A = allocator<K>> class {};\n"
+_UASSOC = ("template <class K, class V, class H = hash<K>, class E = equal_to<K>, "
+           "class A = allocator<pair<const K, V>>> class {};\n")
+_USET = "template <class K, class H = hash<K>, class E = equal_to<K>, class A = allocator<K>> class {};\n"
+_ORDER = ("functional", "utility")  # a real <map> makes less<>, pair<> and hash<> reachable
+
+STUBS: dict[str, Stub] = {
+    "iosfwd": Stub(_STREAM_ADVICE, _IOSFWD, _STREAM_NAMES["iosfwd"], ("string",)),
+    **{h: Stub(_STREAM_ADVICE, names=names, includes=("iosfwd",))
+       for h, names in _STREAM_NAMES.items() if h != "iosfwd"},
+    "string": Stub(
+        "use const char* or cuda::std::string_view (<string_view>, CCCL >= 3.1)",
+        "template <class C, class T = char_traits<C>, class A = allocator<C>> class basic_string;\n"
+        "typedef basic_string<char> string; typedef basic_string<wchar_t> wstring;\n"
+        "typedef basic_string<char16_t> u16string; typedef basic_string<char32_t> u32string;\n",
+        ("basic_string", "string", "wstring", "u16string", "u32string", "to_string", "stoi",
+         "stol", "stof", "stod")),
+    **{h: Stub(_CONTAINER_ADVICE, f"template <class T, class A = allocator<T>> class {h};\n",
+               (h,)) for h in _SEQUENCES},
+    "map": Stub(_CONTAINER_ADVICE, _ASSOC.format("map") + _ASSOC.format("multimap"),
+                ("map", "multimap"), _ORDER),
+    "set": Stub(_CONTAINER_ADVICE, _SET.format("set") + _SET.format("multiset"),
+                ("set", "multiset"), _ORDER),
+    "unordered_map": Stub(_CONTAINER_ADVICE, _UASSOC.format("unordered_map")
+                          + _UASSOC.format("unordered_multimap"),
+                          ("unordered_map", "unordered_multimap"), _ORDER),
+    "unordered_set": Stub(_CONTAINER_ADVICE, _USET.format("unordered_set")
+                          + _USET.format("unordered_multiset"),
+                          ("unordered_set", "unordered_multiset"), _ORDER),
+    "stack": Stub(_CONTAINER_ADVICE, "template <class T, class S = deque<T>> class stack;\n",
+                  ("stack",), ("deque",)),
+    "queue": Stub(_CONTAINER_ADVICE,
+                  "template <class T, class S = deque<T>> class queue;\n"
+                  "template <class T, class S = vector<T>, class C = less<T>> "
+                  "class priority_queue;\n", ("queue", "priority_queue"),
+                  ("deque", "vector", "functional")),
+    "exception": Stub(_THROW_ADVICE, "class exception; class bad_exception; class exception_ptr;\n",
+                      ("exception", "bad_exception", "exception_ptr", "current_exception",
+                       "rethrow_exception", "make_exception_ptr", "terminate")),
+    "stdexcept": Stub(_THROW_ADVICE, "".join(
+        f"class {c};\n" for c in ("logic_error", "domain_error", "invalid_argument",
+                                  "length_error", "out_of_range", "runtime_error",
+                                  "range_error", "overflow_error", "underflow_error")),
+        ("logic_error", "domain_error", "invalid_argument", "length_error", "out_of_range",
+         "runtime_error", "range_error", "overflow_error", "underflow_error"), ("exception",)),
+    "typeinfo": Stub("device code has no RTTI: use a template parameter or an enum tag",
+                     # std::type_info itself is reserved by NVRTC's front end: not redeclared
+                     "class bad_cast; class bad_typeid;\n",
+                     ("::type_info", "type_info", "bad_cast", "bad_typeid")),
+    "mutex": Stub("use cuda::std::atomic (<atomic>) or cuda::binary_semaphore (<semaphore>)",
+                  "class mutex; class recursive_mutex; class timed_mutex; "
+                  "class recursive_timed_mutex;\ntemplate <class M> class lock_guard; "
+                  "template <class M> class unique_lock;\n",
+                  ("mutex", "recursive_mutex", "timed_mutex", "recursive_timed_mutex",
+                   "lock_guard", "unique_lock", "scoped_lock", "call_once", "once_flag")),
+    "thread": Stub("a kernel's threads are its own: use __syncthreads or cooperative_groups",
+                   "class thread;\n", ("thread", "this_thread")),
+    "condition_variable": Stub("use cuda::std::atomic wait/notify (<atomic>) or <barrier>",
+                               "class condition_variable;\n", ("condition_variable",)),
+    "future": Stub("device code cannot launch host tasks",
+                   "template <class T> class future; template <class T> class promise;\n",
+                   ("future", "promise", "async", "packaged_task")),
+    "regex": Stub("match by hand or on the host", "template <class C> class regex_traits;\n"
+                  "template <class C, class T = regex_traits<C>> class basic_regex;\n"
+                  "typedef basic_regex<char> regex;\n",
+                  ("regex", "basic_regex", "regex_match", "regex_search", "smatch", "cmatch"),
+                  ("string",)),
+    "locale": Stub("device code has no locales", "class locale;\n", ("locale",), ("string",)),
+    "filesystem": Stub("device code has no file system", "namespace filesystem { class path; }\n",
+                       ("filesystem",), ("string",)),
+    "random": Stub("use thrust::random (<thrust/random.h>) or cuRAND's device API "
+                   "(#include <curand_kernel.h>)",
+                   "class random_device;\ntemplate <class T = int> class uniform_int_distribution;\n"
+                   "template <class T = double> class uniform_real_distribution;\n"
+                   "template <class T = double> class normal_distribution;\n",
+                   ("random_device", "uniform_int_distribution", "uniform_real_distribution",
+                    "normal_distribution", "mt19937", "mt19937_64", "default_random_engine",
+                    "minstd_rand", "bernoulli_distribution")),
+    "sys/time.h": Stub("use clock64() (or the %globaltimer register through inline PTX)",
+                       names=("::gettimeofday", "::settimeofday"),
+                       global_decls="struct timeval { long tv_sec; long tv_usec; };\n"
+                                    "struct timezone { int tz_minuteswest; int tz_dsttime; };\n"),
+    "cxxabi.h": Stub("device code has no C++ ABI runtime (no demangling)",
+                     names=("abi::__cxa_demangle",), global_decls="namespace abi {}\n"),
+}
+
+# What a stub reaches before its own declarations: the std:: integer types a real <iostream> or
+# <vector> makes reachable, and char_traits/allocator from libcudacxx (its <cuda/std/__fwd/string.h>
+# declares both in every CCCL we know; an older one gets declarations of our own).
+STUB_BASE = "cupy_rawcode/stub_base.h"
+STUB_BASE_TEXT = """\
+// cupy-rawcode: what every declaration stub reaches first. Generated by cupy_rawcode/shims.py.
+#pragma once
+#ifndef CUPY_RAWCODE_STUB_BASE_H
+#define CUPY_RAWCODE_STUB_BASE_H
+#include <cstddef>
+#include <cstdint>
+#if __has_include(<cuda/std/__fwd/string.h>)
+#include <cuda/std/__fwd/string.h>
+#else
+namespace std { template <class C> struct char_traits; template <class T> class allocator; }
+#endif
+#include <cupy_rawcode/std_alias.h>
+#endif
+"""
+
+
+def _lines_of(log: str):
+    """(is_error, text) of each diagnostic's message lines: its first line and the indented
+    'operand types are: ...' kind of lines after it (never the echoed source line)."""
+    current = None
+    for line in log.splitlines():
+        m = re.match(r"\S.*?\(\d+\): (error|warning|catastrophic error|remark)[^:]*: (.*)", line)
+        if m:
+            current = m.group(1) != "warning" and m.group(1) != "remark"
+            yield current, m.group(2)
+        elif current and re.match(r"\s+(operand types|argument types|object type|detected "
+                                  r"during|\w+ type is)", line):
+            yield current, line
+
+
+def _stub_by_name() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for header, stub in STUBS.items():
+        for name in stub.names:
+            qualified = name[2:] if name.startswith("::") else name if "::" in name \
+                else "std::" + name
+            out.setdefault(qualified, header)
+    return out
+
+
+def stub_hints(log: str) -> str:
+    """For an NVRTC log: one line per stub header whose names its errors use (the first such
+    name of each error line: ``std::stack<int, std::deque<int>>`` is <stack>'s), saying that
+    the header has no device implementation and what to use instead ('' when none)."""
+    table = _stub_by_name()
+    found: list[str] = []
+    for is_error, text in _lines_of(log):
+        if not is_error:
+            continue
+        text = re.sub(r'namespace "(\w+)" has no member "(\w+)"', r'"\1::\2"', text)
+        for name in re.findall(r"(?<![\w:])((?:\w+::)?\w+)", text):
+            header = table.get(name)
+            if header:
+                if header not in found:
+                    found.append(header)
+                break
+    return "\n".join(f"<{h}> has no device implementation: {STUBS[h].advice}" for h in found)
+
+
+def _guard(name: str) -> str:
+    return "CUPY_RAWCODE_SHIM_" + "".join(c if c.isalnum() else "_" for c in name.upper())
 
 
 def render(name: str) -> str:
     """The text of ``include/<name>``."""
-    guard = "CUPY_RAWCODE_SHIM_" + "".join(c if c.isalnum() else "_" for c in name.upper())
-    if name in REFUSED:
-        return (f"// cupy-rawcode: <{name}> is refused. Generated by cupy_rawcode/shims.py.\n"
-                f"#error \"cupy-rawcode: <{name}> has no device meaning under NVRTC: "
-                f"{REFUSED[name]}\"\n")
+    guard = _guard(name)
+    if name in STUBS:
+        stub = STUBS[name]
+        lines = [f"// cupy-rawcode declaration stub for <{name}>: it declares, it does not "
+                 "implement. Generated by cupy_rawcode/shims.py.",
+                 f"// <{name}> has no device implementation: {stub.advice}",
+                 "#pragma once", f"#ifndef {guard}", f"#define {guard}", f"#include <{STUB_BASE}>"]
+        lines += [f"#include <{h}>" for h in stub.includes]
+        text = "\n".join(lines) + "\n"
+        if stub.decls:
+            text += "namespace std {\n" + stub.decls + "}  // namespace std\n"
+        return text + stub.global_decls + f"#endif  // {guard}\n"
     if name in C_HEADERS:
         return (f"// cupy-rawcode shim for <{name}>: the same as <{C_HEADERS[name]}>. Generated by "
                 f"cupy_rawcode/shims.py.\n#pragma once\n#include \"{C_HEADERS[name]}\"\n")
@@ -170,13 +368,14 @@ namespace std { using namespace cuda::std; }
 
 def files() -> dict[str, str]:
     """Every generated file under include/, by relative path."""
-    out = {name: render(name) for name in sorted(SUPPORTED) + sorted(C_HEADERS) + sorted(REFUSED)}
+    out = {name: render(name) for name in sorted(SUPPORTED) + sorted(C_HEADERS) + sorted(STUBS)}
     out[ALIAS] = ALIAS_TEXT
+    out[STUB_BASE] = STUB_BASE_TEXT
     return out
 
 
 def markdown() -> str:
-    """The README's list of supported and refused headers."""
+    """The README's tables: what backs each standard header, then the CUDA headers' roots."""
     rows = ["| header | backed by | note |", "| --- | --- | --- |"]
     for name in sorted(SUPPORTED):
         s = SUPPORTED[name]
@@ -184,9 +383,13 @@ def markdown() -> str:
             "libcudacxx internals" if s.optional else "NVRTC built-ins")
         c_names = ", ".join(f"`<{c}>`" for c, cxx in sorted(C_HEADERS.items()) if cxx == name)
         rows.append(f"| `<{name}>`{' ' + c_names if c_names else ''} | {backing} | {s.note} |")
-    rows += ["", "| refused header | use instead |", "| --- | --- |"]
-    rows += [f"| `<{name}>` | {REFUSED[name]} |" for name in sorted(REFUSED)]
-    return "\n".join(rows) + "\n"
+    for name in sorted(STUBS):
+        c_names = ", ".join(f"`<{c}>`" for c, cxx in sorted(C_HEADERS.items()) if cxx == name)
+        rows.append(f"| `<{name}>`{' ' + c_names if c_names else ''} | declaration stub | "
+                    f"no device implementation: {STUBS[name].advice} |")
+    rows.sort(key=lambda r: r.split("`")[1] if r.startswith("| `") else "")
+    from .cudaheaders import markdown as cuda_markdown  # the CUDA headers: roots, not shims
+    return "\n".join(rows) + "\n\n" + cuda_markdown()
 
 
 def write(root: Path) -> None:

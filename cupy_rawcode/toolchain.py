@@ -3,19 +3,25 @@
 Search policy (README "Header search order"): the system roots come after the user's `-I` and
 `-isystem` directories, in this order:
 
-0. ``cupy``  - CuPy's own device headers (``<cupy>/_core/include``: ``cupy/complex.cuh``, ...),
+0. ``cupy``   - CuPy's own device headers (``<cupy>/_core/include``: ``cupy/complex.cuh``, ...),
    which CuPy puts on every compile's include path; absent when CuPy is not installed;
-1. ``cccl``  - CCCL (cub, thrust, libcudacxx) from the first *source* that has it;
-2. ``cuda``  - CUDA headers (``cuda_fp16.h``, ...) from the first source that has them;
-3. ``shim``  - this package's ``include/`` (C++ standard header shims), always last.
+1. ``cccl``   - CCCL (cub, thrust, libcudacxx) from the first *source* that has it;
+2. ``cuda``   - CUDA runtime headers (``cuda_fp16.h``, ``mma.h``, ...) from the first source
+   that has them;
+3. ``curand``, ``crt`` - cuRAND's device API and the compiler's ``crt/`` headers, each from the
+   first source that has it, unless an earlier root already holds it (cudaheaders.py);
+4. ``shim``   - this package's ``include/`` (C++ standard header shims), always last.
 
-Sources are tried in the order ``wheel,nvrtc,cupy,toolkit`` unless the ``header_sources``
-argument or ``CUPY_RAWCODE_HEADER_SOURCES`` says otherwise. An entry is a source name (``wheel``:
-the pip ``nvidia-cuda-cccl*`` / ``nvidia-cuda-runtime*`` wheels via cuda.pathfinder; ``nvrtc``:
-the CUDA + CCCL headers NVRTC >= 13.3 bundles, extracted once per NVRTC version into the cache
-directory; ``cupy``: CuPy's bundled CCCL; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH``/
-``/usr/local/cuda``) or an explicit directory ``cccl=/path`` / ``cuda=/path``. Sources are asked
-lazily, in order, until both kinds are found. Only one CCCL is ever used: mixing two is broken.
+Sources are tried in the order ``cupy,wheel,nvrtc,toolkit`` unless the ``header_sources``
+argument or ``CUPY_RAWCODE_HEADER_SOURCES`` says otherwise. An entry is a source name (``cupy``:
+CuPy's bundled CCCL, first so that kernels compile with the CCCL CuPy compiles its own kernels
+with, and because CCCL 2.8 (the CUDA 12 wheel) declares a ``__host__`` conversion in
+``thrust/complex.h`` that NVRTC refuses; ``wheel``: the pip NVIDIA header wheels via
+cuda.pathfinder; ``nvrtc``: the CUDA + CCCL headers NVRTC >= 13.3 bundles, extracted once per
+NVRTC version into the cache directory; ``toolkit``: ``CUDA_HOME``/``CUDA_PATH``/
+``/usr/local/cuda``) or an explicit directory ``KIND=/path`` (``cccl=``, ``cuda=``, ``curand=``,
+``crt=``). Sources are asked lazily, in order, until every kind is found. Only one CCCL is ever
+used: mixing two is broken.
 """
 
 import functools
@@ -26,8 +32,9 @@ from collections import namedtuple
 
 from . import config
 
-DEFAULT_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
-KNOWN_SOURCES = ("wheel", "nvrtc", "cupy", "toolkit")
+DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
+KNOWN_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
+ROOT_KINDS = ("cccl", "cuda", "curand", "crt")  # system roots before the shims, in search order
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
@@ -96,7 +103,7 @@ def choose_arch(compute_capability: int, supported: tuple[int, ...]) -> tuple[st
 
 
 def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    """Validate a search policy: source names or ``cccl=DIR`` / ``cuda=DIR`` entries."""
+    """Validate a search policy: source names or ``KIND=DIR`` entries (``cccl=DIR``, ...)."""
     if spec is None:
         spec = config.header_sources() or DEFAULT_SOURCES
     items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
@@ -104,11 +111,12 @@ def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, 
     for item in items:
         if "=" in item:
             kind, _, path = item.partition("=")
-            if kind not in ("cccl", "cuda") or not path:
-                raise ValueError(f"header source {item!r}: expected cccl=DIR or cuda=DIR")
+            if kind not in ROOT_KINDS or not path:
+                raise ValueError(f"header source {item!r}: expected KIND=DIR with KIND one of "
+                                 f"{', '.join(ROOT_KINDS)}")
         elif item not in KNOWN_SOURCES:
             raise ValueError(f"unknown header source {item!r} (known: {', '.join(KNOWN_SOURCES)}, "
-                             "cccl=DIR, cuda=DIR)")
+                             "cccl=DIR, cuda=DIR, curand=DIR, crt=DIR)")
     return tuple(items)
 
 
@@ -157,7 +165,8 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
             return {}
         if int(err) != 0 or not (target / "cccl" / "cub").is_dir():
             return {}
-    return {"cccl": [str(target / "cccl")], "cuda": [str(target)]}
+    from .cudaheaders import offered
+    return {"cccl": [str(target / "cccl")], **offered([str(target)]), "cuda": [str(target)]}
 
 
 def toolkit_home() -> Path | None:
@@ -169,16 +178,25 @@ def toolkit_home() -> Path | None:
     return default if (default / "include").is_dir() else None
 
 
+def _wheel_dirs() -> dict[str, list[str]]:
+    """The CCCL and CUDA header directories of the pip NVIDIA wheels: pathfinder's, then the
+    wheel layouts it may not know (cudaheaders.WHEEL_INCLUDE_DIRS)."""
+    from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
+    found = [_pathfinder_dir(name) for _, name, _ in LIBRARY_ROOTS.values()]
+    found += [os.path.join(site, rel) for site in config.site_dirs() for rel in WHEEL_INCLUDE_DIRS]
+    cccl = _pathfinder_dir("cccl")
+    return {"cccl": [cccl] if cccl else [], **offered([d for d in found if d])}
+
+
 def source_dirs(source: str) -> dict[str, list[str]]:
-    """The CCCL and CUDA header directories one source offers (empty lists when absent)."""
+    """The header directories one source offers, by root kind (absent or empty when none)."""
     if "=" in source:
         kind, _, path = source.partition("=")
         if not Path(path).is_dir():
             raise ValueError(f"header source {source!r}: {path} is not a directory")
         return {kind: [str(Path(path).resolve())]}
     if source == "wheel":
-        cccl, cudart = _pathfinder_dir("cccl"), _pathfinder_dir("cudart")
-        return {"cccl": [cccl] if cccl else [], "cuda": [cudart] if cudart else []}
+        return _wheel_dirs()
     if source == "cupy":
         return {"cccl": _cupy_cccl_dirs(), "cuda": []}
     if source == "nvrtc":
@@ -189,7 +207,9 @@ def source_dirs(source: str) -> dict[str, list[str]]:
             return {}
         inc = home / "include"
         cccl = inc / "cccl" if (inc / "cccl" / "cub").is_dir() else inc
-        return {"cccl": [str(cccl)] if (cccl / "cub").is_dir() else [], "cuda": [str(inc)]}
+        from .cudaheaders import offered
+        return {"cccl": [str(cccl)] if (cccl / "cub").is_dir() else [], **offered([str(inc)]),
+                "cuda": [str(inc)]}
     raise ValueError(f"unknown header source {source!r}")
 
 
@@ -205,17 +225,19 @@ def cupy_include_dir() -> str | None:
 
 def choose_system_dirs(sources: tuple[str, ...], offered, shim: str,
                        cupy: str | None = None) -> tuple[SearchDir, ...]:
-    """Pure policy: CuPy's include directory (when given), the first source offering CCCL, the
-    first offering CUDA headers, then shims. ``offered(source)`` (or a dict) gives a source's
+    """Pure policy: CuPy's include directory (when given), then for each kind of ROOT_KINDS in
+    order the first source offering it (a directory already a root is not added twice: CUDA 13
+    wheels share one), then the shims. ``offered(source)`` (or a dict) gives a source's
     directories; it is asked only as needed."""
     ask = offered if callable(offered) else (lambda s: offered.get(s, {}))
     out: list[SearchDir] = [SearchDir("cupy", cupy, "cupy")] if cupy else []
-    for kind in ("cccl", "cuda"):
+    for kind in ROOT_KINDS:
         for source in sources:
             dirs = ask(source).get(kind) or []
             if dirs:
                 origin = "explicit" if "=" in source else source
-                out.extend(SearchDir(kind, d, origin) for d in dirs)
+                taken = {d.path for d in out}
+                out.extend(SearchDir(kind, d, origin) for d in dirs if d not in taken)
                 break
     out.append(SearchDir("shim", shim, "package"))
     return tuple(out)

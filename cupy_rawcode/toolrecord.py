@@ -20,7 +20,7 @@ from . import config
 from .key import digest_fields
 from .stamps import stamp
 
-SCHEMA = "cupy-rawcode-toolchain-2"  # 2: CuPy's include root
+SCHEMA = "cupy-rawcode-toolchain-3"  # 2: CuPy's include root; 3: the curand and crt roots
 ENV_VARS = config.TOOLCHAIN_ENV
 
 

@@ -117,19 +117,42 @@ def test_no_source_dir_means_no_own_directory_for_main(tree):
 def test_header_sources_are_asked_lazily_in_policy_order():
     from cupy_rawcode.toolchain import choose_system_dirs
     asked = []
-    offers = {"wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/cuda"]}, "nvrtc": {"cccl": ["/n"]}}
+    wheel = {"cccl": ["/w/cccl"], "cuda": ["/w/cuda"], "curand": ["/w/curand"], "crt": ["/w/nvcc"]}
+    offers = {"wheel": wheel, "nvrtc": {"cccl": ["/n"]}}
 
     def offer(source):
         asked.append(source)
         return offers.get(source, {})
     dirs = choose_system_dirs(("wheel", "nvrtc", "cupy"), offer, "/shim")
     assert [(d.tag, d.path, d.origin) for d in dirs] == [
-        ("cccl", "/w/cccl", "wheel"), ("cuda", "/w/cuda", "wheel"), ("shim", "/shim", "package")]
+        ("cccl", "/w/cccl", "wheel"), ("cuda", "/w/cuda", "wheel"), ("curand", "/w/curand", "wheel"),
+        ("crt", "/w/nvcc", "wheel"), ("shim", "/shim", "package")]
     assert "nvrtc" not in asked  # never extracted when an earlier source has everything
     asked.clear()
     dirs = choose_system_dirs(("cupy", "nvrtc", "wheel"), offer, "/shim")
     assert [(d.tag, d.origin) for d in dirs] == [("cccl", "nvrtc"), ("cuda", "wheel"),
+                                                 ("curand", "wheel"), ("crt", "wheel"),
                                                  ("shim", "package")]
+
+
+@pytest.mark.parametrize("offers, expected", [
+    # CUDA 13 wheels share one include directory: one root, not three
+    ({"wheel": {"cuda": ["/cu13"], "curand": ["/cu13"], "crt": ["/cu13"]}},
+     [("cuda", "/cu13", "wheel")]),
+    # a library only the toolkit has comes from there, after the wheel's runtime headers
+    ({"wheel": {"cuda": ["/w/rt"], "curand": ["/w/rand"]}, "toolkit": {"cuda": ["/tk"], "crt": ["/tk"]}},
+     [("cuda", "/w/rt", "wheel"), ("curand", "/w/rand", "wheel"), ("crt", "/tk", "toolkit")]),
+    # CuPy's CCCL first; CUDA headers from the next source that has them
+    ({"cupy": {"cccl": ["/c/libcudacxx", "/c/cub"]}, "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]}},
+     [("cccl", "/c/libcudacxx", "cupy"), ("cccl", "/c/cub", "cupy"), ("cuda", "/w/rt", "wheel")]),
+    # without CuPy: the wheel's CCCL
+    ({"cupy": {}, "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]}},
+     [("cccl", "/w/cccl", "wheel"), ("cuda", "/w/rt", "wheel")]),
+])
+def test_library_roots_come_from_the_first_source_that_has_them(offers, expected):
+    from cupy_rawcode.toolchain import DEFAULT_SOURCES, choose_system_dirs
+    dirs = choose_system_dirs(DEFAULT_SOURCES, offers, "/shim")
+    assert [(d.tag, d.path, d.origin) for d in dirs] == expected + [("shim", "/shim", "package")]
 
 
 def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):

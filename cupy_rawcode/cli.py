@@ -72,7 +72,7 @@ def _cmd_compile(args, options) -> int:
     t0 = time.perf_counter()
     result = compile_request(req)
     total = time.perf_counter() - t0
-    code = result.object_code.code
+    code = result.code
     print(f"{args.file}: {'hit' if result.hit else 'miss'} ({result.hit_layer or 'compiled'})")
     print(f"  key       {result.key}")
     print(f"  headers   {result.header_count}")

@@ -1,15 +1,12 @@
-"""Invoke NVRTC on a miss: cuda.core's Program with our options, NVRTC's automatic precompiled
-headers, PTX without a driver, and compile errors that show the failing lines. Not imported on a
-cache hit."""
-import functools
-import io
+"""Invoke NVRTC on a miss, through its own API (cuda.bindings.nvrtc: importing cuda.core would
+cost 50-100 ms of a cold start): our options, NVRTC's automatic precompiled headers, NVRTC's log,
+and compile errors that show the failing lines. Not imported on a cache hit."""
 import os
 import re
 import threading
 
 from . import config
 from .request import Request
-from .store import warn
 
 PCH_WORDS = ("precompiled header", "pch file", "initial sequence of preprocessing directives",
              "command line options do not match")  # NVRTC's PCH messages: never shown
@@ -68,8 +65,7 @@ class _Pch:
     - backs off when a PCH it created was never reused before being replaced (runs of pairs,
       say): ``need`` grows by one for each such waste, and falls back to 2 after a reuse, so a
       series of distinct kernels loses at most one creation per run length it shows.
-    Files go to a private temp directory removed at exit. If cuda.core fails on a PCH compile,
-    PCH is turned off for the process with one log line."""
+    Files go to a private temp directory removed at exit."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -79,12 +75,11 @@ class _Pch:
         self.used = 0        # compiles that reused it
         self.charged = False  # its waste already raised ``need``
         self.need = 2
-        self.broken = False
         self.dir: str | None = None
 
     def wanted(self, req: Request, nvrtc_version: tuple[int, int]) -> bool:
         mode = config.pch_mode()
-        if self.broken or mode == "never" or nvrtc_version < (12, 8) or req.is_ptx:
+        if mode == "never" or nvrtc_version < (12, 8) or req.is_ptx:
             return False
         if mode == "always":
             return True
@@ -122,52 +117,26 @@ class _Pch:
                 atexit.register(shutil.rmtree, self.dir, True)
             return self.dir
 
-    def disable(self, why: Exception) -> None:
-        self.broken = True
-        warn("cupy-rawcode: NVRTC precompiled headers turned off for this process "
-             "(cuda.core failed on a PCH compile: %s)", why)
-
 
 _pch = _Pch()
 
 
-@functools.lru_cache(maxsize=2)
-def _options_class(passthrough: bool):
-    """cuda.core's ProgramOptions, or (only when needed: making a dataclass costs ~2 ms) a
-    subclass that appends the NVRTC options cuda.core has no field for."""
-    import dataclasses
-    ProgramOptions = cuda_core().ProgramOptions
-    if not passthrough:
-        return ProgramOptions
-
-    @dataclasses.dataclass
-    class _Options(ProgramOptions):
-        passthrough: tuple = ()
-
-        def as_bytes(self, backend, *args, **kwargs):
-            return list(super().as_bytes(backend, *args, **kwargs)) + [o.encode() for o in self.passthrough]
-
-    return _Options
-
-
-def _program_options(req: Request, ctx, pch: bool = False):
+def nvrtc_flags(req: Request, ctx, pch: bool = False) -> list[str]:
+    """The options NVRTC receives for ``req``: the arch, the search list, the forced
+    pre-includes, the standard, the macros, CuPy's defaults, PCH and the options passed
+    through as they are."""
     o = req.options
-    if req.is_ptx:  # PTX is linked, not compiled: only the target matters
-        return _options_class(False)(arch=req.arch)
-    extra = {"passthrough": o.passthrough} if o.passthrough else {}
-    return _options_class(bool(o.passthrough))(
-        name=req.program_name,
-        arch=req.arch, std=o.std, include_path=[d.path for d in ctx.dirs] or None,
-        pre_include=list(req.pre_includes + o.pre_includes) or None,
-        define_macro=o.defines or None, undefine_macro=o.undefines or None,
-        device_as_default_execution_space=o.default_device or None,
-        pch=True if pch else None, pch_dir=_pch.directory() if pch else None,
-        pch_messages=False if pch else None, **extra)
-
-
-def program_flags(req: Request, ctx) -> list[str]:
-    """The options NVRTC receives for ``req`` (without PCH), as strings: what errors show."""
-    return [b.decode() for b in _program_options(req, ctx).as_bytes("nvrtc")]
+    flags = [f"-arch={req.arch}"]
+    flags += [f"--define-macro={d}" for d in o.defines]
+    flags += [f"--undefine-macro={u}" for u in o.undefines]
+    flags += [f"--include-path={d.path}" for d in ctx.dirs]
+    flags += [f"--pre-include={p}" for p in req.pre_includes + o.pre_includes]
+    flags += [f"--std={o.std}"]
+    if o.default_device:
+        flags.append("--device-as-default-execution-space")
+    if pch:
+        flags += ["--pch", f"--pch-dir={_pch.directory()}", "--pch-messages=false"]
+    return flags + list(o.passthrough)
 
 
 def _dump(req: Request, options: list[str]) -> str:
@@ -179,18 +148,18 @@ def _dump(req: Request, options: list[str]) -> str:
 
 
 class Compiled:
-    """What NVRTC made: ``obj`` (cuda.core ObjectCode), ``made`` (how: a dict for the entry's
-    metadata, ``stripped`` and ``assembler`` where they apply) and ``log`` (NVRTC's log, warnings
-    included, without PCH messages: stored with the entry and replayed on every hit)."""
-    __slots__ = ("obj", "made", "log")
+    """What NVRTC made: ``code`` (bytes of ``target``), ``symbols`` (name expression -> lowered
+    name), ``made`` (how: a dict for the entry's metadata, ``stripped`` and ``assembler`` where
+    they apply) and ``log`` (NVRTC's log, warnings included, without PCH messages: stored with
+    the entry and replayed on every hit)."""
+    __slots__ = ("code", "symbols", "made", "log")
 
-    def __init__(self, obj, made: dict, log: str):
-        self.obj, self.made, self.log = obj, made, log
+    def __init__(self, code: bytes, symbols: dict, made: dict, log: str):
+        self.code, self.symbols, self.made, self.log = code, symbols, made, log
 
 
 def compile_program(req: Request, ctx, dump: bool) -> Compiled:
-    """NVRTC through cuda.core (or directly, where cuda.core cannot), with the unreferenced
-    library globals stripped where strip.py applies.
+    """NVRTC with the unreferenced library globals stripped where strip.py applies.
 
     A cubin that may have such globals (the source includes headers) is made in two steps:
     NVRTC to PTX for the virtual arch (skipping NVRTC's own ptxas run on the unstripped PTX),
@@ -203,38 +172,37 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
-        obj, log = _nvrtc(req, ctx, dump)
-        return Compiled(obj, {}, log)
+        code, symbols, log = _nvrtc(req, ctx, dump)
+        return Compiled(code, symbols, {}, log)
     if req.target == "ptx":
-        obj, log = _nvrtc(req, ctx, dump)
-        obj, made = _stripped_ptx(obj)
-        return Compiled(obj, made, log)
+        code, symbols, log = _nvrtc(req, ctx, dump)
+        code, removed = _strip_ptx(code, symbols)
+        return Compiled(code, symbols, {"stripped": removed}, log)
     version = ctx.toolchain.nvrtc_version
     may_have_globals = "include" in req.source or bool(req.options.pre_includes)
     if may_have_globals and strip.nvjitlink.usable(version) is not False:
         strip.nvjitlink.prefetch()  # loads while NVRTC compiles (150 ms on a cold host)
         virtual = virtual_arch(req.arch)
         try:
-            obj, log = _nvrtc(req._replace(arch=virtual, target="ptx"), ctx, dump)
+            ptx, symbols, log = _nvrtc(req._replace(arch=virtual, target="ptx"), ctx, dump)
         except Exception as e:  # say why the options show a virtual arch
             if not hasattr(e, "dump_path"):
                 raise
-            raise _compile_error(e.log, req, e.options, e.dump_path,
+            raise _compile_error(e.log, req, list(e.options), e.dump_path,
                                  note=f"NVRTC compiled PTX for {virtual}: the first step of a "
                                       f"cubin for {req.arch}, see CUPY_RAWCODE_STRIP") from None
-        ptx, removed, mapping = _strip_object(obj)
+        ptx, removed = _strip_ptx(ptx, symbols)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
             if strip.uses_stack(cubin):
-                own, log = _nvrtc(req, ctx, dump)
-                if not strip.no_worse(cubin, bytes(own.code)):
-                    return Compiled(own, {"stripped": 0, "kept": "nvJitLink's cubin needed "
-                                          "more registers or stack than NVRTC's"}, log)
-            return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=mapping),
-                            made, log)
-    obj, log = _nvrtc(req, ctx, dump)
-    return Compiled(obj, {"stripped": 0}, log)
+                own, _, log = _nvrtc(req, ctx, dump)
+                if not strip.no_worse(cubin, own):
+                    return Compiled(own, symbols, {"stripped": 0, "kept": "nvJitLink's cubin "
+                                    "needed more registers or stack than NVRTC's"}, log)
+            return Compiled(cubin, symbols, made, log)
+    code, symbols, log = _nvrtc(req, ctx, dump)
+    return Compiled(code, symbols, {"stripped": 0}, log)
 
 
 def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
@@ -242,13 +210,12 @@ def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
     with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
     from . import devrt
     kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
-    obj, log = _nvrtc(req._replace(target=kind), ctx, dump)
+    code, symbols, log = _nvrtc(req._replace(target=kind), ctx, dump)
     try:
-        cubin = devrt.link(bytes(obj.code), kind, req.arch, ctx.toolchain.nvrtc_version)
+        cubin = devrt.link(code, kind, req.arch, ctx.toolchain.nvrtc_version)
     except devrt.LinkError as e:
-        raise _compile_error(str(e), req, program_flags(req, ctx), dump=dump) from None
-    return Compiled(cuda_core().ObjectCode.from_cubin(cubin, symbol_mapping=obj.symbol_mapping),
-                    {"linked": devrt.LINK_RULES}, log)
+        raise _compile_error(str(e), req, nvrtc_flags(req, ctx), dump=dump) from None
+    return Compiled(cubin, symbols, {"linked": devrt.LINK_RULES}, log)
 
 
 def virtual_arch(arch: str) -> str:
@@ -256,65 +223,69 @@ def virtual_arch(arch: str) -> str:
     return "compute_" + arch.partition("_")[2] if arch.startswith("sm_") else arch
 
 
-def _strip_object(obj) -> tuple[bytes, int, dict]:
-    """(PTX without unreferenced library globals, how many went, symbol mapping) of an
-    ObjectCode holding PTX; the lowered names of name expressions always stay."""
+def _strip_ptx(ptx: bytes, symbols: dict) -> tuple[bytes, int]:
+    """(PTX without unreferenced library globals, how many went); the lowered names of name
+    expressions always stay."""
     from . import strip
-    mapping = obj.symbol_mapping or {}
-    keep = frozenset(v.decode() if isinstance(v, bytes) else v for v in mapping.values())
-    text = bytes(obj.code).rstrip(bytes(1)).decode("latin-1")  # lossless, whatever comments hold
-    text, removed = strip.strip(text, keep)
-    return text.encode("latin-1"), removed, mapping
+    text = ptx.rstrip(bytes(1)).decode("latin-1")  # lossless, whatever comments hold
+    text, removed = strip.strip(text, frozenset(symbols.values()))
+    return text.encode("latin-1"), removed
 
 
-def _stripped_ptx(obj):
-    ptx, removed, mapping = _strip_object(obj)
-    if removed:
-        obj = cuda_core().ObjectCode.from_ptx(ptx, symbol_mapping=mapping)
-    return obj, {"stripped": removed}
-
-
-def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None):
-    """One NVRTC compile of ``req`` as asked: (ObjectCode, NVRTC's log), or CompileError.
-    A compile that used a precompiled header and failed is done again without one, so a PCH
-    never changes whether a compile succeeds or what its error says."""
+def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[bytes, dict, str]:
+    """One NVRTC compile of ``req`` as asked: (code, symbols, NVRTC's log), or CompileError.
+    PTX input is linked (cuda.core's Program); C++ goes through NVRTC's own API. A compile
+    that used a precompiled header and failed is done again without one, so a PCH never
+    changes whether a compile succeeds or what its error says."""
+    if req.is_ptx:
+        return _link_ptx(req), {}, ""
+    from cuda.bindings import nvrtc
     if pch is None:
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
-    popts = _program_options(req, ctx, pch)
-    if req.target == "ptx" and not req.is_ptx and not _driver_loadable():
-        out, mapping, log = _nvrtc_direct(req, ctx, dump, ("ptx",), pch)
-        return cuda_core().ObjectCode.from_ptx(out["ptx"].rstrip(bytes(1)),
-                                               symbol_mapping=mapping), log
-    prog = cuda_core().Program(req.source, "ptx" if req.is_ptx else "c++", popts)
-    logs = io.StringIO()
+    flags = nvrtc_flags(req, ctx, pch)
+    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+
+    def check(result, *values):
+        if result != ok:
+            raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
+        return values[0] if len(values) == 1 else values
+
+    getters = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+               "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
+               "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)}
+    prog = check(*nvrtc.nvrtcCreateProgram(req.source.encode(), req.program_name.encode(),
+                                           0, [], []))
     try:
-        obj = prog.compile(req.target, name_expressions=req.name_expressions or (), logs=logs)
-        return obj, clean_log(logs.getvalue())
-    except TypeError as e:
-        if not pch:
-            raise
-        _pch.disable(e)  # cuda.core 1.2.2: "Expected str, got PCHStatusType" on some compiles
-        return _nvrtc(req, ctx, dump, False)
-    except Exception as e:
-        text = str(e)
-        if "NVRTC_ERROR" not in text and "error" not in text:
-            raise
-        if pch:
-            return _nvrtc(req, ctx, dump, False)
-        raise _compile_error(_nvrtc_log(text), req, _flags(popts), dump=dump) from None
+        for name in req.name_expressions:
+            check(*nvrtc.nvrtcAddNameExpression(prog, name.encode()))
+        encoded = [f.encode() for f in flags]
+        result, = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        raw = b" " * check(*nvrtc.nvrtcGetProgramLogSize(prog))
+        check(*nvrtc.nvrtcGetProgramLog(prog, raw))
+        log = clean_log(raw.decode(errors="replace"))
+        if result != ok:
+            if pch:
+                return _nvrtc(req, ctx, dump, False)
+            raise _compile_error(log or f"{result.name}", req, flags, dump=dump)
+        get_size, get = getters[req.target]
+        code = b" " * check(*get_size(prog))
+        check(*get(prog, code))
+        symbols = {n: _text(check(*nvrtc.nvrtcGetLoweredName(prog, n.encode())))
+                   for n in req.name_expressions}
     finally:
-        prog.close()
+        nvrtc.nvrtcDestroyProgram(prog)
+    return (code.rstrip(bytes(1)) if req.target == "ptx" else code), symbols, log
 
 
-def _nvrtc_log(text: str) -> str:
-    """NVRTC's log out of cuda.core's exception text ("6: NVRTC_ERROR_COMPILATION, compilation
-    log:\n\n<log>"); the text itself when it holds no log (a bad option, for one)."""
-    head, sep, log = text.partition("compilation log:")
-    return clean_log(log.lstrip("\n") if sep else text) or clean_log(text) or text
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
-def _flags(popts) -> list[str]:
-    return [b.decode() for b in popts.as_bytes("nvrtc")]
+def _link_ptx(req: Request) -> bytes:
+    """PTX input linked to ``req.target`` by cuda.core (nvJitLink or the driver's linker)."""
+    core = cuda_core()
+    return bytes(core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch))
+                 .compile(req.target).code)
 
 
 def _compile_error(log: str, req: Request, flags: list[str], dump_path: str | None = None, *,
@@ -327,59 +298,3 @@ def _compile_error(log: str, req: Request, flags: list[str], dump_path: str | No
                                  note=note)
     return errors.CompileError(msg, req.source, req.program_name, flags, log=log,
                                dump_path=dump_path)
-
-
-@functools.lru_cache(maxsize=1)
-def _driver_loadable() -> bool:
-    """Whether the CUDA driver library loads (False on build and CI hosts without a GPU)."""
-    try:
-        from cuda.bindings import driver
-        driver.cuDriverGetVersion()
-        return True
-    except Exception:  # cuda.pathfinder's DynamicLibNotFoundError, or a driver that fails
-        return False
-
-
-def _nvrtc_direct(req: Request, ctx, dump: bool, targets: tuple[str, ...],
-                  pch: bool | None = None) -> tuple[dict, dict, str]:
-    """One compile through NVRTC's own API: ({target: bytes}, symbol mapping, NVRTC's log).
-    Used where cuda.core cannot: PTX without a driver (cuda.core 1.2 asks the driver whether it
-    could load the PTX it made) and PTX and cubin from a single compile. A failing compile that
-    used a PCH is done again without one."""
-    from cuda.bindings import nvrtc
-    if pch is None:
-        pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
-    popts = _program_options(req, ctx, pch)
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-
-    def check(result, *values):
-        if result != ok:
-            raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
-        return values[0] if len(values) == 1 else values
-
-    getters = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
-               "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)}
-    prog = check(*nvrtc.nvrtcCreateProgram(req.source.encode(), popts.name.encode(), 0, [], []))
-    try:
-        for name in req.name_expressions:
-            check(*nvrtc.nvrtcAddNameExpression(prog, name.encode()))
-        flags = popts.as_bytes("nvrtc")
-        result, = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
-        log = b" " * check(*nvrtc.nvrtcGetProgramLogSize(prog))
-        check(*nvrtc.nvrtcGetProgramLog(prog, log))
-        log = clean_log(log.decode(errors="replace"))
-        if result != ok:
-            if pch:
-                return _nvrtc_direct(req, ctx, dump, targets, False)
-            raise _compile_error(log or result.name, req, _flags(popts), dump=dump)
-        out = {}
-        for target in targets:
-            get_size, get = getters[target]
-            data = b" " * check(*get_size(prog))
-            check(*get(prog, data))
-            out[target] = data
-        mapping = {n: check(*nvrtc.nvrtcGetLoweredName(prog, n.encode()))
-                   for n in req.name_expressions}
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    return out, mapping, log

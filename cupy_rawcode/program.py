@@ -110,8 +110,8 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
 def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
     from . import errors
-    from .nvrtc import program_flags
-    flags = program_flags(req, ctx)
+    from .nvrtc import nvrtc_flags
+    flags = nvrtc_flags(req, ctx)
     msg = e.args[0] if e.args else str(e)
     return errors.MissingHeaderCompileError(msg, req.source, req.program_name, flags,
                                             missing=getattr(e, "missing", ()))
@@ -152,19 +152,17 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         finally:
             _forget(req, early)
         t2 = time.perf_counter()
-        obj = made.obj
-        symbols = {k: v.decode() for k, v in (obj.symbol_mapping or {}).items()}
         # the header count, not the names: nothing reads them, and every hit parses this
-        meta = {"target": req.target, "arch": req.arch, "symbols": symbols, "created": time.time(),
-                "nvrtc": ctx.toolchain.nvrtc_version_str, "headers": count, "made": made.made,
-                "log": made.log}
-        code = bytes(obj.code)
+        meta = {"target": req.target, "arch": req.arch, "symbols": made.symbols,
+                "created": time.time(), "nvrtc": ctx.toolchain.nvrtc_version_str,
+                "headers": count, "made": made.made, "log": made.log}
+        code = bytes(made.code)
         if not code:  # never cache nothing as a kernel
             raise RuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
         store.put(key, encode(key, code, meta))
-        return Result(code, symbols, req.target, key, False, None, count, t1 - t0, t2 - t1, obj,
-                      made.made, keyed, made.log)
+        return Result(code, dict(made.symbols), req.target, key, False, None, count, t1 - t0,
+                      t2 - t1, None, made.made, keyed, made.log)
 
 
 def _forget(req: Request, early) -> None:

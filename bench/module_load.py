@@ -9,6 +9,7 @@ processes (``--runs`` each, medians) time
 
     python bench/module_load.py [--runs 7] [--out bench/results/module-load.json]   # needs a GPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,14 @@ print(json.dumps(out))
 
 
 def child(args: list[str], env: dict) -> float:
-    p = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True,
-                       env=env, cwd=ROOT, check=True)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return json.loads(p.stdout.strip().splitlines()[-1])["seconds"]
 
 
@@ -62,6 +69,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "module-load.json"))
     args = ap.parse_args()
     import compileall
+
     compileall.compile_dir(str(ROOT / "cupy_rawcode"), quiet=1)  # as pip install does
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,14 +84,20 @@ def main() -> None:
                     e = {**env, "CUDA_MODULE_LOADING": mode.upper()}
                     series[f"load-{mode}"].append(child(["load", str(cubin)], e))
             data = cubin.read_bytes()
-            row = {"kernel": kernel.name, "cubin_bytes": len(data),
-                   "data_symbols": len(data_symbols(data)),
-                   **{k: statistics.median(v) for k, v in series.items()},
-                   "values": series}
+            row = {
+                "kernel": kernel.name,
+                "cubin_bytes": len(data),
+                "data_symbols": len(data_symbols(data)),
+                **{k: statistics.median(v) for k, v in series.items()},
+                "values": series,
+            }
             rows.append(row)
-            print(f"{kernel.name:16s} {len(data):7d} B {row['data_symbols']:4d} symbols  "
-                  f"ours {row['ours'] * 1e3:5.1f} ms  load lazy {row['load-lazy'] * 1e3:5.1f} "
-                  f"eager {row['load-eager'] * 1e3:5.1f} ms", flush=True)
+            print(
+                f"{kernel.name:16s} {len(data):7d} B {row['data_symbols']:4d} symbols  "
+                f"ours {row['ours'] * 1e3:5.1f} ms  load lazy {row['load-lazy'] * 1e3:5.1f} "
+                f"eager {row['load-eager'] * 1e3:5.1f} ms",
+                flush=True,
+            )
     Path(args.out).write_text(json.dumps({"runs": args.runs, "rows": rows}, indent=1))
 
 

@@ -3,6 +3,7 @@ loaded function in a new process (cProfile, top entries by cumulative time).
 
     python bench/profile_warm.py [KERNEL.cu]       # needs a GPU
 """
+
 from __future__ import annotations
 
 import os
@@ -32,6 +33,7 @@ if sys.argv[2] == "1":
 
 def main() -> None:
     import compileall
+
     compileall.compile_dir(str(HERE.parent / "cupy_rawcode"), quiet=1)  # as pip install does
     kernel = Path(sys.argv[1] if len(sys.argv) > 1 else HERE / "corpus" / "block_reduce.cu")
     with tempfile.TemporaryDirectory() as cache:

@@ -4,6 +4,7 @@ Reported, never asserted. Writes bench/results/resolve.json and prints a table.
 Targets: fast closure of block_reduce cold <= 50 ms; warm key (new process, manifest) <= 5 ms;
 exact mode <= 1 s.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ print(json.dumps({"seconds": time.perf_counter() - t, "headers": n}))
 
 
 def run(mode: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(SRC), mode], capture_output=True,
-                         text=True, env=env, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(SRC), mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -54,21 +60,40 @@ def main() -> None:
             samples = [run(mode, env) for _ in range(RUNS)]
             secs = [s["seconds"] for s in samples]
             med = statistics.median(secs)
-            rows[mode] = {"median_s": med, "min_s": min(secs), "max_s": max(secs),
-                          "headers": samples[0]["headers"], "target_s": target,
-                          "pass": med <= target}
+            rows[mode] = {
+                "median_s": med,
+                "min_s": min(secs),
+                "max_s": max(secs),
+                "headers": samples[0]["headers"],
+                "target_s": target,
+                "pass": med <= target,
+            }
     from cupy_rawcode.toolchain import toolchain
+
     tc = toolchain()
-    result = {"date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-              "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-              "python": platform.python_version(), "nvrtc": tc.nvrtc_version_str,
-              "cccl": tc.cccl_version, "kernel": SRC.name, "runs": RUNS, "results": rows}
-    names = {"fast": "fast closure, new process", "key": "warm key, new process (manifest)",
-             "exact": "exact closure, new process"}
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "nvrtc": tc.nvrtc_version_str,
+        "cccl": tc.cccl_version,
+        "kernel": SRC.name,
+        "runs": RUNS,
+        "results": rows,
+    }
+    names = {
+        "fast": "fast closure, new process",
+        "key": "warm key, new process (manifest)",
+        "exact": "exact closure, new process",
+    }
     print(f"{'scenario':36s} {'median':>9s} {'min-max':>17s} {'target':>8s}  result")
     for mode, r in rows.items():
-        print(f"{names[mode]:36s} {r['median_s']*1e3:8.1f}ms {r['min_s']*1e3:7.1f}-{r['max_s']*1e3:7.1f}ms "
-              f"{r['target_s']*1e3:7.0f}ms  {'pass' if r['pass'] else 'MISS'}")
+        print(
+            f"{names[mode]:36s} {r['median_s'] * 1e3:8.1f}ms {r['min_s'] * 1e3:7.1f}-{r['max_s'] * 1e3:7.1f}ms "
+            f"{r['target_s'] * 1e3:7.0f}ms  {'pass' if r['pass'] else 'MISS'}"
+        )
     out = HERE / "results" / "resolve.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

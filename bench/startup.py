@@ -11,6 +11,7 @@ times and reported as median and min-max. Cold runs append a unique comment to t
 CuPy's, NVRTC's) can answer. Targets are reported as pass/miss, never asserted.
 Writes bench/results/startup-<kind>.{json,md,png}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -231,8 +232,14 @@ def run_script(script: str, args: list[str], env: dict, timeout: float = 600):
     """Run a child script; (its JSON or {"error": ...}, wall seconds timed from outside)."""
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
-                           text=True, env=env, cwd=ROOT, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"> {timeout:.0f} s"}, time.perf_counter() - t0
     wall = time.perf_counter() - t0
@@ -244,8 +251,14 @@ def run_script(script: str, args: list[str], env: dict, timeout: float = 600):
 def child(mode: str, kernel: str, arch: str, env: dict, *extra: str, timeout: float = 600):
     """Run one measurement in a new process: its JSON, or None after `timeout` seconds."""
     try:
-        p = subprocess.run([sys.executable, "-c", CHILD, mode, str(CORPUS / kernel), arch, *extra],
-                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, str(CORPUS / kernel), arch, *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return None
     if p.returncode != 0:
@@ -254,8 +267,13 @@ def child(mode: str, kernel: str, arch: str, env: dict, *extra: str, timeout: fl
 
 
 def stats(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "runs": len(values), "values": values}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "runs": len(values),
+        "values": values,
+    }
 
 
 class Bench:
@@ -265,24 +283,31 @@ class Bench:
         self.rows: list[dict] = []
 
     def env(self, cache: str, **extra) -> dict:
-        e = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(self.tmp / cache),
-             "CUPY_CACHE_DIR": str(self.tmp / (cache + "-cupy")), "PYTHONPATH": str(ROOT)}
+        e = {
+            **os.environ,
+            "CUPY_RAWCODE_CACHE_DIR": str(self.tmp / cache),
+            "CUPY_CACHE_DIR": str(self.tmp / (cache + "-cupy")),
+            "PYTHONPATH": str(ROOT),
+        }
         e.pop("BENCH_NONCE", None)
         return {**e, **extra}
 
     def measure(self, scenario, mode, kernel, cache, *extra, **kw):
         """Time `runs` new processes; `also` = {scenario: key} adds rows from the same runs."""
-        return self.side_by_side([dict(scenario=scenario, mode=mode, kernel=kernel, cache=cache,
-                                       extra=extra, **kw)])[0]
+        return self.side_by_side(
+            [dict(scenario=scenario, mode=mode, kernel=kernel, cache=cache, extra=extra, **kw)]
+        )[0]
 
     def side_by_side(self, specs: list[dict]) -> list[dict]:
         """Run several series round-robin (run i of each, then run i+1 of each), so that drift
         on a shared machine hits every mode alike; a series stops at its first failure."""
         runs = max(s.get("runs") or self.args.runs for s in specs)
-        state = [{"values": [], "errors": [], "more": {k: [] for k in (s.get("also") or {})}}
-                 for s in specs]
+        state = [
+            {"values": [], "errors": [], "more": {k: [] for k in (s.get("also") or {})}}
+            for s in specs
+        ]
         for i in range(runs):
-            for spec, st in zip(specs, state):
+            for spec, st in zip(specs, state, strict=True):
                 if st["errors"] or i >= (spec.get("runs") or self.args.runs):
                     continue
                 fresh = spec.get("fresh", True)
@@ -291,8 +316,14 @@ class Bench:
                 if fresh:
                     env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
                 timeout = spec.get("timeout", 600)
-                out = child(spec["mode"], spec["kernel"], self.args.arch, env,
-                            *spec.get("extra", ()), timeout=timeout)
+                out = child(
+                    spec["mode"],
+                    spec["kernel"],
+                    self.args.arch,
+                    env,
+                    *spec.get("extra", ()),
+                    timeout=timeout,
+                )
                 if out is None:
                     st["errors"].append(f"> {timeout:.0f} s")
                 elif "error" in out:
@@ -302,15 +333,27 @@ class Bench:
                     for s, k in (spec.get("also") or {}).items():
                         st["more"][s].append(out[k])
         rows = []
-        for spec, st in zip(specs, state):
+        for spec, st in zip(specs, state, strict=True):
             mode, kernel = spec["mode"], spec["kernel"]
             for s, vals in st["more"].items():
                 if vals:
-                    self.rows.append({"scenario": s, "mode": mode, "kernel": kernel,
-                                      **stats(vals), "error": None})
+                    self.rows.append(
+                        {
+                            "scenario": s,
+                            "mode": mode,
+                            "kernel": kernel,
+                            **stats(vals),
+                            "error": None,
+                        }
+                    )
             values, errors = st["values"], st["errors"]
-            row = {"scenario": spec["scenario"], "mode": mode, "kernel": kernel,
-                   **(stats(values) if values else {}), "error": errors[0] if errors else None}
+            row = {
+                "scenario": spec["scenario"],
+                "mode": mode,
+                "kernel": kernel,
+                **(stats(values) if values else {}),
+                "error": errors[0] if errors else None,
+            }
             self.rows.append(row)
             rows.append(row)
             shown = f"{row['median']:.4f} s" if values else row["error"]
@@ -322,9 +365,12 @@ class Bench:
         the modes side by side. ``modes``: (mode, cache, also)."""
         for mode, cache, _ in modes:
             child(mode, kernel, self.args.arch, self.env(cache))
-        return self.side_by_side([dict(scenario=scenario, mode=m, kernel=kernel, cache=c,
-                                       fresh=False, also=also) for m, c, also in modes])
-
+        return self.side_by_side(
+            [
+                dict(scenario=scenario, mode=m, kernel=kernel, cache=c, fresh=False, also=also)
+                for m, c, also in modes
+            ]
+        )
 
     def process(self, kernel: str, cold_runs: int, warm_runs: int) -> None:
         """Import to launch in a whole new process, cupy-rawcode and CuPy interleaved: cold
@@ -353,15 +399,22 @@ class Bench:
                         errors[mode] = out["error"]
                         continue
                     walls[mode].append(wall)
-                    phases[mode].append({"interpreter + exit": wall - out["inside"],
-                                         **out["phases"]})
+                    phases[mode].append(
+                        {"interpreter + exit": wall - out["inside"], **out["phases"]}
+                    )
             for mode in walls:
-                row = {"scenario": f"process-{phase}", "mode": f"{mode}-process", "kernel": kernel,
-                       **(stats(walls[mode]) if walls[mode] else {}), "error": errors.get(mode)}
+                row = {
+                    "scenario": f"process-{phase}",
+                    "mode": f"{mode}-process",
+                    "kernel": kernel,
+                    **(stats(walls[mode]) if walls[mode] else {}),
+                    "error": errors.get(mode),
+                }
                 if phases[mode]:
                     names = list(phases[mode][0])
-                    row["phases"] = {n: statistics.median(p.get(n, 0.0) for p in phases[mode])
-                                     for n in names}
+                    row["phases"] = {
+                        n: statistics.median(p.get(n, 0.0) for p in phases[mode]) for n in names
+                    }
                 self.rows.append(row)
                 shown = f"{row['median']:.3f} s" if walls[mode] else row["error"]
                 print(f"  process-{phase} {mode:8s} {kernel:16s} {shown}", flush=True)
@@ -377,8 +430,9 @@ class Bench:
                     continue
                 env = self.env(f"many-{mode}-{workers}-{i}")
                 env["BENCH_NONCE"] = f"\n// bench run {uuid.uuid4().hex}\n"
-                out, wall = run_script(MANY_CHILD, [mode, workers, arch, str(ROOT)], env,
-                                       timeout=300)
+                out, wall = run_script(
+                    MANY_CHILD, [mode, workers, arch, str(ROOT)], env, timeout=300
+                )
                 if "error" in out:
                     st["error"] = out["error"]
                     continue
@@ -386,9 +440,14 @@ class Bench:
                 st["detail"] = st["detail"] or {**out, "process_wall": wall}
         for (mode, workers), st in state.items():
             name = mode if mode != "warmup" else f"warmup-{workers}"
-            row = {"scenario": "many", "mode": name, "kernel": "20 kernels",
-                   **(stats(st["values"]) if st["values"] else {}), "error": st["error"],
-                   "detail": st["detail"]}
+            row = {
+                "scenario": "many",
+                "mode": name,
+                "kernel": "20 kernels",
+                **(stats(st["values"]) if st["values"] else {}),
+                "error": st["error"],
+                "detail": st["detail"],
+            }
             self.rows.append(row)
             shown = f"{row['median']:.2f} s" if st["values"] else row["error"]
             print(f"  many {name:16s} {shown}", flush=True)
@@ -412,8 +471,13 @@ class Bench:
                     vals[mode].setdefault("each", out["all"])  # the first run's, per kernel
             for mode, v in vals.items():
                 for key, scen in (("seconds", f"pch-{series}"), ("last", f"pch-{series}-last")):
-                    row = {"scenario": scen, "mode": f"pch-{mode}", "kernel": series,
-                           **(stats(v[key]) if v[key] else {}), "error": errors.get(mode)}
+                    row = {
+                        "scenario": scen,
+                        "mode": f"pch-{mode}",
+                        "kernel": series,
+                        **(stats(v[key]) if v[key] else {}),
+                        "error": errors.get(mode),
+                    }
                     if key == "seconds" and "each" in v:
                         row["each"] = v["each"]
                     self.rows.append(row)
@@ -443,8 +507,15 @@ def targets(rows, compile_only: bool) -> list[dict]:
             out.append({"target": name, "value": None, "limit": limit, "status": "not measured"})
             return
         v = num / den
-        out.append({"target": name, "value": v, "limit": limit,
-                    "status": "pass" if v <= limit else f"miss by {v / limit - 1:.0%}", "why": why})
+        out.append(
+            {
+                "target": name,
+                "value": v,
+                "limit": limit,
+                "status": "pass" if v <= limit else f"miss by {v / limit - 1:.0%}",
+                "why": why,
+            }
+        )
 
     for k in CUB + ["plain.cu"]:
         # runs were interleaved: the median of the per-run ratios resists drift on the host
@@ -452,108 +523,192 @@ def targets(rows, compile_only: bool) -> list[dict]:
         ours, floor = (values_of(rows, "cold", m, k) for m in ("rawcode-compile", "floor"))
         name = f"cold {k}: cupy-rawcode / bare NVRTC (median of paired runs)"
         if ours and floor and len(ours) == len(floor):
-            v = statistics.median(a / b for a, b in zip(ours, floor))
-            out.append({"target": name, "value": v, "limit": 1.05,
-                        "status": ("pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}") +
-                        f" (ratio of medians {statistics.median(ours) / statistics.median(floor):.3f})"})
+            v = statistics.median(a / b for a, b in zip(ours, floor, strict=True))
+            out.append(
+                {
+                    "target": name,
+                    "value": v,
+                    "limit": 1.05,
+                    "status": ("pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}")
+                    + f" (ratio of medians {statistics.median(ours) / statistics.median(floor):.3f})",
+                }
+            )
         else:
-            ratio(name, median_of(rows, "cold", "rawcode-compile", k),
-                  median_of(rows, "cold", "floor", k), 1.05)
+            ratio(
+                name,
+                median_of(rows, "cold", "rawcode-compile", k),
+                median_of(rows, "cold", "floor", k),
+                1.05,
+            )
     for k in ("plain.cu", "block_reduce.cu"):
         v = median_of(rows, "inproc", "inproc", k)
         if v is not None:
-            out.append({"target": f"cold {k} in a warmed-up process: cupy-rawcode / bare NVRTC",
-                        "value": v, "limit": 1.05, "status": "pass" if v <= 1.05 else
-                        f"miss by {v / 1.05 - 1:.0%}"})
-    ratio("Nth distinct CUB kernel (PCH) / bare NVRTC",
-          median_of(rows, "nth", "nth", "block_reduce.cu"),
-          median_of(rows, "cold", "floor", "block_reduce.cu"), 0.5)
+            out.append(
+                {
+                    "target": f"cold {k} in a warmed-up process: cupy-rawcode / bare NVRTC",
+                    "value": v,
+                    "limit": 1.05,
+                    "status": "pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}",
+                }
+            )
+    ratio(
+        "Nth distinct CUB kernel (PCH) / bare NVRTC",
+        median_of(rows, "nth", "nth", "block_reduce.cu"),
+        median_of(rows, "cold", "floor", "block_reduce.cu"),
+        0.5,
+    )
     for phase in ("cold", "warm"):
         for k in sorted({r["kernel"] for r in rows if r["scenario"] == f"process-{phase}"}):
             ours = values_of(rows, f"process-{phase}", "rawcode-process", k)
             cupy = values_of(rows, f"process-{phase}", "cupy-process", k)
             name = f"whole process {phase} {k}: cupy-rawcode / CuPy (median of paired runs)"
             if ours and cupy and len(ours) == len(cupy):
-                v = statistics.median(a / b for a, b in zip(ours, cupy))
-                out.append({"target": name, "value": v, "limit": 1.05,
-                            "status": ("pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}") +
-                            f" ({statistics.median(ours):.3f} s against {statistics.median(cupy):.3f} s)"})
+                v = statistics.median(a / b for a, b in zip(ours, cupy, strict=True))
+                out.append(
+                    {
+                        "target": name,
+                        "value": v,
+                        "limit": 1.05,
+                        "status": ("pass" if v <= 1.05 else f"miss by {v / 1.05 - 1:.0%}")
+                        + f" ({statistics.median(ours):.3f} s against {statistics.median(cupy):.3f} s)",
+                    }
+                )
             elif ours or cupy:
-                err = [r["error"] for r in rows if r["scenario"] == f"process-{phase}"
-                       and r["kernel"] == k and r.get("error")]
-                out.append({"target": name, "value": None, "limit": 1.05,
-                            "status": "not compared: " + "; ".join(err)[:200]})
+                err = [
+                    r["error"]
+                    for r in rows
+                    if r["scenario"] == f"process-{phase}" and r["kernel"] == k and r.get("error")
+                ]
+                out.append(
+                    {
+                        "target": name,
+                        "value": None,
+                        "limit": 1.05,
+                        "status": "not compared: " + "; ".join(err)[:200],
+                    }
+                )
     if any(r["scenario"] == "many" for r in rows):
         seq = median_of(rows, "many", "cupy", "20 kernels")
-        for mode in sorted({r["mode"] for r in rows if r["scenario"] == "many"
-                            and r["mode"].startswith("warmup")}):
-            ratio(f"20 kernels cold, {mode} / CuPy sequential",
-                  median_of(rows, "many", mode, "20 kernels"), seq, 0.2)
-        ratio("20 kernels cold, cupy-rawcode sequential / CuPy sequential",
-              median_of(rows, "many", "rawcode", "20 kernels"), seq, 1.05)
-    for series, scen, limit in (("distinct", "pch-distinct", 1.0), ("shared", "pch-shared", None),
-                                ("shared", "pch-shared-last", 0.2)):
+        for mode in sorted(
+            {r["mode"] for r in rows if r["scenario"] == "many" and r["mode"].startswith("warmup")}
+        ):
+            ratio(
+                f"20 kernels cold, {mode} / CuPy sequential",
+                median_of(rows, "many", mode, "20 kernels"),
+                seq,
+                0.2,
+            )
+        ratio(
+            "20 kernels cold, cupy-rawcode sequential / CuPy sequential",
+            median_of(rows, "many", "rawcode", "20 kernels"),
+            seq,
+            1.05,
+        )
+    for series, scen, limit in (
+        ("distinct", "pch-distinct", 1.0),
+        ("shared", "pch-shared", None),
+        ("shared", "pch-shared-last", 0.2),
+    ):
         auto = median_of(rows, scen, "pch-auto", series)
         off = median_of(rows, scen, "pch-0", series)
-        what = {"pch-distinct": "20 distinct kernels, series",
-                "pch-shared": "12 kernels sharing a prefix, series",
-                "pch-shared-last": "12 kernels sharing a prefix, the last one"}[scen]
+        what = {
+            "pch-distinct": "20 distinct kernels, series",
+            "pch-shared": "12 kernels sharing a prefix, series",
+            "pch-shared-last": "12 kernels sharing a prefix, the last one",
+        }[scen]
         if limit is None:
             if auto is not None and off:
-                out.append({"target": f"PCH auto / off: {what}", "value": auto / off,
-                            "limit": "reported", "status": "reported"})
+                out.append(
+                    {
+                        "target": f"PCH auto / off: {what}",
+                        "value": auto / off,
+                        "limit": "reported",
+                        "status": "reported",
+                    }
+                )
         elif auto is not None or off is not None:
             ratio(f"PCH auto / off: {what}", auto, off, limit)
     imp = median_of(rows, "import", "import", "plain.cu")
-    out.append({"target": "import cupy_rawcode adds (s)", "value": imp, "limit": 0.030,
-                "status": "not measured" if imp is None else ("pass" if imp <= 0.030 else "miss")})
+    out.append(
+        {
+            "target": "import cupy_rawcode adds (s)",
+            "value": imp,
+            "limit": 0.030,
+            "status": "not measured" if imp is None else ("pass" if imp <= 0.030 else "miss"),
+        }
+    )
     if not compile_only:
         for k in CUB:
-            ratio(f"warm {k}: cupy-rawcode / CuPy", median_of(rows, "warm", "rawcode-launch", k),
-                  median_of(rows, "warm", "cupy-launch", k), 0.8)
+            ratio(
+                f"warm {k}: cupy-rawcode / CuPy",
+                median_of(rows, "warm", "rawcode-launch", k),
+                median_of(rows, "warm", "cupy-launch", k),
+                0.8,
+            )
         for k in sorted({r["kernel"] for r in rows if r["scenario"] == "warm-pre"}):
             pre = median_of(rows, "warm-pre", "rawcode-launch", k)
             code = median_of(rows, "warm-to-code", "rawcode-launch", k)
             if pre is None or code is None:
                 continue
             ok = "pass" if pre <= 0.005 else f"miss by {(pre - 0.005) * 1e3:.2f} ms"
-            out.append({"target": f"warm {k}: before the launch itself (s)", "value": pre,
-                        "limit": 0.005,
-                        "status": f"{ok}, {pre * 1e3:.2f} ms (ours to the code bytes "
-                                  f"{code * 1e3:.1f} ms "
-                                  f"{'pass' if code <= 0.005 else 'miss'}; CuPy's module load "
-                                  f"{(pre - code) * 1e3:.1f} ms)"})
+            out.append(
+                {
+                    "target": f"warm {k}: before the launch itself (s)",
+                    "value": pre,
+                    "limit": 0.005,
+                    "status": f"{ok}, {pre * 1e3:.2f} ms (ours to the code bytes "
+                    f"{code * 1e3:.1f} ms "
+                    f"{'pass' if code <= 0.005 else 'miss'}; CuPy's module load "
+                    f"{(pre - code) * 1e3:.1f} ms)",
+                }
+            )
         for k in ("plain.cu", "block_reduce.cu"):
-            j = [r for r in rows if r["scenario"] == "cold" and r["mode"] == "jitify-launch"
-                 and r["kernel"] == k]
+            j = [
+                r
+                for r in rows
+                if r["scenario"] == "cold" and r["mode"] == "jitify-launch" and r["kernel"] == k
+            ]
             raw = median_of(rows, "cold", "rawcode-launch", k)
             if j and raw:
                 jt = j[0].get("median")
-                text = (f">= {j[0]['error'].strip('> s')} s" if jt is None else f"{jt:.2f} s")
+                text = f">= {j[0]['error'].strip('> s')} s" if jt is None else f"{jt:.2f} s"
                 lower = float(j[0]["error"].strip("> s")) if jt is None else jt
-                out.append({"target": f"cold {k}: CuPy jitify=True / cupy-rawcode",
-                            "value": lower / raw, "limit": 100,
-                            "status": f"{'>= ' if jt is None else ''}{lower / raw:.0f}x "
-                                      f"(jitify {text}, cupy-rawcode {raw:.2f} s)"})
+                out.append(
+                    {
+                        "target": f"cold {k}: CuPy jitify=True / cupy-rawcode",
+                        "value": lower / raw,
+                        "limit": 100,
+                        "status": f"{'>= ' if jt is None else ''}{lower / raw:.0f}x "
+                        f"(jitify {text}, cupy-rawcode {raw:.2f} s)",
+                    }
+                )
     return out
 
 
 def machine() -> dict:
-    info = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "host": platform.node(), "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "platform": platform.platform()}
+    info = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     sys.path.insert(0, str(ROOT))
     try:
         from cupy_rawcode.toolchain import toolchain
+
         tc = toolchain()
-        info.update(nvrtc=tc.nvrtc_version_str, cccl=tc.cccl_version,
-                    header_sources=",".join(tc.sources))
+        info.update(
+            nvrtc=tc.nvrtc_version_str, cccl=tc.cccl_version, header_sources=",".join(tc.sources)
+        )
         import cuda.core
+
         info["cuda_core"] = cuda.core.__version__
     except Exception as e:  # pragma: no cover - reported, not fatal
         info["toolchain_error"] = str(e)
     try:
         import cupy
+
         info["cupy"] = cupy.__version__
         props = cupy.cuda.runtime.getDeviceProperties(0)
         info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
@@ -563,35 +718,58 @@ def machine() -> dict:
 
 
 def table(rows, tgts, info) -> str:
-    lines = [f"# Startup bench ({info['date']})", "",
-             "machine: " + ", ".join(f"{k}={v}" for k, v in info.items() if k != "date"), "",
-             "| scenario | mode | kernel | median s | min-max s | runs |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"# Startup bench ({info['date']})",
+        "",
+        "machine: " + ", ".join(f"{k}={v}" for k, v in info.items() if k != "date"),
+        "",
+        "| scenario | mode | kernel | median s | min-max s | runs |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         if "median" in r:
-            lines.append(f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['median']:.4f} | "
-                         f"{r['min']:.4f}-{r['max']:.4f} | {r['runs']} |")
+            lines.append(
+                f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['median']:.4f} | "
+                f"{r['min']:.4f}-{r['max']:.4f} | {r['runs']} |"
+            )
         else:
             lines.append(f"| {r['scenario']} | {r['mode']} | {r['kernel']} | {r['error']} | | |")
     procs = [r for r in rows if r.get("phases")]
     if procs:
-        lines += ["", "Where a whole process's time goes (medians, seconds; interpreter + exit is "
-                  "the outside time less the child's own):", ""]
+        lines += [
+            "",
+            "Where a whole process's time goes (medians, seconds; interpreter + exit is "
+            "the outside time less the child's own):",
+            "",
+        ]
         for r in procs:
             parts = ", ".join(f"{n} {v:.3f}" for n, v in r["phases"].items())
             lines.append(f"- {r['scenario']} {r['mode']} {r['kernel']}: {parts}")
     many = [r for r in rows if r["scenario"] == "many" and r.get("detail")]
     if many:
-        lines += ["", "| many: mode | workers | warmup s | launches s | pool peak RSS MiB | "
-                  "worker peak MiB | swap growth MiB | failed |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        mib = lambda v: "" if v is None else f"{v / (1 << 20):.0f}"
+        lines += [
+            "",
+            "| many: mode | workers | warmup s | launches s | pool peak RSS MiB | "
+            "worker peak MiB | swap growth MiB | failed |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+
+        def mib(v):
+            return "" if v is None else f"{v / (1 << 20):.0f}"
+
         for r in many:
             d = r["detail"]
             fails = d.get("failed", []) + d.get("launch_failed", [])
-            lines.append(f"| {r['mode']} | {d.get('workers', '')} | "
-                         f"{d['warmup_s']:.2f} | " if "warmup_s" in d else f"| {r['mode']} | | | ")
-            lines[-1] += (f"{d['launches_s']:.2f} | {mib(d.get('peak_rss'))} | "
-                          f"{mib(d.get('worker_peak_rss'))} | {mib(d.get('swap_growth'))} | "
-                          f"{len(fails)}{': ' + '; '.join(fails)[:300] if fails else ''} |")
+            lines.append(
+                f"| {r['mode']} | {d.get('workers', '')} | {d['warmup_s']:.2f} | "
+                if "warmup_s" in d
+                else f"| {r['mode']} | | | "
+            )
+            lines[-1] += (
+                f"{d['launches_s']:.2f} | {mib(d.get('peak_rss'))} | "
+                f"{mib(d.get('worker_peak_rss'))} | {mib(d.get('swap_growth'))} | "
+                f"{len(fails)}{': ' + '; '.join(fails)[:300] if fails else ''} |"
+            )
     lines += ["", "| target | value | limit | status |", "| --- | --- | --- | --- |"]
     for t in tgts:
         v = "" if t["value"] is None else f"{t['value']:.3f}"
@@ -602,17 +780,22 @@ def table(rows, tgts, info) -> str:
 def chart(rows, path: Path) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib missing: no chart")
         return
-    cold = [r for r in rows if r["scenario"] in ("cold", "warm", "nth", "nth-nopch")
-            and "median" in r]
+    cold = [
+        r for r in rows if r["scenario"] in ("cold", "warm", "nth", "nth-nopch") and "median" in r
+    ]
     labels = [f"{r['scenario']} {r['mode']}\n{r['kernel']}" for r in cold]
     fig, ax = plt.subplots(figsize=(10, max(4, 0.32 * len(cold))))
-    ax.barh(range(len(cold)), [r["median"] for r in cold],
-            xerr=[[r["median"] - r["min"] for r in cold], [r["max"] - r["median"] for r in cold]])
+    ax.barh(
+        range(len(cold)),
+        [r["median"] for r in cold],
+        xerr=[[r["median"] - r["min"] for r in cold], [r["max"] - r["median"] for r in cold]],
+    )
     ax.set_yticks(range(len(cold)), labels, fontsize=6)
     ax.set_xscale("log")
     ax.set_xlabel("seconds (median, min-max)")
@@ -630,17 +813,27 @@ def main(argv=None) -> int:
     ap.add_argument("--jitify-timeout", type=float, default=60.0)
     ap.add_argument("--kernels", default=",".join(sorted(p.name for p in CORPUS.glob("*.cu"))))
     ap.add_argument("--out", default=str(HERE / "results"))
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
-                    help="which scenarios to run (a long suite can be split over several runs)")
+    ap.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help="which scenarios to run (a long suite can be split over several runs)",
+    )
     ap.add_argument("--name", help="results file name part (default: cpu or gpu)")
     ap.add_argument("--process-runs", type=int, default=3, help="cold runs of the process scenario")
-    ap.add_argument("--many-workers", default=",".join(map(str, WORKERS)),
-                    help="worker counts for warmup() in the many scenario ('default' too)")
+    ap.add_argument(
+        "--many-workers",
+        default=",".join(map(str, WORKERS)),
+        help="worker counts for warmup() in the many scenario ('default' too)",
+    )
     ap.add_argument("--many-runs", type=int, default=1)
     ap.add_argument("--pch-runs", type=int, default=1)
-    ap.add_argument("--merge", nargs="+", metavar="JSON",
-                    help="combine the rows of earlier runs (same machine) into one report; "
-                         "where two runs measured the same thing, the first file given wins")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="combine the rows of earlier runs (same machine) into one report; "
+        "where two runs measured the same thing, the first file given wins",
+    )
     args = ap.parse_args(argv)
     kind = args.name or ("cpu" if args.compile_only else "gpu")
     if args.merge:
@@ -651,8 +844,9 @@ def main(argv=None) -> int:
                 seen.add((r["scenario"], r["mode"], r["kernel"]))
                 rows.append(r)
         info = {**runs[0]["machine"], "merged_from": [Path(p).name for p in args.merge]}
-        return report(rows, info, args, kind,
-                      all(run["args"].get("compile_only", False) for run in runs))
+        return report(
+            rows, info, args, kind, all(run["args"].get("compile_only", False) for run in runs)
+        )
     # byte-compile the package as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as on
     # the bench machines) a source checkout would otherwise be recompiled in every process
     compileall.compile_dir(str(ROOT / "cupy_rawcode"), quiet=1)
@@ -679,22 +873,47 @@ def main(argv=None) -> int:
         for k in kernels:
             modes = [("rawcode-compile", f"warm-{k}", None)]
             if not args.compile_only:
-                modes += [("rawcode-launch", f"warml-{k}", {"warm-pre": "before_launch",
-                                                            "warm-to-code": "to_code"}),
-                          ("cupy-launch", f"warmc-{k}", {"warm-pre-cupy": "before_launch"})]
+                modes += [
+                    (
+                        "rawcode-launch",
+                        f"warml-{k}",
+                        {"warm-pre": "before_launch", "warm-to-code": "to_code"},
+                    ),
+                    ("cupy-launch", f"warmc-{k}", {"warm-pre-cupy": "before_launch"}),
+                ]
             b.warm("warm", k, modes)
     if "inproc" in scenarios:
         print("cold, in one process (ratio cupy-rawcode / bare NVRTC, first-call costs excluded):")
         for k in ("plain.cu", "block_reduce.cu"):
-            b.measure("inproc", "inproc", k, "inproc", runs=max(1, args.runs // 2),
-                      env_extra={"CUPY_RAWCODE_PCH": "0"})  # PCH would flatter the series
+            b.measure(
+                "inproc",
+                "inproc",
+                k,
+                "inproc",
+                runs=max(1, args.runs // 2),
+                env_extra={"CUPY_RAWCODE_PCH": "0"},
+            )  # PCH would flatter the series
     if "nth" in scenarios:
         print(f"Nth distinct CUB kernel in one process (N={args.nth}):")
-        b.side_by_side([
-            dict(scenario="nth", mode="nth", kernel="block_reduce.cu", cache="nth",
-                 extra=(str(args.nth),)),
-            dict(scenario="nth-nopch", mode="nth", kernel="block_reduce.cu", cache="nthp",
-                 extra=(str(args.nth),), env_extra={"CUPY_RAWCODE_PCH": "0"})])
+        b.side_by_side(
+            [
+                dict(
+                    scenario="nth",
+                    mode="nth",
+                    kernel="block_reduce.cu",
+                    cache="nth",
+                    extra=(str(args.nth),),
+                ),
+                dict(
+                    scenario="nth-nopch",
+                    mode="nth",
+                    kernel="block_reduce.cu",
+                    cache="nthp",
+                    extra=(str(args.nth),),
+                    env_extra={"CUPY_RAWCODE_PCH": "0"},
+                ),
+            ]
+        )
     if "process" in scenarios and not args.compile_only:
         print("whole process, import to launch, timed from outside (modes interleaved):")
         for k in kernels:
@@ -709,9 +928,18 @@ def main(argv=None) -> int:
         b.pch(args.pch_runs, args.arch)
     if "import" in scenarios:
         print("import:")
-        b.measure("import", "import", "plain.cu", "imp", key="cupy_rawcode",
-                  also={"import-cupy": "cupy", "import-cuda.core": "cuda_core",
-                        "import-first-use": "first_use"})
+        b.measure(
+            "import",
+            "import",
+            "plain.cu",
+            "imp",
+            key="cupy_rawcode",
+            also={
+                "import-cupy": "cupy",
+                "import-cuda.core": "cuda_core",
+                "import-first-use": "first_use",
+            },
+        )
     return report(b.rows, info, args, kind, args.compile_only)
 
 
@@ -720,13 +948,15 @@ def report(rows, info, args, kind: str, compile_only: bool) -> int:
     tgts = targets(rows, compile_only)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"startup-{kind}.json").write_text(json.dumps(
-        {"machine": info, "args": vars(args), "rows": rows, "targets": tgts}, indent=1))
+    (out / f"startup-{kind}.json").write_text(
+        json.dumps({"machine": info, "args": vars(args), "rows": rows, "targets": tgts}, indent=1)
+    )
     text = table(rows, tgts, info)
     (out / f"startup-{kind}.md").write_text(text)
     chart(rows, out / f"startup-{kind}.png")
     if os.environ.get("OUT"):  # the device machine's folder that comes back
         import shutil
+
         for ext in ("json", "md", "png"):
             if (out / f"startup-{kind}.{ext}").exists():
                 shutil.copy(out / f"startup-{kind}.{ext}", os.environ["OUT"])

@@ -8,6 +8,7 @@ its own cache, filled by two runs; then --rounds new processes per tree, interle
 
     python bench/warm_ab.py [--rounds 9] --trees trees/a trees/b -- KERNEL.cu ...   # needs a GPU
 """
+
 import argparse
 import compileall
 import json
@@ -20,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-CHILD = r'''
+CHILD = r"""
 import json, sys, time
 import numpy as np, cupy as cp
 x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
@@ -33,7 +34,7 @@ t0 = time.perf_counter(); k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
 t1 = time.perf_counter()
 k((32,), (128,), (x, y, n)); cp.cuda.Device().synchronize()
 print(json.dumps({"pre": (t1 - t0) * 1e3, "total": (time.perf_counter() - t0) * 1e3}))
-'''
+"""
 
 
 def main() -> None:
@@ -49,13 +50,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:  # also the children's cwd: no checkout on the path
         for kernel in args.kernels:
             path = str(HERE / "corpus" / kernel)
-            envs = {t: {**os.environ, "CUPY_RAWCODE_CACHE_DIR": os.path.join(tmp, str(i)),
-                        "PYTHONPATH": t + os.pathsep + base} for i, t in enumerate(trees)}
+            envs = {
+                t: {
+                    **os.environ,
+                    "CUPY_RAWCODE_CACHE_DIR": os.path.join(tmp, str(i)),
+                    "PYTHONPATH": t + os.pathsep + base,
+                }
+                for i, t in enumerate(trees)
+            }
 
-            def run(t):
-                p = subprocess.run([sys.executable, "-c", CHILD, path, t], env=envs[t], cwd=tmp,
-                                   check=True, capture_output=True, text=True)
+            def run(t, path=path, envs=envs):
+                p = subprocess.run(
+                    [sys.executable, "-c", CHILD, path, t],
+                    env=envs[t],
+                    cwd=tmp,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 return json.loads(p.stdout.strip().splitlines()[-1])
+
             for t in trees:
                 for _ in range(2):  # compile, then write what a warm process reads
                     run(t)

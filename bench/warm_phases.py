@@ -7,6 +7,7 @@ CuPy's module load, and the garbage collections that fall in the window.
 
     python bench/warm_phases.py [--runs 7] [KERNEL.cu ...]      # needs a GPU
 """
+
 import argparse
 import json
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-CHILD = r'''
+CHILD = r"""
 import gc, json, sys, time
 import numpy as np, cupy as cp  # the same prelude as bench/startup.py's child: the same heap
 x = cp.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
@@ -54,7 +55,7 @@ T["after imports"] = time.perf_counter() - t1
 T["imports"] = t_imp
 T["garbage collection"] = sum(b[1] - a[1] for a, b in zip(gcs[0::2], gcs[1::2]))
 print(json.dumps(T))
-'''
+"""
 
 
 def main() -> None:
@@ -63,17 +64,33 @@ def main() -> None:
     ap.add_argument("kernels", nargs="*", default=["plain.cu", "radix_sort.cu"])
     args = ap.parse_args()
     import compileall
+
     compileall.compile_dir(str(ROOT / "cupy_rawcode"), quiet=1)  # as pip install does
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": tmp,
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **os.environ,
+            "CUPY_RAWCODE_CACHE_DIR": tmp,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
         for name in args.kernels:
             path = str(HERE / "corpus" / name)
-            subprocess.run([sys.executable, "-c", CHILD, path], env=env, check=True,
-                           capture_output=True)  # fill the cache
-            rows = [json.loads(subprocess.run([sys.executable, "-c", CHILD, path], env=env,
-                                              check=True, capture_output=True, text=True)
-                               .stdout.strip().splitlines()[-1]) for _ in range(args.runs)]
+            subprocess.run(
+                [sys.executable, "-c", CHILD, path], env=env, check=True, capture_output=True
+            )  # fill the cache
+            rows = [
+                json.loads(
+                    subprocess.run(
+                        [sys.executable, "-c", CHILD, path],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    .stdout.strip()
+                    .splitlines()[-1]
+                )
+                for _ in range(args.runs)
+            ]
             medians = {k: statistics.median(r.get(k, 0.0) for r in rows) * 1e3 for k in rows[0]}
             print(name, "  ".join(f"{k} {v:.2f} ms" for k, v in medians.items()), flush=True)
 

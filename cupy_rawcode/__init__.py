@@ -2,6 +2,7 @@
 
 Importing this package is cheap: cupy, cuda.core and pcpp load only when first needed.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"
@@ -37,6 +38,7 @@ def __getattr__(name: str):
     except KeyError:
         raise AttributeError(f"module 'cupy_rawcode' has no attribute {name!r}") from None
     import importlib
+
     value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
     globals()[name] = value
     return value

@@ -1,6 +1,7 @@
 """Bind launch arguments to a kernel signature: positional and keyword arguments, defaults,
 scalars converted to the declared type and arrays checked against pointer parameters.
 Every error names the kernel and the parameter."""
+
 from __future__ import annotations
 
 import enum
@@ -28,13 +29,15 @@ def bind(sig: Signature, args: tuple, kwargs: dict, *, check_pointers: bool = Tr
     for key, value in kwargs.items():
         i = index.get(key)
         if i is None:
-            raise TypeError(f"{where} got an unknown keyword argument {key!r}; its parameters "
-                            f"are {', '.join(sig.names()) or 'unnamed'}")
+            raise TypeError(
+                f"{where} got an unknown keyword argument {key!r}; its parameters "
+                f"are {', '.join(sig.names()) or 'unnamed'}"
+            )
         if values[i] is not _MISSING:
             raise TypeError(f"{where} got multiple values for parameter {key!r}")
         values[i] = value
     out = []
-    for i, (p, v) in enumerate(zip(params, values)):
+    for i, (p, v) in enumerate(zip(params, values, strict=True)):
         if v is _MISSING:
             if p.default is NO_DEFAULT:
                 raise TypeError(f"{where} missing the argument for parameter {label(p, i)}")
@@ -45,7 +48,8 @@ def bind(sig: Signature, args: tuple, kwargs: dict, *, check_pointers: bool = Tr
 
 def _is_scalar(v) -> bool:
     return isinstance(v, (bool, int, float, complex, numpy.generic)) or (
-        isinstance(v, numpy.ndarray) and v.ndim == 0)
+        isinstance(v, numpy.ndarray) and v.ndim == 0
+    )
 
 
 def _is_device_array(v) -> bool:
@@ -57,7 +61,7 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     t = p.type
     if t.is_pointer:
         return _pointer(t, v, where, check_pointers)
-    if _is_device_array(v) or isinstance(v, numpy.ndarray) and v.ndim > 0:
+    if _is_device_array(v) or (isinstance(v, numpy.ndarray) and v.ndim > 0):
         raise TypeError(f"{where} is a scalar, but got an array of shape {tuple(v.shape)}")
     if t.dtype is None or t.reference:
         return v  # opaque: a struct, or a name nothing resolved; passed as given
@@ -82,8 +86,9 @@ def _scalar(dt: numpy.dtype, text: str, v, where: str):
             raise TypeError(f"{where} expects an integer, got {type(v).__name__} {v!r}")
         info = numpy.iinfo(dt)
         if not info.min <= int(v) <= info.max:
-            raise OverflowError(f"{where}: {int(v)} is out of range for {text} "
-                                f"({info.min}..{info.max})")
+            raise OverflowError(
+                f"{where}: {int(v)} is out of range for {text} ({info.min}..{info.max})"
+            )
         return dt.type(int(v))
     if dt.kind == "f":
         if not is_real:
@@ -114,9 +119,11 @@ def _pointer(t, v, where: str, check: bool):
     dtype = getattr(v, "dtype", None)
     if check and dtype is not None and t.dtype is not None and t.pointer == 1:
         if numpy.dtype(dtype) != numpy.dtype(t.dtype):
-            raise TypeError(f"{where} points to {numpy.dtype(t.dtype).name}, but got a "
-                            f"{numpy.dtype(dtype).name} array; convert it (x.astype(...)) or set "
-                            "kernel.check_pointers = False")
+            raise TypeError(
+                f"{where} points to {numpy.dtype(t.dtype).name}, but got a "
+                f"{numpy.dtype(dtype).name} array; convert it (x.astype(...)) or set "
+                "kernel.check_pointers = False"
+            )
     return v
 
 
@@ -126,20 +133,22 @@ def user_header_texts(source: str, options, source_dir: str | None) -> list[str]
     from .scan import scan_bytes
     from .search import find
     from .toolchain import SearchDir
+
     dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
     out, seen = [], set()
-    pending = [(source.encode(), None)]
+    pending: list = [(source.encode(), None)]
     while pending:
         data, includer = pending.pop()
         try:
             scan = scan_bytes(data)
-        except Exception:  # noqa: BLE001 - a header we cannot read adds nothing
+        except Exception:
             continue
         for inc in scan.includes:
             if inc.kind not in ("include", "next"):
                 continue
-            found = find(inc.name, angled=inc.angled, includer=includer, source_dir=source_dir,
-                         dirs=dirs)
+            found = find(
+                inc.name, angled=inc.angled, includer=includer, source_dir=source_dir, dirs=dirs
+            )
             if found is None or found.path in seen:
                 continue
             seen.add(found.path)
@@ -157,7 +166,10 @@ def signature_for(source: str, entry: str, options, source_dir: str | None) -> S
     """The parsed signature of ``entry`` in ``source`` and the user's headers (SignatureError
     when it cannot be parsed safely)."""
     from .signature import parse_signature
-    headers = user_header_texts(source, options, source_dir) if (
-        source_dir or options.include_dirs) else []
-    return parse_signature(source, entry, options.macros, headers)
 
+    headers = (
+        user_header_texts(source, options, source_dir)
+        if (source_dir or options.include_dirs)
+        else []
+    )
+    return parse_signature(source, entry, options.macros, headers)

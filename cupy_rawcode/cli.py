@@ -1,4 +1,5 @@
 """The ``cupy-rawcode`` command: deps, key, env, compile, cache, prebuild, bundle."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,16 +13,22 @@ def _read_source(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError as e:
-        raise SystemExit(f"cupy-rawcode: cannot read {path}: {e.strerror}")
+        raise SystemExit(f"cupy-rawcode: cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise SystemExit(f"cupy-rawcode: {path}: not UTF-8 text ({e})")
+        raise SystemExit(f"cupy-rawcode: {path}: not UTF-8 text ({e})") from None
 
 
 def _cmd_deps(args, options) -> int:
     from .closure import resolve
+
     src = _read_source(args.file)
-    closure = resolve(src, options, exact=args.exact, arch=args.arch,
-                      source_dir=os.path.dirname(os.path.abspath(args.file)))
+    closure = resolve(
+        src,
+        options,
+        exact=args.exact,
+        arch=args.arch,
+        source_dir=os.path.dirname(os.path.abspath(args.file)),
+    )
     if not args.exact:
         closure.raise_for_missing()
     print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
@@ -36,15 +43,24 @@ def _cmd_deps(args, options) -> int:
 
 def _cmd_key(args, options) -> int:
     from .request import cache_key
+
     src = _read_source(args.file)
-    print(cache_key(src, arch=args.arch, options=options, target=args.target,
-                    source_dir=os.path.dirname(os.path.abspath(args.file)),
-                    source_name=os.path.basename(args.file)))
+    print(
+        cache_key(
+            src,
+            arch=args.arch,
+            options=options,
+            target=args.target,
+            source_dir=os.path.dirname(os.path.abspath(args.file)),
+            source_name=os.path.basename(args.file),
+        )
+    )
     return 0
 
 
 def _cmd_env(args, options) -> int:
     from .search import make_context
+
     ctx = make_context(options)
     tc = ctx.toolchain
     print(f"cupy-rawcode {__import__('cupy_rawcode').__version__}")
@@ -55,20 +71,29 @@ def _cmd_env(args, options) -> int:
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
     from . import config, toolrecord
+
     print(f"cache           {config.cache_dir()}")
-    print(f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
-          f"{toolrecord.record_path(tc.sources)}")
+    print(
+        f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
+        f"{toolrecord.record_path(tc.sources)}"
+    )
     return 0
 
 
 def _cmd_compile(args, options) -> int:
     from .program import compile_request
     from .request import make_request
+
     src = _read_source(args.file)
-    req = make_request(src, arch=args.arch, options=options, target=args.target,
-                       name_expressions=args.name_expression or (),
-                       source_dir=os.path.dirname(os.path.abspath(args.file)),
-                       source_name=os.path.basename(args.file))
+    req = make_request(
+        src,
+        arch=args.arch,
+        options=options,
+        target=args.target,
+        name_expressions=args.name_expression or (),
+        source_dir=os.path.dirname(os.path.abspath(args.file)),
+        source_name=os.path.basename(args.file),
+    )
     t0 = time.perf_counter()
     result = compile_request(req)
     total = time.perf_counter() - t0
@@ -80,8 +105,10 @@ def _cmd_compile(args, options) -> int:
     if "stripped" in result.made:
         by = f", cubin by {result.made['assembler']}" if "assembler" in result.made else ""
         print(f"  stripped  {result.made['stripped']} unreferenced library globals{by}")
-    print(f"  times     key {result.key_seconds * 1e3:.1f} ms, compile "
-          f"{result.compile_seconds * 1e3:.1f} ms, total {total * 1e3:.1f} ms")
+    print(
+        f"  times     key {result.key_seconds * 1e3:.1f} ms, compile "
+        f"{result.compile_seconds * 1e3:.1f} ms, total {total * 1e3:.1f} ms"
+    )
     if args.output:
         with open(args.output, "wb") as f:
             f.write(code)
@@ -102,6 +129,7 @@ def _human(n: float) -> str:
 def _disk():
     from . import config
     from .store.directory import DirectoryStore
+
     return DirectoryStore(config.cache_dir())
 
 
@@ -114,8 +142,7 @@ def _cmd_cache(args, options) -> int:
         counts = disk.counts()
         print(f"location  {disk.root}")
         print(f"entries   {len(entries)}")
-        print(f"size      {_human(sum(e.size for e in entries))} "
-              f"(bound {_human(disk.max_bytes)})")
+        print(f"size      {_human(sum(e.size for e in entries))} (bound {_human(disk.max_bytes)})")
         if counts is None:
             print("hits      not recorded")
         else:
@@ -124,15 +151,20 @@ def _cmd_cache(args, options) -> int:
             print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
     elif args.action == "list":
         from .store.entry import EntryError, decode
+
         for e in disk.entries()[::-1]:
-            line = f"{e.key}  {e.size:>9}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(e.used))}"
+            line = (
+                f"{e.key}  {e.size:>9}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(e.used))}"
+            )
             if args.long:
                 data = disk.get(e.key)
                 try:
                     _code, meta = decode(e.key, data or b"")
-                    line += (f"  {meta.get('arch', '?')} {meta.get('target', '?')} "
-                             f"nvrtc {meta.get('nvrtc', '?')} "
-                             f"{meta.get('headers', len(meta.get('closure', [])))} headers")
+                    line += (
+                        f"  {meta.get('arch', '?')} {meta.get('target', '?')} "
+                        f"nvrtc {meta.get('nvrtc', '?')} "
+                        f"{meta.get('headers', len(meta.get('closure', [])))} headers"
+                    )
                 except EntryError as err:
                     line += f"  BROKEN ({err})"
             print(line)
@@ -140,8 +172,12 @@ def _cmd_cache(args, options) -> int:
         print(f"removed {disk.clear()} entries from {disk.root}")
     elif args.action == "prune":
         from . import config
-        bound = disk.max_bytes if args.max_size is None else config.parse_size(
-            "--max-size", args.max_size)
+
+        bound = (
+            disk.max_bytes
+            if args.max_size is None
+            else config.parse_size("--max-size", args.max_size)
+        )
         removed, freed = disk.prune(bound)
         print(f"removed {removed} entries ({_human(freed)}); bound {_human(bound)}")
     return 0
@@ -149,24 +185,31 @@ def _cmd_cache(args, options) -> int:
 
 def _cmd_prebuild(args, options) -> int:
     from .prebuild import jobs_for, prebuild
+
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     if not archs:
         raise ValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
     if args.jobs is not None:
         from .config import check_workers
+
         check_workers("-j", args.jobs)
     jobs = jobs_for(args.paths, archs, tuple(options))
     outcomes = prebuild(jobs, workers=args.jobs)
     failed = [o for o in outcomes if o.error]
     for o in failed:
-        print(f"cupy-rawcode: {o.job.label} ({o.job.arch}) failed:\n  "
-              + o.error.replace("\n", "\n  "), file=sys.stderr)
+        print(
+            f"cupy-rawcode: {o.job.label} ({o.job.arch}) failed:\n  "
+            + str(o.error).replace("\n", "\n  "),
+            file=sys.stderr,
+        )
     keys = [o.key for o in outcomes if o.key]
     if keys:
         _record_prebuilt(keys)
     hits = sum(o.hit for o in outcomes if not o.error)
-    print(f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
-          f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed")
+    print(
+        f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
+        f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed"
+    )
     return 1 if failed else 0
 
 
@@ -184,14 +227,17 @@ def _record_prebuilt(keys: list[str]) -> None:
 def _cmd_bundle(args, options) -> int:
     from .store.bundle import BundleError, read_index, write_bundle
     from .store.entry import EntryError, decode
+
     if args.action == "export":
         disk = _disk()
         if args.prebuilt:
             try:
                 wanted = (disk.root / "prebuilt.keys").read_text().split()
             except OSError:
-                raise ValueError(f"no prebuild recorded in {disk.root}; run cupy-rawcode "
-                                 "prebuild first, or export everything") from None
+                raise ValueError(
+                    f"no prebuild recorded in {disk.root}; run cupy-rawcode "
+                    "prebuild first, or export everything"
+                ) from None
             keys = list(dict.fromkeys(wanted))
         else:
             keys = [e.key for e in disk.entries()]
@@ -205,8 +251,10 @@ def _cmd_bundle(args, options) -> int:
                 continue
             entries.append((key, data))
         n = write_bundle(args.out, entries)
-        print(f"wrote {n} entries to {args.out}" + (f" ({skipped} missing or broken skipped)"
-                                                   if skipped else ""))
+        print(
+            f"wrote {n} entries to {args.out}"
+            + (f" ({skipped} missing or broken skipped)" if skipped else "")
+        )
         return 0
     try:
         index, size = read_index(args.out)
@@ -214,6 +262,7 @@ def _cmd_bundle(args, options) -> int:
         print(f"cupy-rawcode: {args.out}: {e}", file=sys.stderr)
         return 1
     from .store.bundle import BundleStore
+
     store, broken = BundleStore(args.out), 0
     for key in sorted(index):
         try:
@@ -227,9 +276,12 @@ def _cmd_bundle(args, options) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cupy-rawcode", description=__doc__,
-                                epilog="Options the command does not know (-I, -D, -std=...) "
-                                       "are NVRTC options, as CuPy users pass them.")
+    p = argparse.ArgumentParser(
+        prog="cupy-rawcode",
+        description=__doc__,
+        epilog="Options the command does not know (-I, -D, -std=...) "
+        "are NVRTC options, as CuPy users pass them.",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("deps", help="print the header closure, like nvcc -M")
     d.add_argument("file")
@@ -256,25 +308,35 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--max-size", help="prune: the bound (e.g. 500M; default: the configured one)")
     ca.add_argument("-l", "--long", action="store_true", help="list: arch, target, NVRTC")
     ca.set_defaults(func=_cmd_cache)
-    pb = sub.add_parser("prebuild", help="compile kernels (files or JSON manifests) for every "
-                                         "arch into the cache")
+    pb = sub.add_parser(
+        "prebuild", help="compile kernels (files or JSON manifests) for every arch into the cache"
+    )
     pb.add_argument("paths", nargs="+")
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
-    pb.add_argument("-j", "--jobs", type=int, default=None,
-                    help="worker processes (default: CUPY_RAWCODE_WORKERS, else what the "
-                         "machine can take: cores, and memory at ~400 MB per compile)")
+    pb.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes (default: CUPY_RAWCODE_WORKERS, else what the "
+        "machine can take: cores, and memory at ~400 MB per compile)",
+    )
     pb.set_defaults(func=_cmd_prebuild)
     b = sub.add_parser("bundle", help="write cache entries to one file, or check a bundle")
     b.add_argument("action", choices=("export", "info"))
     b.add_argument("out", help="the bundle file")
-    b.add_argument("--prebuilt", action="store_true",
-                   help="export: only the entries prebuild made (default: all)")
+    b.add_argument(
+        "--prebuilt",
+        action="store_true",
+        help="export: only the entries prebuild made (default: all)",
+    )
     b.set_defaults(func=_cmd_bundle)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     from .closure import ResolveError
+
     args, options = build_parser().parse_known_args(argv)
     try:
         return args.func(args, tuple(options))

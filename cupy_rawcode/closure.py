@@ -4,15 +4,16 @@
 every include in every branch (a superset, for the cache key); exact mode (exact.py) evaluates
 conditions like NVRTC does. The include search itself lives in search.py.
 """
+
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from . import scan as _scan
-from .search import Context, Found, find, make_context, searched  # noqa: F401 (re-exported)
+from .search import Context, Found, find, make_context, searched
 from .toolchain import SearchDir
 
 MAIN = "<source>"
@@ -31,7 +32,7 @@ class MissingHeaderError(ResolveError):
 
 
 class Step(NamedTuple):
-    file: str   # logical name of the including file, or "<source>"
+    file: str  # logical name of the including file, or "<source>"
     line: int
 
     def __str__(self) -> str:
@@ -63,22 +64,28 @@ class Missing(NamedTuple):
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
         hint = f"\n  ({_hint(self.name)})" if _hint(self.name) else ""
-        return (f'cannot open source file "{self.name}": header {spelled} not found\n{chain}'
-                f"\n  searched:\n{dirs}{hint}")
+        return (
+            f'cannot open source file "{self.name}": header {spelled} not found\n{chain}'
+            f"\n  searched:\n{dirs}{hint}"
+        )
 
 
 def _hint(name: str) -> str:
     """What to do about a missing header that comes with a known package."""
     if name.startswith("cupy/"):
-        return ("<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
-                "cupy-rawcode searches CuPy's include directory when CuPy is installed")
+        return (
+            "<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
+            "cupy-rawcode searches CuPy's include directory when CuPy is installed"
+        )
     from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
+
     return missing_hint(name)
 
 
 @dataclass
 class Closure:
     """What a compile reads: headers in discovery order plus includes that matched nothing."""
+
     headers: tuple[Header, ...]
     missing: tuple[Missing, ...]
     mode: str
@@ -93,12 +100,19 @@ class Closure:
     def raise_for_missing(self) -> None:
         live = [m for m in self.missing if not m.conditional]
         if live:
-            raise MissingHeaderError("\n".join(m.message() for m in live), live)
+            raise MissingHeaderError("\n".join(m.message() for m in live), tuple(live))
 
 
-def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = None,
-            source_dir: str | None = None, header_sources=None,
-            pre_includes: tuple[str, ...] = ()) -> Closure:
+def resolve(
+    source: str,
+    options=(),
+    *,
+    exact: bool = False,
+    arch: str | None = None,
+    source_dir: str | None = None,
+    header_sources=None,
+    pre_includes: tuple[str, ...] = (),
+) -> Closure:
     """The header closure of ``source`` under ``options`` (see module docstring).
 
     Exact mode raises MissingHeaderError for a live include that matches nothing; fast mode
@@ -107,6 +121,7 @@ def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = 
     ctx = make_context(options, source_dir=source_dir, header_sources=header_sources)
     if exact:
         from .exact import resolve_exact
+
         return resolve_exact(source, ctx, arch=arch, pre_includes=pre_includes)
     return resolve_fast(source, ctx, pre_includes=pre_includes)
 
@@ -116,9 +131,11 @@ def resolve(source: str, options=(), *, exact: bool = False, arch: str | None = 
 _ID = re.compile(r"[A-Za-z_]\w*")
 
 
-def expand_computed(text: str, table: dict[str, set[str]], limit: int = 64) -> list[tuple[str, bool]]:
+def expand_computed(
+    text: str, table: dict[str, set[str]], limit: int = 64
+) -> list[tuple[str, bool]]:
     """Every header name a computed include can take, using all values seen for each macro."""
-    results, done = {text}, set()
+    results, done = {text}, set[str]()
     for _ in range(24):
         pending = results - done
         if not pending:
@@ -131,7 +148,7 @@ def expand_computed(text: str, table: dict[str, set[str]], limit: int = 64) -> l
             results.discard(t)
             for v in sorted(table[m.group()]):
                 if len(results) < limit:
-                    results.add(t[:m.start()] + v + t[m.end():])
+                    results.add(t[: m.start()] + v + t[m.end() :])
     names = []
     for t in sorted(done):
         t = t.strip()
@@ -145,7 +162,7 @@ class _Node:
     found: Found | None
     scan: _scan.FileScan
     chain: tuple[Step, ...]
-    parent: "_Node | None"
+    parent: _Node | None
     pos: int  # byte offset of the #include in parent
 
 
@@ -154,10 +171,11 @@ def _live(node: _Node, pos: int, kind: str) -> bool:
     is an error NVRTC will hit); probes and computed includes never are."""
     if kind.startswith(("probe", "computed")):
         return False
-    while node is not None:
-        if node.scan.conditional(pos):
+    at: _Node | None = node
+    while at is not None:
+        if at.scan.conditional(pos):
             return False
-        node, pos = node.parent, node.pos
+        pos, at = at.pos, at.parent
     return True
 
 
@@ -167,7 +185,7 @@ _UNSEEN = object()
 def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
     """Superset closure by lexical scan: every branch, every probe, every computed-include value."""
     memo: dict[str, bool] = {}
-    found_memo: dict[tuple, object] = {}
+    found_memo: dict[tuple, Any] = {}
     table: dict[str, set[str]] = defaultdict(set)
     for name, value in ctx.opts.macros:
         if value is not None:
@@ -184,17 +202,32 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
     def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
         pf = parent.found
         nxt = pf is not None and inc.kind.endswith("next")
-        after = pf.index if nxt else None
+        after = pf.index if pf is not None and nxt else None
         # what decides the answer: the name, the search start, and for a quoted include the
         # includer's directory (and the root it is named under)
-        fkey = (name, angled, after) if angled or nxt or (pf is None and ctx.source_dir is None) \
-            else (name, angled, after, pf.tag if pf else None, pf.path.rpartition("/")[0]
-                  if pf else ctx.source_dir, pf.rel.rpartition("/")[0] if pf else "")
+        fkey = (
+            (name, angled, after)
+            if angled or nxt or (pf is None and ctx.source_dir is None)
+            else (
+                name,
+                angled,
+                after,
+                pf.tag if pf else None,
+                pf.path.rpartition("/")[0] if pf else ctx.source_dir,
+                pf.rel.rpartition("/")[0] if pf else "",
+            )
+        )
         found = found_memo.get(fkey, _UNSEEN)
         if found is _UNSEEN:
-            found = found_memo[fkey] = find(name, angled=angled, includer=pf,
-                                            source_dir=ctx.source_dir, dirs=ctx.dirs,
-                                            next_after=after, memo=memo)
+            found = found_memo[fkey] = find(
+                name,
+                angled=angled,
+                includer=pf,
+                source_dir=ctx.source_dir,
+                dirs=ctx.dirs,
+                next_after=after,
+                memo=memo,
+            )
         if found is not None and found.path in nodes:
             return  # the common case: made no Step
         includer_name = pf.logical if pf else MAIN
@@ -205,18 +238,25 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
         if found is None:
             key = (name, angled, includer_name, nxt)
             if key not in missing:
-                missing[key] = Missing(name, angled, parent.chain + (step,), tuple(searched(
-                    angled, pf, ctx.source_dir, ctx.dirs, after)),
-                    not _live(parent, inc.pos, inc.kind))
+                missing[key] = Missing(
+                    name,
+                    angled,
+                    parent.chain + (step,),
+                    tuple(searched(angled, pf, ctx.source_dir, ctx.dirs, after)),
+                    not _live(parent, inc.pos, inc.kind),
+                )
             return
         try:
             fid, fscan = _scan.scan_file(found.path)
         except OSError as e:
-            raise ResolveError(f"cannot read {found.path} ({e.strerror}), included from "
-                               + " -> ".join(map(str, parent.chain + (step,)))) from None
+            raise ResolveError(
+                f"cannot read {found.path} ({e.strerror}), included from "
+                + " -> ".join(map(str, parent.chain + (step,)))
+            ) from None
         except _scan.ScanError as e:
-            raise ResolveError(f"{e} (included from "
-                               + " -> ".join(map(str, parent.chain + (step,))) + ")") from None
+            raise ResolveError(
+                f"{e} (included from " + " -> ".join(map(str, parent.chain + (step,))) + ")"
+            ) from None
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
         for n, v in fscan.defines:
@@ -243,6 +283,9 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
             for node, inc in list(deferred):
                 for name, angled in expand_computed(inc.name, table):
                     add(node, inc, name, angled)
-    headers = tuple(Header(n.found.logical, n.found.path, n.found.tag, n.scan.digest, n.chain)
-                    for n in nodes.values())
+    headers = tuple(
+        Header(n.found.logical, n.found.path, n.found.tag, n.scan.digest, n.chain)
+        for n in nodes.values()
+        if n.found is not None  # every node but the main source's has its file
+    )
     return Closure(headers, tuple(missing.values()), "fast", ctx.dirs, file_ids)

@@ -1,4 +1,5 @@
 """All configuration read from the environment, in one place, read lazily at call time."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ def parse_bool(name: str, value: str) -> bool:
         return True
     if v in _FALSE:
         return False
-    raise ValueError(f"environment variable {name}={value!r} is not a boolean "
-                     f"(use one of {sorted(_TRUE | _FALSE - {''})})")
+    raise ValueError(
+        f"environment variable {name}={value!r} is not a boolean "
+        f"(use one of {sorted(_TRUE | _FALSE - {''})})"
+    )
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -40,8 +43,11 @@ def cache_dir() -> Path:
 
 
 TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # read by discovery
-KEY_ENV = ("CUPY_RAWCODE_HEADER_SOURCES", "CUPY_RAWCODE_STRIP",
-           "CUPY_RAWCODE_CUPY_OPTIONS") + TOOLCHAIN_ENV
+KEY_ENV = (
+    "CUPY_RAWCODE_HEADER_SOURCES",
+    "CUPY_RAWCODE_STRIP",
+    "CUPY_RAWCODE_CUPY_OPTIONS",
+) + TOOLCHAIN_ENV
 
 
 def key_environment() -> list[tuple[str, str]]:
@@ -53,6 +59,7 @@ def key_environment() -> list[tuple[str, str]]:
 def site_dirs() -> list[str]:
     """The site-packages directories on sys.path: where discovery finds wheels."""
     import sys
+
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
@@ -90,9 +97,22 @@ def memory_cache_entries() -> int:
         raise ValueError(f"CUPY_RAWCODE_MEMORY_ENTRIES={value!r} is not an integer") from None
 
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40,
-          "tb": 1 << 40, "tib": 1 << 40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
 DEFAULT_MAX_SIZE = 1 << 30
 
 
@@ -102,6 +122,7 @@ def parse_size(what: str, value: str | int) -> int:
         n = value
     else:
         import re
+
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
         if m is None or m.group(2).lower() not in _UNITS:
             raise ValueError(f"{what}={value!r} is not a size (use e.g. 500M, 2G or a byte count)")
@@ -137,7 +158,9 @@ def redis_ttl() -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"CUPY_RAWCODE_REDIS_TTL={value!r} is not a whole number of seconds") from None
+        raise ValueError(
+            f"CUPY_RAWCODE_REDIS_TTL={value!r} is not a whole number of seconds"
+        ) from None
 
 
 def redis_timeout() -> float:
@@ -146,16 +169,20 @@ def redis_timeout() -> float:
     try:
         return 0.5 if value is None else float(value)
     except ValueError:
-        raise ValueError(f"CUPY_RAWCODE_REDIS_TIMEOUT={value!r} is not a number of seconds") from None
+        raise ValueError(
+            f"CUPY_RAWCODE_REDIS_TIMEOUT={value!r} is not a number of seconds"
+        ) from None
 
 
 def overlap() -> bool:
-    """CUPY_RAWCODE_OVERLAP (default on): on a likely miss, start NVRTC while headers are scanned."""
+    """CUPY_RAWCODE_OVERLAP (default on): on a likely miss, start NVRTC while headers are
+    scanned."""
     return env_bool("CUPY_RAWCODE_OVERLAP", True)
 
 
 def strip() -> bool:
-    """CUPY_RAWCODE_STRIP (default on): drop unreferenced library globals from new code (strip.py)."""
+    """CUPY_RAWCODE_STRIP (default on): drop unreferenced library globals from new code
+    (strip.py)."""
     return env_bool("CUPY_RAWCODE_STRIP", True)
 
 
@@ -171,8 +198,10 @@ def pch_mode() -> str:
 def check_workers(what: str, value) -> int:
     """A number of worker processes: an int >= 1 (``what`` names the argument or variable)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what}={value!r} is not a number of worker processes "
-                         "(use a whole number >= 1, or None for the default)")
+        raise ValueError(
+            f"{what}={value!r} is not a number of worker processes "
+            "(use a whole number >= 1, or None for the default)"
+        )
     if value < 1:
         raise ValueError(f"{what}={value!r}: at least one worker process is needed")
     return value
@@ -187,6 +216,7 @@ def workers() -> int | None:
     try:
         n = int(value.strip())
     except ValueError:
-        raise ValueError(f"CUPY_RAWCODE_WORKERS={value!r} is not a whole number of worker "
-                         "processes") from None
+        raise ValueError(
+            f"CUPY_RAWCODE_WORKERS={value!r} is not a whole number of worker processes"
+        ) from None
     return check_workers("CUPY_RAWCODE_WORKERS", n)

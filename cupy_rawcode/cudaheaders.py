@@ -11,33 +11,44 @@ list is ``cccl``, ``cuda``, ``curand``, ``crt`` (each only when not already a ro
 Pure tables and functions: discovery (toolchain.py) and the missing-header message
 (closure.py) import this module only when they need it.
 """
+
 from __future__ import annotations
 
 import os
 
 # root kind -> (probe header, cuda.pathfinder's name for it, its wheel by CUDA major)
 LIBRARY_ROOTS: dict[str, tuple[str, str, dict[int, str]]] = {
-    "cuda": ("cuda_runtime.h", "cudart",
-             {12: "nvidia-cuda-runtime-cu12", 13: "nvidia-cuda-runtime"}),
+    "cuda": (
+        "cuda_runtime.h",
+        "cudart",
+        {12: "nvidia-cuda-runtime-cu12", 13: "nvidia-cuda-runtime"},
+    ),
     "curand": ("curand_kernel.h", "curand", {12: "nvidia-curand-cu12", 13: "nvidia-curand"}),
     "crt": ("crt/mma.h", "nvcc", {12: "nvidia-cuda-nvcc-cu12", 13: "nvidia-cuda-crt"}),
 }
 CCCL_WHEELS = {12: "nvidia-cuda-cccl-cu12", 13: "nvidia-cuda-cccl"}
 # Wheel include directories under site-packages, for wheels cuda.pathfinder may not name
 # (CUDA 13's crt headers): checked after the directories pathfinder gives.
-WHEEL_INCLUDE_DIRS = ("nvidia/cu13/include", "nvidia/cuda_runtime/include",
-                      "nvidia/curand/include", "nvidia/cuda_nvcc/include",
-                      "nvidia/cuda_crt/include")
+WHEEL_INCLUDE_DIRS = (
+    "nvidia/cu13/include",
+    "nvidia/cuda_runtime/include",
+    "nvidia/curand/include",
+    "nvidia/cuda_nvcc/include",
+    "nvidia/cuda_crt/include",
+)
 
 # The runtime wheel's device headers a kernel includes by name (besides cuda_*.h, sm_*.h and
 # cooperative_groups/...): what root_kind_of() answers "cuda" for.
-_RUNTIME = frozenset((
-    "mma.h cuComplex.h vector_types.h vector_functions.h vector_functions.hpp math_constants.h "
-    "device_types.h device_functions.h device_launch_parameters.h device_atomic_functions.h "
-    "device_double_functions.h driver_types.h builtin_types.h host_defines.h "
-    "surface_functions.h texture_fetch_functions.h surface_types.h texture_types.h "
-    "channel_descriptor.h library_types.h math_functions.h common_functions.h "
-    "cooperative_groups.h").split())
+_RUNTIME = frozenset(
+    (
+        "mma.h cuComplex.h vector_types.h vector_functions.h vector_functions.hpp math_constants.h "
+        "device_types.h device_functions.h device_launch_parameters.h device_atomic_functions.h "
+        "device_double_functions.h driver_types.h builtin_types.h host_defines.h "
+        "surface_functions.h texture_fetch_functions.h surface_types.h texture_types.h "
+        "channel_descriptor.h library_types.h math_functions.h common_functions.h "
+        "cooperative_groups.h"
+    ).split()
+)
 
 
 # The CUDA headers the README's table lists: header -> (root kind, what it is)
@@ -57,7 +68,10 @@ TABLE: dict[str, tuple[str, str]] = {
 
 def markdown() -> str:
     """The README's table of CUDA headers: the root that holds each and the wheel that ships it."""
-    rows = ["| CUDA header | root | pip wheel (CUDA 12 / CUDA 13) | what |", "| --- | --- | --- | --- |"]
+    rows = [
+        "| CUDA header | root | pip wheel (CUDA 12 / CUDA 13) | what |",
+        "| --- | --- | --- | --- |",
+    ]
     for header, (kind, what) in TABLE.items():
         wheels = LIBRARY_ROOTS[kind][2]
         rows.append(f"| `<{header}>` | `{kind}` | `{wheels[12]}` / `{wheels[13]}` | {what} |")
@@ -74,8 +88,9 @@ def root_kind_of(header: str) -> str | None:
         return "curand"
     if name.split("/", 1)[0] in ("cub", "thrust", "cuda", "nv") and "/" in name:
         return "cccl"
-    if (name in _RUNTIME or name.startswith(("cuda_", "sm_", "cooperative_groups/"))) \
-            and "/" not in name.removeprefix("cooperative_groups/"):
+    if (
+        name in _RUNTIME or name.startswith(("cuda_", "sm_", "cooperative_groups/"))
+    ) and "/" not in name.removeprefix("cooperative_groups/"):
         return "cuda"
     return None
 
@@ -95,8 +110,10 @@ def missing_hint(header: str) -> str:
     wheel = wheel_for(header)
     if wheel is None:
         return ""
-    return (f"  <{header}> is in the {wheel} wheel: pip install it (the cupy-rawcode[cu12] / "
-            "[cu13] extras do), or point CUDA_HOME at a CUDA toolkit")
+    return (
+        f"  <{header}> is in the {wheel} wheel: pip install it (the cupy-rawcode[cu12] / "
+        "[cu13] extras do), or point CUDA_HOME at a CUDA toolkit"
+    )
 
 
 def offered(include_dirs: list[str]) -> dict[str, list[str]]:

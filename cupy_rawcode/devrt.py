@@ -26,6 +26,7 @@ Without ``-dc`` a device-side launch fails in NVRTC ("device-side kernel launch 
 processed as the required runtime APIs are not declared"), which stays a compile error. The
 link step's rules have a version in the key (``link_field``).
 """
+
 from __future__ import annotations
 
 import os
@@ -86,6 +87,7 @@ def candidate_dirs() -> Iterator[str]:
     """
     from . import config
     from .toolchain import toolkit_home  # (the package's own 'toolchain' attribute is a function)
+
     yield from _pathfinder_dirs()
     for site in config.site_dirs():
         for layout in WHEEL_LAYOUTS:
@@ -105,8 +107,9 @@ def find_cudadevrt() -> str | None:
 def _pathfinder_dirs() -> list[str]:
     try:
         import cuda.pathfinder as pf
+
         located = pf.locate_static_lib("cudadevrt")  # cuda-pathfinder >= 1.9
-    except Exception:  # noqa: BLE001 - older pathfinder, or not found: the known layouts follow
+    except Exception:
         return []
     if located.found_via not in ("site-packages", "conda"):
         return []  # CUDA_HOME/CUDA_PATH: asked in the toolkit's turn
@@ -115,18 +118,21 @@ def _pathfinder_dirs() -> list[str]:
 
 def _cupy_dirs() -> list[str]:
     import importlib.util
+
     if importlib.util.find_spec("cupy") is None:
         return []
     try:
         from cupy.cuda import get_cuda_path
+
         root = get_cuda_path()
-    except Exception:  # noqa: BLE001 - a broken CuPy install is one source less, not an error
+    except Exception:
         return []
     return [os.path.join(root, sub) for sub in TOOLKIT_LAYOUTS] if root else []
 
 
-def install_hint(nvrtc_version: tuple[int, int], nvjitlink_missing: bool,
-                 cudadevrt_missing: bool) -> str:
+def install_hint(
+    nvrtc_version: tuple[int, int], nvjitlink_missing: bool, cudadevrt_missing: bool
+) -> str:
     """What to install for NVRTC ``major.minor``: the cupy-rawcode extra, or the wheels that hold
     nvJitLink and ``libcudadevrt.a``, or a toolkit through CUDA_HOME."""
     major, minor = nvrtc_version
@@ -136,8 +142,10 @@ def install_hint(nvrtc_version: tuple[int, int], nvjitlink_missing: bool,
         wheels.append(f"'nvidia-nvjitlink{suffix}=={major}.{minor}.*'")
     if cudadevrt_missing:
         wheels.append(f"'nvidia-cuda-runtime{suffix}=={major}.*'")
-    hint = (f"install cupy-rawcode's extra (pip install 'cupy-rawcode[cu{major}]') or "
-            f"pip install {' '.join(wheels)}")
+    hint = (
+        f"install cupy-rawcode's extra (pip install 'cupy-rawcode[cu{major}]') or "
+        f"pip install {' '.join(wheels)}"
+    )
     if cudadevrt_missing:
         hint += f", or set CUDA_HOME to a CUDA {major} toolkit (it has lib64/{LIBRARY})"
     return hint
@@ -149,37 +157,51 @@ def link(code: bytes, kind: str, arch: str, nvrtc_version: tuple[int, int]) -> b
     Raises LinkError naming what to install when nvJitLink or the library is missing, or with
     nvJitLink's error log when the link fails."""
     from .strip import nvjitlink
+
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
     if not arch.startswith("sm_"):
-        raise LinkError(f"relocatable device code (-dc) is linked into a cubin for a real "
-                        f"architecture, but arch={arch} is virtual (NVRTC "
-                        f"{nvrtc_version[0]}.{nvrtc_version[1]} may not know the device: a newer "
-                        f"NVRTC compiles for it)")
+        raise LinkError(
+            f"relocatable device code (-dc) is linked into a cubin for a real "
+            f"architecture, but arch={arch} is virtual (NVRTC "
+            f"{nvrtc_version[0]}.{nvrtc_version[1]} may not know the device: a newer "
+            f"NVRTC compiles for it)"
+        )
     if not code:
-        raise LinkError(f"NVRTC produced no {kind} to link (with -dlto NVRTC emits LTO-IR only: "
-                        f"compile to 'ltoir')")
-    version = tuple(nvrtc_version)[:2]
+        raise LinkError(
+            f"NVRTC produced no {kind} to link (with -dlto NVRTC emits LTO-IR only: "
+            f"compile to 'ltoir')"
+        )
+    version = (nvrtc_version[0], nvrtc_version[1])
     mod = nvjitlink.get()
     lib = find_cudadevrt()
     bad_linker = mod is None or nvjitlink.version != version
     if bad_linker or lib is None:
         problems = []
         if bad_linker:
-            problems.append("nvJitLink is not available" if mod is None else
-                            "nvJitLink is %d.%d, not NVRTC's %d.%d" % (*nvjitlink.version, *version))
+            problems.append(
+                "nvJitLink is not available"
+                if mod is None
+                else f"nvJitLink is {nvjitlink.release()}, not NVRTC's {version[0]}.{version[1]}"
+            )
         if lib is None:
-            problems.append(f"{LIBRARY} (the device runtime) is in no CUDA wheel, toolkit or CuPy "
-                            f"install")
-        raise LinkError(f"relocatable device code (-dc) needs nvJitLink {version[0]}.{version[1]} "
-                        f"and {LIBRARY}: {'; '.join(problems)}; "
-                        f"{install_hint(version, bad_linker, lib is None)}")
+            problems.append(
+                f"{LIBRARY} (the device runtime) is in no CUDA wheel, toolkit or CuPy install"
+            )
+        raise LinkError(
+            f"relocatable device code (-dc) needs nvJitLink {version[0]}.{version[1]} "
+            f"and {LIBRARY}: {'; '.join(problems)}; "
+            f"{install_hint(version, bad_linker, lib is None)}"
+        )
     return _nvjitlink_link(mod, code, kind, arch, lib)
 
 
 def _nvjitlink_link(mod, code: bytes, kind: str, arch: str, lib: str) -> bytes:
-    input_type = {"cubin": mod.InputType.CUBIN, "ptx": mod.InputType.PTX,
-                  "ltoir": mod.InputType.LTOIR}[kind]
+    input_type = {
+        "cubin": mod.InputType.CUBIN,
+        "ptx": mod.InputType.PTX,
+        "ltoir": mod.InputType.LTOIR,
+    }[kind]
     options = [f"-arch={arch}"] + (["-lto"] if kind == "ltoir" else [])
     handle = mod.create(len(options), options)
     try:
@@ -189,10 +211,12 @@ def _nvjitlink_link(mod, code: bytes, kind: str, arch: str, lib: str) -> bytes:
         out = bytearray(mod.get_linked_cubin_size(handle))
         mod.get_linked_cubin(handle, out)
         return bytes(out)
-    except Exception as e:  # noqa: BLE001 - nvJitLinkError, with the log fetched below
+    except Exception as e:
         log = _error_log(mod, handle)
-        raise LinkError(f"nvJitLink could not link the relocatable device code (-dc, {kind}) for "
-                        f"{arch} with {lib}: {e}" + (f"\n{log}" if log else "")) from None
+        raise LinkError(
+            f"nvJitLink could not link the relocatable device code (-dc, {kind}) for "
+            f"{arch} with {lib}: {e}" + (f"\n{log}" if log else "")
+        ) from None
     finally:
         mod.destroy(handle)
 
@@ -201,6 +225,6 @@ def _error_log(mod, handle) -> str:
     try:
         log = bytearray(mod.get_error_log_size(handle))
         mod.get_error_log(handle, log)
-    except Exception:  # noqa: BLE001 - the error itself is reported anyway
+    except Exception:
         return ""
     return bytes(log).rstrip(bytes(1)).decode(errors="replace").strip()

@@ -13,20 +13,24 @@ Where CuPy is not installed, stand-ins with CuPy's interface take the place of i
 classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
 and neither a cache hit nor a successful compile needs them.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import re
+from typing import Any
 
 
 def cupy_dump(exc, f) -> None:
     """``CompileException.dump`` as CuPy 14 writes it: the message, name, options and the
     numbered source (used where CuPy is not installed)."""
     lines = exc.source.split("\n")
-    fmt = "{{:0{}d}} ".format(int(math.floor(math.log10(max(len(lines), 1)))) + 1)
-    f.write(f"{exc.backend.upper()} compilation error: {exc}\n-----\nName: {exc.name}\n"
-            f"Options: {' '.join(exc.options)}\nCUDA source:\n")
+    fmt = f"{{:0{int(math.floor(math.log10(max(len(lines), 1)))) + 1}d}} "
+    f.write(
+        f"{exc.backend.upper()} compilation error: {exc}\n-----\nName: {exc.name}\n"
+        f"Options: {' '.join(exc.options)}\nCUDA source:\n"
+    )
     for i, line in enumerate(lines):
         f.write(fmt.format(i + 1) + line.rstrip() + "\n")
     f.write("-----\n")
@@ -37,35 +41,45 @@ def _cupy_classes() -> tuple[type, type]:
     """CuPy's (CompileException, JitifyException), or stand-ins with the same interface."""
     try:
         from cupy.cuda.compiler import CompileException, JitifyException
+
         return CompileException, JitifyException
-    except Exception:  # noqa: BLE001 - CuPy missing, or broken: the classes still exist
+    except Exception:
         pass
+    return _StandInCompileException, _StandInJitifyException
 
-    class CompileException(Exception):
-        """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
 
-        def __init__(self, msg, source, name, options, backend="nvrtc"):
-            self._msg, self.source, self.name = msg, source, name
-            self.options, self.backend = options, backend
-            super().__init__()
+class _StandInCompileException(Exception):
+    """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
 
-        def __reduce__(self):
-            return (type(self), (self._msg, self.source, self.name, self.options, self.backend))
+    def __init__(self, msg, source, name, options, backend="nvrtc"):
+        self._msg, self.source, self.name = msg, source, name
+        self.options, self.backend = options, backend
+        super().__init__()
 
-        def __str__(self) -> str:
-            return self.get_message()
+    def __reduce__(self):
+        return (type(self), (self._msg, self.source, self.name, self.options, self.backend))
 
-        __repr__ = __str__
+    def __str__(self) -> str:
+        return self.get_message()
 
-        def get_message(self) -> str:
-            return self._msg
+    __repr__ = __str__
 
-        dump = cupy_dump
+    def get_message(self) -> str:
+        return self._msg
 
-    class JitifyException(Exception):
-        """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
+    dump = cupy_dump
 
-    return CompileException, JitifyException
+
+class _StandInJitifyException(Exception):
+    """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
+
+
+# named as CuPy's, and pickled as errors.CompileException / errors.JitifyException
+for _cls, _name in (
+    (_StandInCompileException, "CompileException"),
+    (_StandInJitifyException, "JitifyException"),
+):
+    _cls.__name__ = _cls.__qualname__ = _name
 
 
 def source_context(log: str, program_name: str, source: str) -> str:
@@ -81,8 +95,15 @@ def source_context(log: str, program_name: str, source: str) -> str:
     return "\n".join(out)
 
 
-def compile_message(log: str, program_name: str, source: str, options, *,
-                    dump_path: str | None = None, note: str | None = None) -> str:
+def compile_message(
+    log: str,
+    program_name: str,
+    source: str,
+    options,
+    *,
+    dump_path: str | None = None,
+    note: str | None = None,
+) -> str:
     """NVRTC's log first (as CuPy's message), then the failing lines, the options and notes."""
     msg = log.strip()
     context = source_context(log, program_name, source)
@@ -94,21 +115,33 @@ def compile_message(log: str, program_name: str, source: str, options, *,
     if note:
         msg += f"\n({note})"
     from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
+
     hints = compile_hints(log, source)
     return msg + "\n" + hints if hints else msg
 
 
-@functools.lru_cache(maxsize=None)
-def _classes() -> dict[str, type]:
+@functools.cache
+def _classes() -> dict[str, Any]:
     from .closure import MissingHeaderError
-    CompileException, JitifyException = _cupy_classes()
 
-    class CompileError(CompileException, RuntimeError):
+    bases: tuple[Any, Any] = _cupy_classes()  # CuPy's classes are untyped
+    CompileException, JitifyException = bases
+
+    class CompileError(CompileException, RuntimeError):  # type: ignore[misc,valid-type]
         """NVRTC rejected the source: ``str(e)`` is NVRTC's log followed by the failing source
         lines and the options; ``log`` is NVRTC's log alone; ``dump(f)`` as CuPy's."""
 
-        def __init__(self, msg: str, source: str, name: str, options, backend: str = "nvrtc",
-                     *, log: str | None = None, dump_path: str | None = None):
+        def __init__(
+            self,
+            msg: str,
+            source: str,
+            name: str,
+            options,
+            backend: str = "nvrtc",
+            *,
+            log: str | None = None,
+            dump_path: str | None = None,
+        ):
             super().__init__(msg, source, name, tuple(options), backend)
             self.log = msg if log is None else log
             self.dump_path = dump_path
@@ -117,25 +150,44 @@ def _classes() -> dict[str, type]:
         """An include matched no file: NVRTC's ``cannot open source file`` words, with the
         include chain and the directories searched. ``missing``: the closure's Missing list."""
 
-        def __init__(self, msg: str, source: str, name: str, options, backend: str = "nvrtc",
-                     *, missing: tuple = (), **kw):
+        def __init__(
+            self,
+            msg: str,
+            source: str,
+            name: str,
+            options,
+            backend: str = "nvrtc",
+            *,
+            missing: tuple = (),
+            **kw,
+        ):
             super().__init__(msg, source, name, options, backend, **kw)
             self.missing = missing
 
-    class JitifyCompileError(CompileError, JitifyException):
+    class JitifyCompileError(CompileError, JitifyException):  # type: ignore[misc,valid-type]
         """A failing ``jitify=True`` compile routed by install(): CuPy raises JitifyException."""
 
-    class JitifyMissingHeaderError(MissingHeaderCompileError, JitifyException):
+    class JitifyMissingHeaderError(
+        MissingHeaderCompileError,
+        JitifyException,  # type: ignore[misc,valid-type]
+    ):
         """A missing header in a ``jitify=True`` compile routed by install()."""
 
-    for cls in (CompileError, MissingHeaderCompileError, JitifyCompileError,
-                JitifyMissingHeaderError):
+    for cls in (
+        CompileError,
+        MissingHeaderCompileError,
+        JitifyCompileError,
+        JitifyMissingHeaderError,
+    ):
         cls.__module__, cls.__qualname__ = __name__, cls.__name__  # pickled as errors.X
-    return {"CompileError": CompileError, "MissingHeaderCompileError": MissingHeaderCompileError,
-            "JitifyCompileError": JitifyCompileError,
-            "JitifyMissingHeaderError": JitifyMissingHeaderError,
-            "CompileException": CompileException,
-            "JitifyException": JitifyException}
+    return {
+        "CompileError": CompileError,
+        "MissingHeaderCompileError": MissingHeaderCompileError,
+        "JitifyCompileError": JitifyCompileError,
+        "JitifyMissingHeaderError": JitifyMissingHeaderError,
+        "CompileException": CompileException,
+        "JitifyException": JitifyException,
+    }
 
 
 def __getattr__(name: str):
@@ -149,8 +201,15 @@ def as_jitify(e):
     """The same error as a JitifyCompileError (what CuPy raises for ``jitify=True``)."""
     classes = _classes()
     if isinstance(e, classes["MissingHeaderCompileError"]):
-        return classes["JitifyMissingHeaderError"](e._msg, e.source, e.name, e.options,
-                                                   e.backend, missing=e.missing, log=e.log)
-    return classes["JitifyCompileError"](e._msg, e.source, e.name, e.options, e.backend,
-                                         log=getattr(e, "log", None),
-                                         dump_path=getattr(e, "dump_path", None))
+        return classes["JitifyMissingHeaderError"](
+            e._msg, e.source, e.name, e.options, e.backend, missing=e.missing, log=e.log
+        )
+    return classes["JitifyCompileError"](
+        e._msg,
+        e.source,
+        e.name,
+        e.options,
+        e.backend,
+        log=getattr(e, "log", None),
+        dump_path=getattr(e, "dump_path", None),
+    )

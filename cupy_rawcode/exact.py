@@ -10,6 +10,7 @@ through a subclass that fixes its defects listed in facts.md:
 - ``#include_next``, ``#elifdef``/``#elifndef`` and quoted-include search are handled by the
   driver below (search.py), not by pcpp.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,12 +19,17 @@ import re
 import pcpp
 
 from . import scan as _scan
-from .options import arch_number
 from .closure import MAIN, Closure, Context, Header, Missing, MissingHeaderError, ResolveError, Step
+from .options import arch_number
 from .search import Found, find, searched
 
-_STD_CPLUSPLUS = {"c++03": "199711L", "c++11": "201103L", "c++14": "201402L",
-                  "c++17": "201703L", "c++20": "202002L"}
+_STD_CPLUSPLUS = {
+    "c++03": "199711L",
+    "c++11": "201103L",
+    "c++14": "201402L",
+    "c++17": "201703L",
+    "c++20": "202002L",
+}
 _INT_SUFFIX = re.compile(r"^((?:0[xX][0-9a-fA-F]+)|(?:0[bB][01]+)|\d+)[uUlL]+$")
 _SUFFIX_ONLY = re.compile(r"^[uUlL]+$")
 _HAS_INCLUDE = ("__has_include", "__has_include_next")
@@ -38,31 +44,67 @@ def nvrtc_macros(arch: str, std: str, nvrtc_version: tuple[int, int]) -> dict[st
     major, minor = nvrtc_version
     sm = arch_number(arch) * 10
     macros = {
-        "__CUDACC__": "1", "__CUDACC_RTC__": "1", "__CUDA_ARCH__": str(sm),
-        "__CUDA_ARCH_LIST__": str(sm), "__CUDACC_VER_MAJOR__": str(major),
-        "__CUDACC_VER_MINOR__": str(minor), "__CUDACC_VER_BUILD__": "0",
-        "__CUDA_API_VER_MAJOR__": str(major), "__CUDA_API_VER_MINOR__": str(minor),
-        "CUDART_VERSION": str(major * 1000 + minor * 10), "__cplusplus": _STD_CPLUSPLUS[std],
-        "__LP64__": "1", "__EDG__": "1", "__STDC_HOSTED__": "1",
-        "__NVCC_DIAG_PRAGMA_SUPPORT__": "1", "__CUDACC_DEVICE_ATOMIC_BUILTINS__": "1",
+        "__CUDACC__": "1",
+        "__CUDACC_RTC__": "1",
+        "__CUDA_ARCH__": str(sm),
+        "__CUDA_ARCH_LIST__": str(sm),
+        "__CUDACC_VER_MAJOR__": str(major),
+        "__CUDACC_VER_MINOR__": str(minor),
+        "__CUDACC_VER_BUILD__": "0",
+        "__CUDA_API_VER_MAJOR__": str(major),
+        "__CUDA_API_VER_MINOR__": str(minor),
+        "CUDART_VERSION": str(major * 1000 + minor * 10),
+        "__cplusplus": _STD_CPLUSPLUS[std],
+        "__LP64__": "1",
+        "__EDG__": "1",
+        "__STDC_HOSTED__": "1",
+        "__NVCC_DIAG_PRAGMA_SUPPORT__": "1",
+        "__CUDACC_DEVICE_ATOMIC_BUILTINS__": "1",
         "__NV_BUILTIN_INITIALIZER_LIST": "1",  # NVRTC 12.9 and 13.5 define it (CCCL 3.5 needs it)
-        "__CHAR_BIT__": "8", "__SIZEOF_INT__": "4", "__SIZEOF_LONG__": "8",
-        "__SIZEOF_POINTER__": "8", "__SIZEOF_LONG_LONG__": "8",
+        "__CHAR_BIT__": "8",
+        "__SIZEOF_INT__": "4",
+        "__SIZEOF_LONG__": "8",
+        "__SIZEOF_POINTER__": "8",
+        "__SIZEOF_LONG_LONG__": "8",
     }
-    for kw in ("__host__", "__device__", "__global__", "__shared__", "__constant__", "__managed__",
-               "__forceinline__", "__noinline__"):
+    for kw in (
+        "__host__",
+        "__device__",
+        "__global__",
+        "__shared__",
+        "__constant__",
+        "__managed__",
+        "__forceinline__",
+        "__noinline__",
+    ):
         macros[kw] = f"__attribute__(({kw.strip('_')}))"
     if std in ("c++17", "c++20"):
-        macros.update({"__cpp_if_constexpr": "201606L", "__cpp_inline_variables": "201606L",
-                       "__cpp_fold_expressions": "201603L", "__cpp_deduction_guides": "201703L",
-                       "__cpp_nontype_template_auto": "201606L", "__cpp_structured_bindings": "201606L",
-                       "__cpp_noexcept_function_type": "201510L", "__cpp_aligned_new": "201606L"})
+        macros.update(
+            {
+                "__cpp_if_constexpr": "201606L",
+                "__cpp_inline_variables": "201606L",
+                "__cpp_fold_expressions": "201603L",
+                "__cpp_deduction_guides": "201703L",
+                "__cpp_nontype_template_auto": "201606L",
+                "__cpp_structured_bindings": "201606L",
+                "__cpp_noexcept_function_type": "201510L",
+                "__cpp_aligned_new": "201606L",
+            }
+        )
     if std != "c++03":
-        macros.update({"__cpp_constexpr": "201603L" if std in ("c++17", "c++20") else "201304L",
-                       "__cpp_variable_templates": "201304L", "__cpp_decltype_auto": "201304L",
-                       "__cpp_generic_lambdas": "201304L", "__cpp_rvalue_references": "200610L",
-                       "__cpp_variadic_templates": "200704L", "__cpp_alias_templates": "200704L",
-                       "__cpp_static_assert": "201411L", "__cpp_lambdas": "200907L"})
+        macros.update(
+            {
+                "__cpp_constexpr": "201603L" if std in ("c++17", "c++20") else "201304L",
+                "__cpp_variable_templates": "201304L",
+                "__cpp_decltype_auto": "201304L",
+                "__cpp_generic_lambdas": "201304L",
+                "__cpp_rvalue_references": "200610L",
+                "__cpp_variadic_templates": "200704L",
+                "__cpp_alias_templates": "200704L",
+                "__cpp_static_assert": "201411L",
+                "__cpp_lambdas": "200907L",
+            }
+        )
     return macros
 
 
@@ -111,7 +153,7 @@ class _Pcpp(pcpp.Preprocessor):
                             break
                         k += 1
                     if keep:
-                        value.extend(v[j + 1:k])
+                        value.extend(v[j + 1 : k])
                     i = k + 1
                     continue
                 value.append(v[i])
@@ -174,7 +216,7 @@ class _Pcpp(pcpp.Preprocessor):
                     if depth == 0:
                         break
                     k += 1
-                text = "".join(str(x.value) for x in tokens[j + 1:k]).strip()
+                text = "".join(str(x.value) for x in tokens[j + 1 : k]).strip()
                 name, angled = _header_name(text)
                 ok = name is not None and self.has_include(name, angled, t.value.endswith("next"))
                 out.append(self._int(t, int(ok)))
@@ -186,12 +228,16 @@ class _Pcpp(pcpp.Preprocessor):
 
     def _fix_literals(self, tokens):
         """true/false -> 1/0; integer suffixes dropped (pcpp lexes 1ULL as '1UL' 'L')."""
-        out = []
+        out: list = []
         for t in tokens:
             if t.type == self.t_ID and t.value in ("true", "false"):
                 t = self._int(t, int(t.value == "true"))
-            elif t.type == self.t_ID and out and out[-1].type == self.t_INTEGER \
-                    and _SUFFIX_ONLY.match(t.value):
+            elif (
+                t.type == self.t_ID
+                and out
+                and out[-1].type == self.t_INTEGER
+                and _SUFFIX_ONLY.match(t.value)
+            ):
                 continue  # the rest of a split suffix
             elif t.type == self.t_INTEGER:
                 m = _INT_SUFFIX.match(str(t.value))
@@ -224,7 +270,7 @@ def _strip(m: re.Match) -> str:
     return " " + "\n" * s.count("\n")
 
 
-_lines_memo: dict[tuple, list] = {}
+_lines_memo: dict[tuple, tuple[str, list]] = {}
 
 
 def directives(text: str) -> list[tuple[int, str, str]]:
@@ -238,7 +284,7 @@ def directives(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def _file_directives(path: str) -> tuple[tuple, list]:
+def _file_directives(path: str) -> tuple[tuple, tuple[str, list]]:
     fid = _scan.file_id(path)
     hit = _lines_memo.get(fid)
     if hit is None:
@@ -274,9 +320,15 @@ class _Walker:
 
     def _has_include(self, name: str, angled: bool, nxt: bool) -> bool:
         includer = self.current[-1] if self.current else None
-        found = find(name, angled=angled, includer=includer, source_dir=self.ctx.source_dir,
-                     dirs=self.ctx.dirs, next_after=includer.index if nxt and includer else None,
-                     memo=self.memo)
+        found = find(
+            name,
+            angled=angled,
+            includer=includer,
+            source_dir=self.ctx.source_dir,
+            dirs=self.ctx.dirs,
+            next_after=includer.index if nxt and includer else None,
+            memo=self.memo,
+        )
         return found is not None
 
     def run(self, text: str, chain_name: str = MAIN) -> None:
@@ -340,15 +392,36 @@ class _Walker:
             toks = self.pp.expand_macros(self.pp.tokenize(rest))
             header, angled = _header_name("".join(str(t.value) for t in toks))
             if header is None:
-                raise ResolveError(f"{name}:{line}: #include {rest} does not expand to a header name")
+                raise ResolveError(
+                    f"{name}:{line}: #include {rest} does not expand to a header name"
+                )
         step = Step(name, line)
         nxt = nxt and includer is not None
-        found = find(header, angled=angled, includer=includer, source_dir=self.ctx.source_dir,
-                     dirs=self.ctx.dirs, next_after=includer.index if nxt else None, memo=self.memo)
+        found = find(
+            header,
+            angled=angled,
+            includer=includer,
+            source_dir=self.ctx.source_dir,
+            dirs=self.ctx.dirs,
+            next_after=includer.index if nxt else None,
+            memo=self.memo,
+        )
         if found is None:
-            m = Missing(header, angled, chain + (step,), tuple(searched(
-                angled, includer, self.ctx.source_dir, self.ctx.dirs,
-                includer.index if nxt else None)), False)
+            m = Missing(
+                header,
+                angled,
+                chain + (step,),
+                tuple(
+                    searched(
+                        angled,
+                        includer,
+                        self.ctx.source_dir,
+                        self.ctx.dirs,
+                        includer.index if nxt else None,
+                    )
+                ),
+                False,
+            )
             raise MissingHeaderError(m.message(), (m,))
         if found.path in self.once:
             return
@@ -356,18 +429,25 @@ class _Walker:
         if guard is not None and guard in self.pp.macros:
             return
         if len(chain) >= MAX_DEPTH:
-            raise ResolveError(f"#include nested too deeply ({MAX_DEPTH} levels; an unguarded include "
-                               f"cycle?): {' -> '.join(map(str, chain[-6:]))} -> {step}")
+            raise ResolveError(
+                f"#include nested too deeply ({MAX_DEPTH} levels; an unguarded include "
+                f"cycle?): {' -> '.join(map(str, chain[-6:]))} -> {step}"
+            )
         try:
             fid, (digest, lines) = _file_directives(found.path)
         except OSError as e:
-            raise ResolveError(f"cannot read {found.path} ({e.strerror}), included from "
-                               + " -> ".join(map(str, chain + (step,)))) from None
+            raise ResolveError(
+                f"cannot read {found.path} ({e.strerror}), included from "
+                + " -> ".join(map(str, chain + (step,)))
+            ) from None
         except (UnicodeDecodeError, _scan.ScanError) as e:
-            raise ResolveError(f"{e} (included from {' -> '.join(map(str, chain + (step,)))})") from None
+            raise ResolveError(
+                f"{e} (included from {' -> '.join(map(str, chain + (step,)))})"
+            ) from None
         if found.path not in self.headers:
-            self.headers[found.path] = Header(found.logical, found.path, found.tag, digest,
-                                              chain + (step,))
+            self.headers[found.path] = Header(
+                found.logical, found.path, found.tag, digest, chain + (step,)
+            )
             self.file_ids[found.path] = fid
             g = _guard_of(lines)
             if g:
@@ -381,7 +461,12 @@ class _Walker:
 
 def _guard_of(lines) -> str | None:
     """The include-guard macro when the file is ``#ifndef X / #define X ... #endif`` entirely."""
-    if len(lines) < 3 or lines[0][1] != "ifndef" or lines[1][1] != "define" or lines[-1][1] != "endif":
+    if (
+        len(lines) < 3
+        or lines[0][1] != "ifndef"
+        or lines[1][1] != "define"
+        or lines[-1][1] != "endif"
+    ):
         return None
     g = lines[0][2].split()[:1]
     if not g or lines[1][2].split()[:1] != g:
@@ -395,8 +480,9 @@ def _guard_of(lines) -> str | None:
     return g[0]
 
 
-def resolve_exact(source: str, ctx: Context, *, arch: str | None = None,
-                  pre_includes: tuple[str, ...] = ()) -> Closure:
+def resolve_exact(
+    source: str, ctx: Context, *, arch: str | None = None, pre_includes: tuple[str, ...] = ()
+) -> Closure:
     """The files NVRTC reads for ``source`` compiled for ``arch`` (default sm_90)."""
     walker = _Walker(ctx, arch or ctx.opts.arch or "sm_90")
     pre = tuple(pre_includes) + ctx.opts.pre_includes

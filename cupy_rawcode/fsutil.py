@@ -1,4 +1,5 @@
 """Atomic publication of files: a temp file in the same directory, then os.replace."""
+
 from __future__ import annotations
 
 import os

@@ -1,25 +1,30 @@
 """What a failed NVRTC compile's errors point at, in a sentence the user can act on: a declaration
 stub's name used (shims.stub_hints), or a Thrust algorithm called with an execution policy.
 Pure functions of the log and the source; nvrtc.CompileError appends their answer."""
+
 from __future__ import annotations
 
 import re
 
 from .shims import stub_hints
 
-# thrust::sort(thrust::seq, ...) and friends: their dispatch (thrust/detail/execute_with_allocator.h,
-# pointer.h, the system backends) declares explicitly __host__ functions, which NVRTC refuses
-# whatever the flags, and specializes std::iterator_traits, which is cuda::std's under the shims.
+# thrust::sort(thrust::seq, ...) and friends: their dispatch
+# (thrust/detail/execute_with_allocator.h, pointer.h, the system backends) declares explicitly
+# __host__ functions, which NVRTC refuses whatever the flags, and specializes
+# std::iterator_traits, which is cuda::std's under the shims.
 THRUST_ALGORITHMS = (
     "Thrust algorithms taking an execution policy (thrust::sort, thrust::reduce, "
     "thrust::lower_bound, ... with thrust::seq or thrust::device) cannot be compiled by NVRTC "
     "with this CCCL: in device code use CUB's block and warp algorithms (<cub/block/...>) or "
-    "the cuda::std algorithms (<algorithm>, <numeric>)")
-_POLICY = re.compile(r"\bthrust\s*::\s*(seq|device|host|par|par_nosync|cuda\s*::\s*par\w*)\b"
-                     r"|#\s*include\s*[<\"]thrust/(execution_policy|sort|reduce|binary_search|"
-                     r"scan|transform_reduce|transform_scan|merge|unique|partition|"
-                     r"set_operations|extrema|inner_product|adjacent_difference|gather|scatter|"
-                     r"remove|replace|copy|fill|for_each|count|find|sequence|tabulate)\.h")
+    "the cuda::std algorithms (<algorithm>, <numeric>)"
+)
+_POLICY = re.compile(
+    r"\bthrust\s*::\s*(seq|device|host|par|par_nosync|cuda\s*::\s*par\w*)\b"
+    r"|#\s*include\s*[<\"]thrust/(execution_policy|sort|reduce|binary_search|"
+    r"scan|transform_reduce|transform_scan|merge|unique|partition|"
+    r"set_operations|extrema|inner_product|adjacent_difference|gather|scatter|"
+    r"remove|replace|copy|fill|for_each|count|find|sequence|tabulate)\.h"
+)
 _THRUST_ERROR = re.compile(r"^\S*/thrust/\S+\(\d+\): (?:catastrophic )?error", re.MULTILINE)
 
 

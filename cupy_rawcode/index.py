@@ -14,6 +14,7 @@ miss, and the caller keys the full way (request.compute_key) and writes the entr
 Like a manifest, stamps cannot see a new header that would now shadow a recorded one earlier in
 the search path; ``cupy-rawcode cache clear`` removes the index with everything else.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,8 @@ import sys
 from pathlib import Path
 
 from . import __version__, config
-from .key import SCHEMA as KEY_SCHEMA, digest_fields, strip_field
+from .key import SCHEMA as KEY_SCHEMA
+from .key import digest_fields, strip_field
 from .stamps import check, merge, stamp, take
 
 SCHEMA = "cupy-rawcode-index-2"  # 2: stamps digest the values only
@@ -33,19 +35,31 @@ _memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps 
 class Found:
     """An index hit: the cache ``key`` and the ``arch``/``target`` chosen for it, with the
     closure's header ``count``. (A plain class: this module is on every warm hit.)"""
-    __slots__ = ("key", "arch", "target", "count")
+
+    __slots__ = ("arch", "count", "key", "target")
 
     def __init__(self, key: str, arch: str, target: str, count: int):
         self.key, self.arch, self.target, self.count = key, arch, target, count
 
 
-def index_id(source: str, options: tuple[str, ...], device: str,
-             name_expressions: tuple[str, ...], source_dir: str | None) -> str:
+def index_id(
+    source: str,
+    options: tuple[str, ...],
+    device: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+) -> str:
     """The id of an index entry (pure but for the environment it reads: see module docstring).
     ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90'."""
-    fields = [("schema", SCHEMA), ("package", __version__), ("key_schema", KEY_SCHEMA),
-              strip_field(), ("device", device), ("source", source),
-              ("source_dir", source_dir or "")]
+    fields = [
+        ("schema", SCHEMA),
+        ("package", __version__),
+        ("key_schema", KEY_SCHEMA),
+        strip_field(),
+        ("device", device),
+        ("source", source),
+        ("source_dir", source_dir or ""),
+    ]
     fields += [("option", o) for o in options]
     fields += [("name_expression", n) for n in name_expressions]
     fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
@@ -68,8 +82,11 @@ def lookup(iid: str) -> Found | None:
             if data.get("schema") != SCHEMA:
                 return None
         found = Found(data["key"], data["arch"], data["target"], data["count"])
-        if not all(isinstance(v, str) for v in (found.key, found.arch, found.target)) \
-                or not isinstance(found.count, int) or check(data["stamps"]) is None:
+        if (
+            not all(isinstance(v, str) for v in (found.key, found.arch, found.target))
+            or not isinstance(found.count, int)
+            or check(data["stamps"]) is None
+        ):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or of the wrong shape: a miss
@@ -92,12 +109,19 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
     cache writes nothing either: every process then keys the full way."""
     if stamps is None:
         return
-    data = {"schema": SCHEMA, "key": key, "arch": arch, "target": target, "count": count,
-            "stamps": merge(stamps + [take(package_stamps())])}
+    data = {
+        "schema": SCHEMA,
+        "key": key,
+        "arch": arch,
+        "target": target,
+        "count": count,
+        "stamps": merge(stamps + [take(package_stamps())]),
+    }
     path = _path(iid)
     _memo.pop(path, None)
     try:
         from .fsutil import atomic_write  # not imported on a hit
+
         atomic_write(path, json.dumps(data).encode())
     except OSError:
         pass

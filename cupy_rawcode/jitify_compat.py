@@ -8,6 +8,7 @@ cache; every other call goes to CuPy unchanged. ``uninstall()`` restores CuPy's 
 What Jitify did that the drop-in classes do not: an include that matches no file is dropped with
 one warning (Jitify commented it out and compiled on), and errors are also ``JitifyException``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,6 +26,7 @@ class DroppedIncludeWarning(UserWarning):
 
 def _compiler():
     import cupy.cuda.compiler as compiler
+
     return compiler
 
 
@@ -38,13 +40,15 @@ def _hook_point(compiler):
     this CuPy has no such function (install() never silently does nothing)."""
     original = getattr(compiler, "_compile_module_with_cache", None)
     params = inspect.signature(original).parameters if callable(original) else {}
-    if not all(p in params for p in _NEEDED):
+    if not callable(original) or not all(p in params for p in _NEEDED):
         import cupy
+
         raise RuntimeError(
             f"cupy_rawcode.install(): CuPy {cupy.__version__} has no "
             f"cupy.cuda.compiler._compile_module_with_cache({', '.join(_NEEDED)}, ...) to route "
             "jitify=True compiles through (supported: CuPy 13 and 14); use "
-            "cupy_rawcode.RawKernel / RawModule instead")
+            "cupy_rawcode.RawKernel / RawModule instead"
+        )
     return original, inspect.signature(original)
 
 
@@ -61,11 +65,15 @@ def install() -> None:
             call = signature.bind(*args, **kwargs)
             call.apply_defaults()
             a = call.arguments
-            if (not a.get("jitify") or a.get("backend", "nvrtc") != "nvrtc"
-                    or a.get("to_ltoir")):
+            if not a.get("jitify") or a.get("backend", "nvrtc") != "nvrtc" or a.get("to_ltoir"):
                 return original(*args, **kwargs)
-            return _compile_for_cupy(a["source"], tuple(a.get("options") or ()), a.get("arch"),
-                                     a.get("name_expressions"), a.get("log_stream"))
+            return _compile_for_cupy(
+                a["source"],
+                tuple(a.get("options") or ()),
+                a.get("arch"),
+                a.get("name_expressions"),
+                a.get("log_stream"),
+            )
 
         setattr(compile_module_with_cache, _MARK, original)
         compiler._compile_module_with_cache = compile_module_with_cache
@@ -89,8 +97,9 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
 
     opts = parse_options(options)
     # an -arch option wins; else CuPy's arch argument; else the current device
-    target_arch, target = (_arch_target(arch) if arch is not None and opts.arch is None
-                           else _device_target(opts.arch))
+    target_arch, target = (
+        _arch_target(arch) if arch is not None and opts.arch is None else _device_target(opts.arch)
+    )
     names = tuple(name_expressions or ())
     try:
         try:
@@ -104,30 +113,43 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
 
 def dropped_message(missing) -> str:
     """One line per dropped include: its name as written and its include chain."""
-    return "\n".join(f"  #include {spelled(m)} (from {' -> '.join(map(str, m.chain))})"
-                     for m in missing)
+    return "\n".join(
+        f"  #include {spelled(m)} (from {' -> '.join(map(str, m.chain))})" for m in missing
+    )
 
 
 def spelled(m) -> str:
     return f"<{m.name}>" if m.angled else f'"{m.name}"'
 
 
-def _compile_dropping(error, source: str, options: tuple[str, ...], arch: str, target: str,
-                      names: tuple[str, ...], log_stream):
+def _compile_dropping(
+    error,
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    target: str,
+    names: tuple[str, ...],
+    log_stream,
+):
     """Jitify's leniency: an include in a header that matches no file is answered by an empty
     header (in a directory searched after the user's), after one warning naming it; then the
     compile runs again. If NVRTC still fails, its error names the dropped includes first. A
     missing include in the source itself is the user's own mistake: it raises as it is."""
     import warnings
+
     from .closure import MAIN
     from .kernel import build
     from .options import parse_options
+
     missing = tuple(error.missing)
     if not missing or any(m.chain[-1].file == MAIN for m in missing):
         raise error
     listed = dropped_message(missing)
-    warnings.warn(f"cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
-                  f"{listed}", DroppedIncludeWarning, stacklevel=4)
+    warnings.warn(
+        f"cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n{listed}",
+        DroppedIncludeWarning,
+        stacklevel=4,
+    )
     stubs = _stub_dir(m.name for m in missing)
     opts = parse_options(options + ("-isystem", stubs))
     try:
@@ -135,8 +157,10 @@ def _compile_dropping(error, source: str, options: tuple[str, ...], arch: str, t
     except Exception as e:
         if not hasattr(e, "_msg"):
             raise
-        e._msg = (f"cupy-rawcode dropped include(s) that match no file, as Jitify did:\n{listed}\n"
-                  f"and then NVRTC failed:\n{e._msg}")
+        e._msg = (
+            f"cupy-rawcode dropped include(s) that match no file, as Jitify did:\n{listed}\n"
+            f"and then NVRTC failed:\n{e._msg}"
+        )
         raise
 
 
@@ -146,6 +170,7 @@ def _stub_dir(names) -> str:
     import os
     import shutil
     import tempfile
+
     d = tempfile.mkdtemp(prefix="cupy-rawcode-dropped-")
     atexit.register(shutil.rmtree, d, True)
     for name in names:

@@ -4,6 +4,7 @@ Constructing never compiles or touches the GPU. The first launch compiles once p
 architecture (through the cache) and loads the module once per device; both are guarded by a
 lock, so threads racing on a first launch share one compile and one load.
 """
+
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
@@ -13,8 +14,12 @@ import time
 
 _STATE_VERSION = 1
 _CUCOMPLEX_INCLUDE = r"\s*#\s*include\s*<\s*cuComplex\.h\s*>"  # compiled on first use
-_CUPY_HEADERS = ("cupy/complex.cuh", "cupy/carray.cuh", "cupy/atomics.cuh",
-                 "cupy/math_constants.h")  # what CuPy prepends when translate_cucomplex=True
+_CUPY_HEADERS = (
+    "cupy/complex.cuh",
+    "cupy/carray.cuh",
+    "cupy/atomics.cuh",
+    "cupy/math_constants.h",
+)  # what CuPy prepends when translate_cucomplex=True
 
 
 _UNPARSED = object()
@@ -28,16 +33,20 @@ class Code:
     """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
     expressions to mangled names. (A plain class: a NamedTuple costs ~0.1 ms to define, and
     this module is imported on every first launch.)"""
-    __slots__ = ("kind", "data", "symbols")
+
+    __slots__ = ("data", "kind", "symbols")
 
     def __init__(self, kind: str, data: bytes, symbols: dict):
         self.kind, self.data, self.symbols = kind, data, symbols
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Code) and (self.kind, self.data, self.symbols) == \
-            (other.kind, other.data, other.symbols)
+        return isinstance(other, Code) and (self.kind, self.data, self.symbols) == (
+            other.kind,
+            other.data,
+            other.symbols,
+        )
 
-    __hash__ = None  # symbols is a dict
+    __hash__ = None  # type: ignore[assignment]  # symbols is a dict
 
     def __repr__(self) -> str:
         return f"Code({self.kind!r}, {len(self.data)} bytes, {len(self.symbols)} symbols)"
@@ -45,8 +54,10 @@ class Code:
 
 def _check_backend(backend: str) -> None:
     if backend != "nvrtc":
-        raise ValueError(f"backend={backend!r} is not supported: cupy_rawcode compiles with NVRTC "
-                         "only; use cupy.RawKernel/RawModule for backend='nvcc'")
+        raise ValueError(
+            f"backend={backend!r} is not supported: cupy_rawcode compiles with NVRTC "
+            "only; use cupy.RawKernel/RawModule for backend='nvcc'"
+        )
 
 
 def _check_options(options) -> tuple[str, ...]:
@@ -62,19 +73,26 @@ def _check_options(options) -> tuple[str, ...]:
 def parse_options(options):
     """options.parse_options, imported on first use (a warm hit never needs it)."""
     from .options import parse_options as parse
+
     return parse(options)
 
 
 def translate_cucomplex(source: str) -> str:
     """CuPy's translate_cucomplex: cuComplex.h becomes CuPy's bridge to its complex<T>."""
-    lines = [("#include <cupy/cuComplex_bridge.h>  // translate_cucomplex\n"
-              if re.match(_CUCOMPLEX_INCLUDE, line) else line)
-             for line in source.splitlines(keepends=True)]
+    lines = [
+        (
+            "#include <cupy/cuComplex_bridge.h>  // translate_cucomplex\n"
+            if re.match(_CUCOMPLEX_INCLUDE, line)
+            else line
+        )
+        for line in source.splitlines(keepends=True)
+    ]
     return "".join(f"#include <{h}>\n" for h in _CUPY_HEADERS) + "".join(lines)
 
 
 def _compute_capability() -> int:
     import cupy
+
     return int(cupy.cuda.Device().compute_capability)
 
 
@@ -84,6 +102,7 @@ def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, s
     if opts_arch is not None:
         return _arch_target(opts_arch)
     from .toolchain import choose_arch, supported_archs
+
     return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
 
 
@@ -91,49 +110,80 @@ def report(what: str, arch: str, target: str, key: str, detail: str) -> None:
     """cupy-rawcode's one line on what a compile did, on the 'cupy_rawcode' logger at INFO
     (only when the program uses logging at all: importing it is not on a hit's path)."""
     import sys
+
     if "logging" in sys.modules:
         import logging
-        logging.getLogger("cupy_rawcode").info("cupy-rawcode: %s %s %s key %s (%s)", what, arch,
-                                               target, key, detail)
+
+        logging.getLogger("cupy_rawcode").info(
+            "cupy-rawcode: %s %s %s key %s (%s)", what, arch, target, key, detail
+        )
 
 
-def replay(log_stream, log: str) -> None:
+def replay(log_stream, log: str | None) -> None:
     """NVRTC's log to CuPy's ``log_stream``, on a compile and on every cache hit alike."""
     if log_stream is not None and log:
         log_stream.write(log)
 
 
-def compile_for(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
-                source_dir: str | None, index_id: str | None = None,
-                source_name: str | None = None):
+def compile_for(
+    source: str,
+    opts,
+    arch: str,
+    target: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+):
     """Compile through the cache as a first launch does: (request, program.Result). An -arch in
     ``opts`` overrides ``arch``; with ``index_id``, the key goes in the warm index (index.py)
     for the next process. warmup()'s worker processes call this too, so they fill the cache
     with exactly what a launch looks up."""
     from .program import compile_request
     from .request import make_request
-    req = make_request(source, arch=None if opts.arch else arch, options=opts,
-                       name_expressions=name_expressions, target=target, source_dir=source_dir,
-                       source_name=source_name)
+
+    req = make_request(
+        source,
+        arch=None if opts.arch else arch,
+        options=opts,
+        name_expressions=name_expressions,
+        target=target,
+        source_dir=source_dir,
+        source_name=source_name,
+    )
     result = compile_request(req)
     if index_id is not None:
         from . import index
-        index.save(index_id, result.key, req.arch, req.target, result.header_count,
-                   result.stamps)
+
+        index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)
     return req, result
 
 
-def build(source: str, opts, arch: str, target: str, name_expressions: tuple[str, ...],
-          source_dir: str | None, log_stream=None, index_id: str | None = None,
-          source_name: str | None = None) -> Code:
+def build(
+    source: str,
+    opts,
+    arch: str,
+    target: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+    log_stream=None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+) -> Code:
     """Compile through the cache into loadable bytes (compile_for), replaying NVRTC's log to
     ``log_stream`` and reporting what it did."""
-    req, result = compile_for(source, opts, arch, target, name_expressions, source_dir,
-                              index_id, source_name)
+    req, result = compile_for(
+        source, opts, arch, target, name_expressions, source_dir, index_id, source_name
+    )
     replay(log_stream, result.log)
-    report("hit" if result.hit else "compiled", req.arch, req.target, result.key,
-           f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
-           f"{result.compile_seconds:.2f} s compile")
+    report(
+        "hit" if result.hit else "compiled",
+        req.arch,
+        req.target,
+        result.key,
+        f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
+        f"{result.compile_seconds:.2f} s compile",
+    )
     return Code(target, result.code, dict(result.symbols))
 
 
@@ -157,6 +207,7 @@ def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
     store; None when the index does not know them (or the store lost the entry)."""
     from . import index
     from .store import default_store
+
     t0 = time.perf_counter()
     found = index.lookup(iid)
     if found is None:
@@ -167,14 +218,20 @@ def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
         return None
     code, meta, layer = got
     replay(log_stream, meta.get("log"))
-    report("hit", found.arch, found.target, found.key,
-           f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}")
+    report(
+        "hit",
+        found.arch,
+        found.target,
+        found.key,
+        f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
+    )
     return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
 
 
 def _load_module(code: Code):
     """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
     from cupy.cuda.function import Module
+
     mod = Module()
     mod.load(code.data)
     if code.symbols:
@@ -184,6 +241,7 @@ def _load_module(code: Code):
 
 def _load_file(path: str):
     from cupy.cuda.function import Module
+
     mod = Module()
     mod.load_file(path)
     return mod
@@ -193,9 +251,15 @@ class _Build:
     """One module's source (or file), its compiled code per arch and its loaded module per
     device. Shared by a RawModule and every RawKernel it hands out."""
 
-    def __init__(self, code: str | None, path: str | None, options: tuple[str, ...],
-                 translate: bool, name_expressions: tuple[str, ...] | None,
-                 compiled: dict[str, Code] | None = None):
+    def __init__(
+        self,
+        code: str | None,
+        path: str | None,
+        options: tuple[str, ...],
+        translate: bool,
+        name_expressions: tuple[str, ...] | None,
+        compiled: dict[str, Code] | None = None,
+    ):
         self.code, self.path, self.options = code, path, options
         self.translate, self.name_expressions = translate, name_expressions
         self.compiled: dict[str, Code] = dict(compiled or {})
@@ -212,6 +276,7 @@ class _Build:
         if self.code is not None:
             src, where = self.code, None
         else:
+            assert self.path is not None  # a _Build holds code or a path
             with open(self.path, encoding="utf-8") as f:
                 src = f.read()
             where = os.path.dirname(os.path.abspath(self.path))
@@ -225,21 +290,35 @@ class _Build:
     def arch_option(self) -> str | None:
         return parse_options(self.options).arch
 
-    def code_for(self, arch: str, target: str, log_stream=None, index_id: str | None = None,
-                 source: tuple[str, str | None] | None = None) -> Code:
+    def code_for(
+        self,
+        arch: str,
+        target: str,
+        log_stream=None,
+        index_id: str | None = None,
+        source: tuple[str, str | None] | None = None,
+    ) -> Code:
         """Compiled code for arch, compiling through the cache once per arch."""
         with self.lock:
             found = self.compiled.get(arch)
             if found is not None:
                 return found
-            source, where = source or self.source()
+            text, where = source or self.source()
             if pending:
                 from .index import index_id as plan_id
-                _await_warmup(plan_id(source, self.options, arch, self.name_expressions or (),
-                                      where))
-            code = build(source, parse_options(self.options), arch, target,
-                         self.name_expressions or (), where, log_stream, index_id,
-                         self.source_name)
+
+                _await_warmup(plan_id(text, self.options, arch, self.name_expressions or (), where))
+            code = build(
+                text,
+                parse_options(self.options),
+                arch,
+                target,
+                self.name_expressions or (),
+                where,
+                log_stream,
+                index_id,
+                self.source_name,
+            )
             self.compiled[arch] = code
             return code
 
@@ -253,6 +332,7 @@ class _Build:
                 return self.compiled[arch]
             source, where = self.source()
             from .index import index_id
+
             iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
             if pending:
                 _await_warmup(iid)
@@ -269,6 +349,7 @@ class _Build:
     def module(self, log_stream=None):
         """The CuPy Module for the current device, compiled and loaded on first use."""
         import cupy
+
         dev = cupy.cuda.runtime.getDevice()
         mod = self.modules.get(dev)
         if mod is not None:
@@ -277,6 +358,7 @@ class _Build:
             mod = self.modules.get(dev)
             if mod is None:
                 if self.is_file:
+                    assert self.path is not None  # is_file: the path of a cubin/ptx/fatbin
                     mod = _load_file(self.path)
                 else:
                     mod = _load_module(self.device_code(_compute_capability(), log_stream))
@@ -289,24 +371,45 @@ class _Build:
             self.device_arch.clear()
 
     def state(self) -> dict:
-        return {"code": self.code, "path": self.path, "options": self.options,
-                "translate_cucomplex": self.translate, "name_expressions": self.name_expressions,
-                "compiled": {a: (c.kind, c.data, dict(c.symbols)) for a, c in self.compiled.items()}}
+        return {
+            "code": self.code,
+            "path": self.path,
+            "options": self.options,
+            "translate_cucomplex": self.translate,
+            "name_expressions": self.name_expressions,
+            "compiled": {a: (c.kind, c.data, dict(c.symbols)) for a, c in self.compiled.items()},
+        }
 
     @classmethod
-    def from_state(cls, s: dict) -> "_Build":
+    def from_state(cls, s: dict) -> _Build:
         compiled = {a: Code(k, bytes(d), dict(m)) for a, (k, d, m) in s["compiled"].items()}
-        return cls(s["code"], s["path"], tuple(s["options"]), s["translate_cucomplex"],
-                   s["name_expressions"], compiled)
+        return cls(
+            s["code"],
+            s["path"],
+            tuple(s["options"]),
+            s["translate_cucomplex"],
+            s["name_expressions"],
+            compiled,
+        )
 
 
-_ATTRIBUTES = ("max_threads_per_block", "shared_size_bytes", "const_size_bytes",
-               "local_size_bytes", "num_regs", "ptx_version", "binary_version", "cache_mode_ca",
-               "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout")
+_ATTRIBUTES = (
+    "max_threads_per_block",
+    "shared_size_bytes",
+    "const_size_bytes",
+    "local_size_bytes",
+    "num_regs",
+    "ptx_version",
+    "binary_version",
+    "cache_mode_ca",
+    "max_dynamic_shared_size_bytes",
+    "preferred_shared_memory_carveout",
+)
 
 
-def _driver_attr(name: str) -> tuple[object, int]:
+def _driver_attr(name: str) -> tuple:
     from cupy_backends.cuda.api import driver
+
     return driver, getattr(driver, "CU_FUNC_ATTRIBUTE_" + name.upper())
 
 
@@ -314,6 +417,7 @@ def _get_attr(name: str):
     def get(self) -> int:
         driver, attr = _driver_attr(name)
         return driver.funcGetAttribute(attr, self.kernel.ptr)
+
     get.__doc__ = f"The kernel's {name} on the current device (cuFuncGetAttribute)."
     return get
 
@@ -322,6 +426,7 @@ def _set_attr(name: str):
     def set_(self, value: int) -> None:
         driver, attr = _driver_attr(name)
         driver.funcSetAttribute(self.kernel.ptr, attr, value)
+
     return set_
 
 
@@ -331,20 +436,34 @@ class RawKernel:
     ``k(grid, block, args, *, shared_mem=0, stream=None)`` launches exactly as CuPy does.
     ``jitify`` is accepted and ignored; ``backend`` must be ``'nvrtc'``."""
 
-    def __init__(self, code: str, name: str, options: tuple = (), backend: str = "nvrtc", *,
-                 translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
-                 jitify: bool | None = None):
+    def __init__(
+        self,
+        code: str,
+        name: str,
+        options: tuple = (),
+        backend: str = "nvrtc",
+        *,
+        translate_cucomplex: bool = False,
+        enable_cooperative_groups: bool = False,
+        jitify: bool | None = None,
+    ):
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
         _check_backend(backend)
         options = _check_options(options)  # a malformed option fails here, not at first launch
-        self._init(_Build(code, None, options, bool(translate_cucomplex), None), name,
-                   bool(enable_cooperative_groups), backend, jitify)
+        self._init(
+            _Build(code, None, options, bool(translate_cucomplex), None),
+            name,
+            bool(enable_cooperative_groups),
+            backend,
+            jitify,
+        )
 
-    def _init(self, build: _Build, name: str, cooperative: bool, backend: str = "nvrtc",
-              jitify=None) -> None:
+    def _init(
+        self, build: _Build, name: str, cooperative: bool, backend: str = "nvrtc", jitify=None
+    ) -> None:
         self._build, self.name, self.__name__ = build, name, name
         self.enable_cooperative_groups, self.backend, self.jitify = cooperative, backend, jitify
         self._functions: dict[int, object] = {}
@@ -354,7 +473,7 @@ class RawKernel:
         self.check_pointers = True
 
     @classmethod
-    def _from_build(cls, build: _Build, name: str, cooperative: bool) -> "RawKernel":
+    def _from_build(cls, build: _Build, name: str, cooperative: bool) -> RawKernel:
         k = cls.__new__(cls)
         k._init(build, name, cooperative)
         return k
@@ -367,8 +486,9 @@ class RawKernel:
 
     def __call__(self, grid, block, args, **kwargs) -> None:
         """Launch: ``k(grid, block, args, *, shared_mem=0, stream=None)`` (CuPy's convention)."""
-        self.kernel(grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups,
-                    **kwargs)
+        self.kernel(
+            grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups, **kwargs
+        )
 
     def launch(self, grid, block, *args, shared_mem: int = 0, stream=None, **kwargs) -> None:
         """Typed launch: binds positional and keyword arguments to the parsed signature, fills
@@ -378,11 +498,14 @@ class RawKernel:
         sig = self.signature
         if sig is None:
             if kwargs:
-                raise TypeError(f"{self._entry}: keyword arguments need a parsed signature, and "
-                                f"this kernel's could not be parsed ({self._signature_error})")
+                raise TypeError(
+                    f"{self._entry}: keyword arguments need a parsed signature, and "
+                    f"this kernel's could not be parsed ({self._signature_error})"
+                )
             values = args
         else:
             from .bind import bind
+
             values = bind(sig, args, kwargs, check_pointers=self.check_pointers)
         self(grid, block, values, shared_mem=shared_mem, stream=stream)
 
@@ -396,8 +519,10 @@ class RawKernel:
 
     def _parse_signature(self):
         import warnings
+
         from .bind import signature_for
         from .signature import SignatureError
+
         self._signature_error = None
         try:
             if self._build.is_file:
@@ -407,9 +532,12 @@ class RawKernel:
             return signature_for(source, self._entry, opts, where)
         except (SignatureError, OSError, UnicodeDecodeError) as e:
             self._signature_error = str(e)
-            warnings.warn(f"cupy_rawcode: cannot parse the parameters of {self._entry!r} ({e}); "
-                          "launch() takes positional arguments only and converts nothing",
-                          SignatureWarning, stacklevel=3)
+            warnings.warn(
+                f"cupy_rawcode: cannot parse the parameters of {self._entry!r} ({e}); "
+                "launch() takes positional arguments only and converts nothing",
+                SignatureWarning,
+                stacklevel=3,
+            )
             return None
 
     @property
@@ -419,6 +547,7 @@ class RawKernel:
 
     def _kernel(self, log_stream=None):
         import cupy
+
         dev = cupy.cuda.runtime.getDevice()
         fn = self._functions.get(dev)
         if fn is None:
@@ -447,19 +576,29 @@ class RawKernel:
         return {a: getattr(self, a) for a in _ATTRIBUTES}
 
     for _a in _ATTRIBUTES:
-        locals()[_a] = property(_get_attr(_a), _set_attr(_a) if _a in (
-            "max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout") else None)
+        locals()[_a] = property(
+            _get_attr(_a),
+            _set_attr(_a)
+            if _a in ("max_dynamic_shared_size_bytes", "preferred_shared_memory_carveout")
+            else None,
+        )
     del _a
 
     def __getstate__(self) -> dict:
-        return {"version": _STATE_VERSION, "build": self._build.state(), "name": self.name,
-                "enable_cooperative_groups": self.enable_cooperative_groups,
-                "entry": self._entry, "check_pointers": self.check_pointers}
+        return {
+            "version": _STATE_VERSION,
+            "build": self._build.state(),
+            "name": self.name,
+            "enable_cooperative_groups": self.enable_cooperative_groups,
+            "entry": self._entry,
+            "check_pointers": self.check_pointers,
+        }
 
     def __setstate__(self, state: dict) -> None:
         _check_state(state, "RawKernel")
-        self._init(_Build.from_state(state["build"]), state["name"],
-                   state["enable_cooperative_groups"])
+        self._init(
+            _Build.from_state(state["build"]), state["name"], state["enable_cooperative_groups"]
+        )
         self._entry = state.get("entry", self.name)
         self.check_pointers = state.get("check_pointers", True)
 
@@ -469,15 +608,18 @@ class RawKernel:
 
 def _arch_target(arch: str) -> tuple[str, str]:
     from .options import Options, normalize_arch
+
     a = normalize_arch(arch, Options())
     return a, ("ptx" if a.startswith("compute_") else "cubin")
 
 
 def _check_state(state: dict, what: str) -> None:
     import pickle
+
     if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-        raise pickle.UnpicklingError(f"this pickled {what} was made by another cupy_rawcode "
-                                     "version; create it again")
+        raise pickle.UnpicklingError(
+            f"this pickled {what} was made by another cupy_rawcode version; create it again"
+        )
 
 
 class RawModule:
@@ -486,10 +628,18 @@ class RawModule:
     ``path=`` loads a cubin, PTX or fatbin file as CuPy does, and also compiles a ``.cu`` file
     (with the options and name expressions, which CuPy ignores for paths)."""
 
-    def __init__(self, *, code: str | None = None, path: str | os.PathLike | None = None,
-                 options: tuple = (), backend: str = "nvrtc", translate_cucomplex: bool = False,
-                 enable_cooperative_groups: bool = False, name_expressions=None,
-                 jitify: bool | None = None):
+    def __init__(
+        self,
+        *,
+        code: str | None = None,
+        path: str | os.PathLike | None = None,
+        options: tuple = (),
+        backend: str = "nvrtc",
+        translate_cucomplex: bool = False,
+        enable_cooperative_groups: bool = False,
+        name_expressions=None,
+        jitify: bool | None = None,
+    ):
         if (code is None) == (path is None):
             raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
         if code is not None and not isinstance(code, str):
@@ -506,7 +656,10 @@ class RawModule:
             raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
         self._build = _Build(code, path, options, bool(translate_cucomplex), name_expressions)
         self.enable_cooperative_groups, self.backend, self.jitify = (
-            bool(enable_cooperative_groups), backend, jitify)
+            bool(enable_cooperative_groups),
+            backend,
+            jitify,
+        )
 
     code = property(lambda self: self._build.code)
     file_path = property(lambda self: self._build.path)
@@ -534,7 +687,7 @@ class RawModule:
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
         k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
-        k.kernel  # loads now, as CuPy does, so a wrong name fails here
+        _ = k.kernel  # loads now, as CuPy does, so a wrong name fails here
         mapping = getattr(self._build.module(), "mapping", None) or {}
         k.name = k.__name__ = mapping.get(name, name)
         return k  # k._entry stays ``name``: the signature is looked up by it
@@ -543,14 +696,18 @@ class RawModule:
         """A ``cupy.cuda.MemoryPointer`` to the global symbol ``name`` on the current device."""
         import cupy
         from cupy.cuda.memory import MemoryPointer, UnownedMemory
+
         mod = self.module
         mapping = getattr(mod, "mapping", None) or {}
         ptr = mod.get_global_var(mapping.get(name, name))
         return MemoryPointer(UnownedMemory(ptr, 0, mod, cupy.cuda.runtime.getDevice()), 0)
 
     def __getstate__(self) -> dict:
-        return {"version": _STATE_VERSION, "build": self._build.state(),
-                "enable_cooperative_groups": self.enable_cooperative_groups}
+        return {
+            "version": _STATE_VERSION,
+            "build": self._build.state(),
+            "enable_cooperative_groups": self.enable_cooperative_groups,
+        }
 
     def __setstate__(self, state: dict) -> None:
         _check_state(state, "RawModule")

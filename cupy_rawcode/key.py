@@ -6,10 +6,11 @@ tags, never paths), NVRTC version, arch, output kind, sorted name expressions an
 (closure_digest), so that a manifest can hold it and a warm key costs no per-header encoding.
 Install paths never enter it.
 """
+
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from collections.abc import Iterable
 
 SCHEMA = "cupy-rawcode-key-4"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
 #                                 hold NVRTC's log, CuPy's default options, program name
@@ -21,6 +22,7 @@ def strip_field() -> tuple[str, str]:
     (CUPY_RAWCODE_STRIP=0). Whether it applies to a request follows from the other fields
     (options, target, input kind), so strip.py is not imported to key a hit."""
     from . import config
+
     return ("strip", STRIP_RULES if config.strip() else "off")
 
 
@@ -34,9 +36,18 @@ def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
     return bytes(out)
 
 
-def key_fields(*, source: str, option_fields: list[tuple[str, str]], search_tags: list[str],
-               nvrtc_version: str, arch: str, target: str, name_expressions: Iterable[str],
-               closure: str, extra: Iterable[tuple[str, str]] = ()) -> list:
+def key_fields(
+    *,
+    source: str,
+    option_fields: list[tuple[str, str]],
+    search_tags: list[str],
+    nvrtc_version: str,
+    arch: str,
+    target: str,
+    name_expressions: Iterable[str],
+    closure: str,
+    extra: Iterable[tuple[str, str]] = (),
+) -> list:
     """All fields of a key, in a fixed order (pure; see module docstring)."""
     fields: list[tuple[str, str]] = [("schema", SCHEMA), ("source", source)]
     fields += option_fields

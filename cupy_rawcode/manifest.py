@@ -8,6 +8,7 @@ If every file still stats the same, the stored digest is used; otherwise the clo
 resolved again and the manifest replaced. A new file shadowing a header earlier in the search
 path is not seen by ``stat`` validation (ccache has the same limit): ``cupy-rawcode cache clear``.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,11 @@ def _load(mid: str) -> tuple[dict, list] | None:
     try:
         if data is None:
             data = json.loads(_path(mid).read_bytes())
-            if data.get("schema") != SCHEMA or not isinstance(data["closure"], str) \
-                    or not isinstance(data["count"], int):
+            if (
+                data.get("schema") != SCHEMA
+                or not isinstance(data["closure"], str)
+                or not isinstance(data["count"], int)
+            ):
                 return None
         values = check(data["stamps"])
         return None if values is None else (data, values)
@@ -61,8 +65,7 @@ def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, i
     return data["closure"], data["count"], (data["stamps"], values)
 
 
-def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
-                    known=NOT_LOOKED_UP):
+def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=NOT_LOOKED_UP):
     """((closure digest, header count, stamps as stamps.take gives them), closure or None when
     the manifest answered).
     ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
@@ -72,16 +75,22 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (),
     if known is not None:
         return known, None
     from .closure import resolve_fast  # not imported on a hit
+
     mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     rec, values = take(ids)
-    data = {"schema": SCHEMA, "closure": closure_digest(closure.digests()), "count": len(ids),
-            "stamps": rec}
+    data = {
+        "schema": SCHEMA,
+        "closure": closure_digest(closure.digests()),
+        "count": len(ids),
+        "stamps": rec,
+    }
     _memo[mid] = data
     try:
         from .fsutil import atomic_write  # not imported on a hit
+
         atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once

@@ -1,6 +1,7 @@
 """Invoke NVRTC on a miss, through its own API (cuda.bindings.nvrtc: importing cuda.core would
 cost 50-100 ms of a cold start): our options, NVRTC's automatic precompiled headers, NVRTC's log,
 and compile errors that show the failing lines. Not imported on a cache hit."""
+
 import os
 import re
 import threading
@@ -8,13 +9,18 @@ import threading
 from . import config
 from .request import Request
 
-PCH_WORDS = ("precompiled header", "pch file", "initial sequence of preprocessing directives",
-             "command line options do not match")  # NVRTC's PCH messages: never shown
+PCH_WORDS = (
+    "precompiled header",
+    "pch file",
+    "initial sequence of preprocessing directives",
+    "command line options do not match",
+)  # NVRTC's PCH messages: never shown
 
 
 def __getattr__(name: str):
     if name == "CompileError":  # errors.py builds it on first use (it imports CuPy)
         from . import errors
+
         return errors.CompileError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -23,8 +29,11 @@ def clean_log(log: str) -> str:
     """NVRTC's log without its trailing NUL and without any precompiled-header message."""
     log = log.replace("\x00", "")
     if any(w in log.lower() for w in PCH_WORDS):
-        log = "".join(line for line in log.splitlines(keepends=True)
-                      if not any(w in line.lower() for w in PCH_WORDS))
+        log = "".join(
+            line
+            for line in log.splitlines(keepends=True)
+            if not any(w in line.lower() for w in PCH_WORDS)
+        )
     return log if log.strip() else ""
 
 
@@ -48,7 +57,7 @@ def include_prefix(source: str) -> str:
         if not re.match(r"\s*(#.*|//.*)?$", line):
             break
         lines.append(line.strip())
-    return "\n".join(l for l in lines if l)
+    return "\n".join(ln for ln in lines if ln)
 
 
 class _Pch:
@@ -69,10 +78,10 @@ class _Pch:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.last = None     # signature of the previous compile
-        self.run = 0         # compiles in a row with that signature
-        self.live = None     # signature of the PCH NVRTC holds now
-        self.used = 0        # compiles that reused it
+        self.last = None  # signature of the previous compile
+        self.run = 0  # compiles in a row with that signature
+        self.live = None  # signature of the PCH NVRTC holds now
+        self.used = 0  # compiles that reused it
         self.charged = False  # its waste already raised ``need``
         self.need = 2
         self.dir: str | None = None
@@ -113,6 +122,7 @@ class _Pch:
                 import atexit
                 import shutil
                 import tempfile
+
                 self.dir = tempfile.mkdtemp(prefix="cupy-rawcode-pch-")
                 atexit.register(shutil.rmtree, self.dir, True)
             return self.dir
@@ -141,6 +151,7 @@ def nvrtc_flags(req: Request, ctx, pch: bool = False) -> list[str]:
 
 def _dump(req: Request, options: list[str]) -> str:
     import tempfile
+
     fd, path = tempfile.mkstemp(prefix="cupy-rawcode-", suffix=".cu")
     with os.fdopen(fd, "w") as f:
         f.write(f"// options: {' '.join(options)}\n{req.source}")
@@ -152,7 +163,8 @@ class Compiled:
     name), ``made`` (how: a dict for the entry's metadata, ``stripped`` and ``assembler`` where
     they apply) and ``log`` (NVRTC's log, warnings included, without PCH messages: stored with
     the entry and replayed on every hit)."""
-    __slots__ = ("code", "symbols", "made", "log")
+
+    __slots__ = ("code", "log", "made", "symbols")
 
     def __init__(self, code: bytes, symbols: dict, made: dict, log: str):
         self.code, self.symbols, self.made, self.log = code, symbols, made, log
@@ -169,6 +181,7 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     used only if no function needs more registers or stack (strip.no_worse). Where nvJitLink
     cannot, NVRTC makes the cubin itself."""
     from . import devrt, strip
+
     if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
@@ -188,18 +201,30 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
         except Exception as e:  # say why the options show a virtual arch
             if not hasattr(e, "dump_path"):
                 raise
-            raise _compile_error(e.log, req, list(e.options), e.dump_path,
-                                 note=f"NVRTC compiled PTX for {virtual}: the first step of a "
-                                      f"cubin for {req.arch}, see CUPY_RAWCODE_STRIP") from None
+            raise _compile_error(
+                e.log,  # type: ignore[attr-defined]
+                req,
+                list(e.options),  # type: ignore[attr-defined]
+                e.dump_path,
+                note=f"NVRTC compiled PTX for {virtual}: the first step of a "
+                f"cubin for {req.arch}, see CUPY_RAWCODE_STRIP",
+            ) from None
         ptx, removed = _strip_ptx(ptx, symbols)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
-            made = {"stripped": removed, "assembler": "nvJitLink %d.%d" % strip.nvjitlink.version}
+            made = {"stripped": removed, "assembler": "nvJitLink " + strip.nvjitlink.release()}
             if strip.uses_stack(cubin):
                 own, _, log = _nvrtc(req, ctx, dump)
                 if not strip.no_worse(cubin, own):
-                    return Compiled(own, symbols, {"stripped": 0, "kept": "nvJitLink's cubin "
-                                    "needed more registers or stack than NVRTC's"}, log)
+                    return Compiled(
+                        own,
+                        symbols,
+                        {
+                            "stripped": 0,
+                            "kept": "nvJitLink's cubin needed more registers or stack than NVRTC's",
+                        },
+                        log,
+                    )
             return Compiled(cubin, symbols, made, log)
     code, symbols, log = _nvrtc(req, ctx, dump)
     return Compiled(code, symbols, {"stripped": 0}, log)
@@ -209,6 +234,7 @@ def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
     """-dc / -rdc=true, as CuPy does it: NVRTC's relocatable cubin (LTO-IR with -dlto) linked
     with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
     from . import devrt
+
     kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
     code, symbols, log = _nvrtc(req._replace(target=kind), ctx, dump)
     try:
@@ -227,6 +253,7 @@ def _strip_ptx(ptx: bytes, symbols: dict) -> tuple[bytes, int]:
     """(PTX without unreferenced library globals, how many went); the lowered names of name
     expressions always stay."""
     from . import strip
+
     text = ptx.rstrip(bytes(1)).decode("latin-1")  # lossless, whatever comments hold
     text, removed = strip.strip(text, frozenset(symbols.values()))
     return text.encode("latin-1"), removed
@@ -240,6 +267,7 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
     if req.is_ptx:
         return _link_ptx(req), {}, ""
     from cuda.bindings import nvrtc
+
     if pch is None:
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
     flags = nvrtc_flags(req, ctx, pch)
@@ -250,16 +278,19 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
             raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
         return values[0] if len(values) == 1 else values
 
-    getters = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
-               "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
-               "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)}
-    prog = check(*nvrtc.nvrtcCreateProgram(req.source.encode(), req.program_name.encode(),
-                                           0, [], []))
+    getters = {
+        "ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+        "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
+        "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR),
+    }
+    prog = check(
+        *nvrtc.nvrtcCreateProgram(req.source.encode(), req.program_name.encode(), 0, [], [])
+    )
     try:
         for name in req.name_expressions:
             check(*nvrtc.nvrtcAddNameExpression(prog, name.encode()))
         encoded = [f.encode() for f in flags]
-        result, = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         raw = b" " * check(*nvrtc.nvrtcGetProgramLogSize(prog))
         check(*nvrtc.nvrtcGetProgramLog(prog, raw))
         log = clean_log(raw.decode(errors="replace"))
@@ -270,8 +301,10 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
         get_size, get = getters[req.target]
         code = b" " * check(*get_size(prog))
         check(*get(prog, code))
-        symbols = {n: _text(check(*nvrtc.nvrtcGetLoweredName(prog, n.encode())))
-                   for n in req.name_expressions}
+        symbols = {
+            n: _text(check(*nvrtc.nvrtcGetLoweredName(prog, n.encode())))
+            for n in req.name_expressions
+        }
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     return (code.rstrip(bytes(1)) if req.target == "ptx" else code), symbols, log
@@ -284,17 +317,28 @@ def _text(value) -> str:
 def _link_ptx(req: Request) -> bytes:
     """PTX input linked to ``req.target`` by cuda.core (nvJitLink or the driver's linker)."""
     core = cuda_core()
-    return bytes(core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch))
-                 .compile(req.target).code)
+    return bytes(
+        core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch)).compile(req.target).code
+    )
 
 
-def _compile_error(log: str, req: Request, flags: list[str], dump_path: str | None = None, *,
-                   dump: bool = False, note: str | None = None):
+def _compile_error(
+    log: str,
+    req: Request,
+    flags: list[str],
+    dump_path: str | None = None,
+    *,
+    dump: bool = False,
+    note: str | None = None,
+):
     """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
     from . import errors
+
     if dump and dump_path is None:
         dump_path = _dump(req, flags)
-    msg = errors.compile_message(log, req.program_name, req.source, flags, dump_path=dump_path,
-                                 note=note)
-    return errors.CompileError(msg, req.source, req.program_name, flags, log=log,
-                               dump_path=dump_path)
+    msg = errors.compile_message(
+        log, req.program_name, req.source, flags, dump_path=dump_path, note=note
+    )
+    return errors.CompileError(
+        msg, req.source, req.program_name, flags, log=log, dump_path=dump_path
+    )

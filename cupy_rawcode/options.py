@@ -9,26 +9,40 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
 
 # option spellings -> canonical name; each takes a value (joined, "=", or the next item)
 _VALUED = {
-    "-I": "include", "--include-path": "include",
+    "-I": "include",
+    "--include-path": "include",
     "-isystem": "isystem",
-    "-D": "define", "--define-macro": "define",
-    "-U": "undef", "--undefine-macro": "undef",
-    "-std": "std", "--std": "std",
-    "-arch": "arch", "--gpu-architecture": "arch",
-    "-include": "pre_include", "--pre-include": "pre_include",
+    "-D": "define",
+    "--define-macro": "define",
+    "-U": "undef",
+    "--undefine-macro": "undef",
+    "-std": "std",
+    "--std": "std",
+    "-arch": "arch",
+    "--gpu-architecture": "arch",
+    "-include": "pre_include",
+    "--pre-include": "pre_include",
 }
 _JOINABLE = ("-isystem", "-I", "-D", "-U")  # may be glued: -Idir, -DX=1 (longest first)
-_FLAGS = {"-default-device": "default_device", "--device-as-default-execution-space": "default_device"}
+_FLAGS = {
+    "-default-device": "default_device",
+    "--device-as-default-execution-space": "default_device",
+}
 
 
-class Options(namedtuple("Options", "include_dirs isystem_dirs macros std arch pre_includes "
-                                    "default_device passthrough",
-                         defaults=((), (), (), "c++17", None, (), False, ()))):
+class Options(
+    namedtuple(
+        "Options",
+        "include_dirs isystem_dirs macros std arch pre_includes default_device passthrough",
+        defaults=((), (), (), "c++17", None, (), False, ()),
+    )
+):
     """Normalized compile options. Paths are absolute; macros keep only their final state.
     Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((name, value) pairs,
     value None for -U), ``std``, ``arch`` (or None), ``pre_includes``, ``default_device`` (bool),
     ``passthrough`` (options handed to NVRTC as they are). (collections.namedtuple: a third of
     typing.NamedTuple's cost to define, on the path of every cache hit.)"""
+
     __slots__ = ()
 
     @property
@@ -61,11 +75,13 @@ def with_cupy_defaults(opts: Options) -> Options:
     CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
     is a search root of its own: toolchain.py.)"""
     from . import config
+
     if not config.cupy_options():
         return opts
     ftz = any(o.startswith(("-ftz", "--ftz")) for o in opts.passthrough)
-    return opts._replace(default_device=True,
-                         passthrough=opts.passthrough if ftz else opts.passthrough + (CUPY_FTZ,))
+    return opts._replace(
+        default_device=True, passthrough=opts.passthrough if ftz else opts.passthrough + (CUPY_FTZ,)
+    )
 
 
 def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
@@ -84,7 +100,7 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
         return item, items[i + 1], i + 2
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
-            return prefix, item[len(prefix):], i + 1
+            return prefix, item[len(prefix) :], i + 1
     return item, None, i + 1
 
 
@@ -95,7 +111,9 @@ def _check_macro(spelling: str, value: str, undef: bool) -> tuple[str, str | Non
     return (name, None) if undef else (name, body if eq else "1")
 
 
-def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str | None = None) -> Options:
+def parse_options(
+    options: tuple[str, ...] | list[str] | str = (), *, cwd: str | None = None
+) -> Options:
     """Normalize CuPy-style options; raise ValueError naming any malformed option."""
     if isinstance(options, str):
         options = (options,)
@@ -111,8 +129,10 @@ def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str |
     while i < len(items):
         item = items[i]
         if not item.startswith("-"):
-            raise ValueError(f"option {item!r} does not start with '-' (options are a tuple of strings "
-                             "like ('-DN=4', '-I/path'))")
+            raise ValueError(
+                f"option {item!r} does not start with '-' (options are a tuple of strings "
+                "like ('-DN=4', '-I/path'))"
+            )
         spelling, value, i = _split(item, items, i)
         kind = _VALUED.get(spelling)
         if kind is None:
@@ -121,7 +141,7 @@ def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str |
             else:
                 passthrough.append(item)
             continue
-        if value == "":
+        if not value:
             raise ValueError(f"option {item!r} has an empty value")
         if kind == "include":
             include.append(os.path.normpath(os.path.join(base, value)))
@@ -133,7 +153,9 @@ def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str |
             macros[name] = val
         elif kind == "std":
             if value not in STD_VALUES:
-                raise ValueError(f"option {spelling}={value}: unknown standard (use one of {STD_VALUES})")
+                raise ValueError(
+                    f"option {spelling}={value}: unknown standard (use one of {STD_VALUES})"
+                )
             std = value
         elif kind == "arch":
             if not is_arch(value):
@@ -141,8 +163,16 @@ def parse_options(options: tuple[str, ...] | list[str] | str = (), *, cwd: str |
             arch = value
         elif kind == "pre_include":
             pre.append(value)
-    return Options(tuple(include), tuple(isystem), tuple(macros.items()), std, arch, tuple(pre),
-                   default_device, tuple(passthrough))
+    return Options(
+        tuple(include),
+        tuple(isystem),
+        tuple(macros.items()),
+        std,
+        arch,
+        tuple(pre),
+        default_device,
+        tuple(passthrough),
+    )
 
 
 def is_arch(text: str) -> bool:

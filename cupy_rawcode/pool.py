@@ -11,6 +11,7 @@ a private copy of its stdout (fd 1 itself goes to stderr, so nothing a library p
 the protocol). A worker exits as soon as its stdin closes, mid-compile too, so a parent that
 ends, crashes or is killed leaves no worker behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ class Task:
     from the arch) or ``device`` (a compute capability: the worker chooses arch and target as a
     launch on that device does). ``options`` as the kernel holds them; ``index_id``: record the
     key in the warm index under this id; ``source_name``: the .cu file's name, for messages."""
+
     source: str
     options: tuple[str, ...] = ()
     arch: str | None = None
@@ -42,17 +44,31 @@ class Task:
     source_name: str | None = None
 
     def to_json(self) -> dict:
-        return {"source": self.source, "options": list(self.options), "arch": self.arch,
-                "target": self.target, "device": self.device,
-                "name_expressions": list(self.name_expressions),
-                "source_dir": self.source_dir, "index_id": self.index_id,
-                "source_name": self.source_name}
+        return {
+            "source": self.source,
+            "options": list(self.options),
+            "arch": self.arch,
+            "target": self.target,
+            "device": self.device,
+            "name_expressions": list(self.name_expressions),
+            "source_dir": self.source_dir,
+            "index_id": self.index_id,
+            "source_name": self.source_name,
+        }
 
     @classmethod
-    def from_json(cls, d: dict) -> "Task":
-        return cls(d["source"], tuple(d["options"]), d["arch"], d["target"], d["device"],
-                   tuple(d["name_expressions"]), d["source_dir"], d["index_id"],
-                   d.get("source_name"))
+    def from_json(cls, d: dict) -> Task:
+        return cls(
+            d["source"],
+            tuple(d["options"]),
+            d["arch"],
+            d["target"],
+            d["device"],
+            tuple(d["name_expressions"]),
+            d["source_dir"],
+            d["index_id"],
+            d.get("source_name"),
+        )
 
 
 @dataclass
@@ -60,6 +76,7 @@ class Outcome:
     """What one task gave: the cache ``key`` and whether the cache already held it (``hit``),
     the arch and target compiled, the seconds it took, or the ``error`` text. ``max_rss``: the
     worker's peak resident memory (bytes) after this task, when known."""
+
     key: str | None = None
     hit: bool = False
     arch: str | None = None
@@ -69,9 +86,16 @@ class Outcome:
     max_rss: int | None = None
 
     @classmethod
-    def from_json(cls, d: dict) -> "Outcome":
-        return cls(d.get("key"), bool(d.get("hit")), d.get("arch"), d.get("target"),
-                   float(d.get("seconds", 0.0)), d.get("error"), d.get("max_rss"))
+    def from_json(cls, d: dict) -> Outcome:
+        return cls(
+            d.get("key"),
+            bool(d.get("hit")),
+            d.get("arch"),
+            d.get("target"),
+            float(d.get("seconds", 0.0)),
+            d.get("error"),
+            d.get("max_rss"),
+        )
 
 
 def run_task(task: Task) -> Outcome:
@@ -80,22 +104,34 @@ def run_task(task: Task) -> Outcome:
     t0 = time.perf_counter()
     try:
         from .kernel import _arch_target, _device_target, compile_for, parse_options
+
         opts = parse_options(task.options)
         if task.device is not None:
             arch, target = _device_target(opts.arch, task.device)
         else:
+            assert task.arch is not None  # a task names a device or an arch
             arch, target = task.arch, task.target or _arch_target(task.arch)[1]
-        req, result = compile_for(task.source, opts, arch, target, task.name_expressions,
-                                  task.source_dir, task.index_id, task.source_name)
+        req, result = compile_for(
+            task.source,
+            opts,
+            arch,
+            target,
+            task.name_expressions,
+            task.source_dir,
+            task.index_id,
+            task.source_name,
+        )
         return Outcome(result.key, result.hit, req.arch, req.target, time.perf_counter() - t0)
-    except Exception as e:  # noqa: BLE001 - reported per kernel; the others go on
+    except Exception as e:
         return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
 
 
 # -- how many workers ------------------------------------------------------------------------
 
-def workers_for(cores: int, available: int | None, tasks: int,
-                per_task: int = PER_COMPILE_BYTES) -> int:
+
+def workers_for(
+    cores: int, available: int | None, tasks: int, per_task: int = PER_COMPILE_BYTES
+) -> int:
     """Workers the machine can take: no more than its cores, than the memory available holds
     compiles of ``per_task`` bytes, or than there are tasks; at least one."""
     n = min(cores, tasks)
@@ -140,6 +176,7 @@ def default_workers(tasks: int) -> int:
     """CUPY_RAWCODE_WORKERS when set, else what the machine can take (workers_for), never
     more than there are tasks."""
     from . import config
+
     configured = config.workers()
     if configured is not None:
         return max(1, min(configured, tasks))
@@ -151,6 +188,7 @@ def resolve_workers(workers, tasks: int) -> int:
     if workers is None:
         return default_workers(tasks)
     from .config import check_workers
+
     return max(1, min(check_workers("workers", workers), max(tasks, 1)))
 
 
@@ -171,7 +209,8 @@ def _kill_live() -> None:
 def _stop(proc: subprocess.Popen, wait: float = 2.0) -> None:
     """Close the worker's stdin (it exits at once), then kill it if it does not."""
     try:
-        proc.stdin.close()
+        if proc.stdin is not None:
+            proc.stdin.close()
     except OSError:
         pass
     try:
@@ -181,7 +220,8 @@ def _stop(proc: subprocess.Popen, wait: float = 2.0) -> None:
         proc.wait()
     for f in (proc.stdout,):
         try:
-            f.close()
+            if f is not None:
+                f.close()
         except OSError:
             pass
     with _live_lock:
@@ -197,6 +237,7 @@ def _hello() -> dict:
     directory of this process's store (set_store's, or the environment's)."""
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
     from .store import default_store
+
     disk = default_store().layer("disk")
     if disk is not None:
         hello["cache_dir"] = str(disk.root)
@@ -209,27 +250,37 @@ class _Worker:
 
     def __init__(self, hello: dict):
         import tempfile
+
         global _atexit_registered
         self.errfile = tempfile.TemporaryFile()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [_package_parent()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            [_package_parent()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cupy_rawcode.pool"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.errfile, env=env, close_fds=True)
+            [sys.executable, "-m", "cupy_rawcode.pool"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errfile,
+            env=env,
+            close_fds=True,
+        )
         with _live_lock:
             _live.add(self.proc)
             if not _atexit_registered:
                 import atexit
+
                 atexit.register(_kill_live)
                 _atexit_registered = True
         self.send(hello)
 
     def send(self, message: dict) -> None:
+        assert self.proc.stdin is not None  # started with stdin=PIPE
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
 
     def receive(self) -> dict | None:
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         line = self.proc.stdout.readline()
         return json.loads(line) if line else None
 
@@ -242,8 +293,10 @@ class _Worker:
             code = self.proc.wait()
         self.errfile.seek(0)
         tail = self.errfile.read().decode(errors="replace")[-_STDERR_TAIL:].strip()
-        return (f"WorkerError: the worker process (pid {self.proc.pid}) exited with status "
-                f"{code}" + (f":\n{tail}" if tail else ""))
+        return (
+            f"WorkerError: the worker process (pid {self.proc.pid}) exited with status "
+            f"{code}" + (f":\n{tail}" if tail else "")
+        )
 
     def close(self) -> None:
         _stop(self.proc)
@@ -255,6 +308,7 @@ class Memory:
     """Peak memory of a pool: ``peak`` is the largest sum of the workers' resident memory seen
     (sampled every ``interval`` seconds, Linux only), ``worker_peak`` the largest single worker's
     peak as the workers report it (bytes; None when unknown)."""
+
     peak: int | None = None
     worker_peak: int | None = None
     samples: int = 0
@@ -287,13 +341,15 @@ def _rss(pid: int) -> int | None:
     return None
 
 
-def run(tasks: list[Task], workers: int, on_result=None, memory: Memory | None = None
-        ) -> list[Outcome]:
+def run(
+    tasks: list[Task], workers: int, on_result=None, memory: Memory | None = None
+) -> list[Outcome]:
     """Run every task in ``workers`` worker processes; ``on_result(i, outcome)`` is called (from
     a pool thread) as each ends. A worker that dies fails its task with its exit status and
     stderr, and a new one takes the next task. The workers end before this returns, also when
     it raises."""
     import queue
+
     outcomes: list[Outcome | None] = [None] * len(tasks)
     todo: queue.Queue = queue.Queue()
     for i in range(len(tasks)):
@@ -331,14 +387,16 @@ def run(tasks: list[Task], workers: int, on_result=None, memory: Memory | None =
                 outcomes[i] = out
                 if on_result is not None:
                     on_result(i, out)
-        except BaseException as e:  # noqa: BLE001 - raised again by run()
+        except BaseException as e:
             failure.append(e)
         finally:
             if worker is not None:
                 worker.close()
 
-    threads = [threading.Thread(target=serve, name=f"cupy-rawcode-pool-{n}", daemon=True)
-               for n in range(max(1, min(workers, len(tasks))))]
+    threads = [
+        threading.Thread(target=serve, name=f"cupy-rawcode-pool-{n}", daemon=True)
+        for n in range(max(1, min(workers, len(tasks))))
+    ]
     for t in threads:
         t.start()
     try:
@@ -360,9 +418,11 @@ def run(tasks: list[Task], workers: int, on_result=None, memory: Memory | None =
 
 # -- the worker's side -----------------------------------------------------------------------
 
+
 def _max_rss() -> int | None:
     try:
         import resource
+
         kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return kb if sys.platform == "darwin" else kb * 1024
     except (ImportError, OSError):
@@ -380,6 +440,7 @@ def _watch_stdin(lines) -> None:
 def main() -> None:
     """The worker: a hello line (module path, cache directory), then one task per line."""
     import queue
+
     out = os.fdopen(os.dup(1), "wb")  # the protocol's channel
     os.dup2(2, 1)  # anything printed to fd 1 (by us or a library) goes to stderr instead
     sys.stdout = sys.stderr
@@ -389,6 +450,7 @@ def main() -> None:
     sys.path[:] = hello.get("sys_path") or sys.path
     if hello.get("cache_dir"):
         from .store import make_store, set_store
+
         set_store(make_store(hello["cache_dir"], max_size=hello.get("max_size")))
     while True:
         message = json.loads(lines.get())

@@ -9,6 +9,7 @@ Inputs are CUDA files (compiled with the command's options) or JSON manifests na
 ``file`` is relative to the manifest; ``arch`` (optional) replaces the command's list. A failing
 kernel is reported and the rest go on.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,20 +102,31 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
         item_archs = _strings(item.get("arch"), "arch", where) or tuple(archs)
         opts = options + _strings(item.get("options"), "options", where)
         names = _strings(item.get("name_expressions"), "name_expressions", where)
-        jobs += [Job(label, src, sdir, a, opts, names, fname) for a in item_archs]
+        jobs += [Job(str(label), src, sdir, a, opts, names, fname) for a in item_archs]
     return jobs
 
 
 def task_for(job: Job):
     """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
     from .pool import Task
-    return Task(job.source, job.options, job.arch, "cubin", None, job.name_expressions,
-                job.source_dir, None, job.source_name)
+
+    return Task(
+        job.source,
+        job.options,
+        job.arch,
+        "cubin",
+        None,
+        job.name_expressions,
+        job.source_dir,
+        None,
+        job.source_name,
+    )
 
 
 def run_job(job: Job) -> Outcome:
     """Compile one job through the default store, in this process."""
     from .pool import run_task
+
     return _outcome(job, run_task(task_for(job)))
 
 
@@ -126,8 +138,10 @@ def _progress(done: int, total: int, o: Outcome, stream) -> None:
     width = 24
     filled = width * done // max(total, 1)
     state = "FAILED" if o.error else ("hit" if o.hit else "compiled")
-    line = (f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{o.job.label} {o.job.arch} {state} ({o.seconds:.2f} s)")
+    line = (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+        f"{o.job.label} {o.job.arch} {state} ({o.seconds:.2f} s)"
+    )
     if stream.isatty():
         stream.write(line.ljust(100)[:120])
         if done == total:
@@ -142,6 +156,7 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
     job, else in worker processes (pool.py; ``workers`` None: CUPY_RAWCODE_WORKERS, else what
     the machine can take)."""
     from . import pool
+
     stream = sys.stderr if stream is None else stream
     workers = pool.resolve_workers(workers, len(jobs))
     if workers <= 1 or len(jobs) <= 1:
@@ -156,9 +171,12 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
 
     def landed(i: int, o) -> None:
         with lock:
-            results[i] = _outcome(jobs[i], o)
+            out = results[i] = _outcome(jobs[i], o)
             done[0] += 1
-            _progress(done[0], len(jobs), results[i], stream)
+            _progress(done[0], len(jobs), out, stream)
 
     pool.run([task_for(j) for j in jobs], workers, landed)
-    return results
+    done_all = [r for r in results if r is not None]
+    if len(done_all) != len(jobs):  # pool.run calls landed once per task before it returns
+        raise RuntimeError(f"prebuild: {len(jobs) - len(done_all)} jobs ended without a result")
+    return done_all

@@ -10,11 +10,13 @@ hold to a pool of worker processes (pool.py), which compile exactly what a first
 Failures are not cached: the first launch of a kernel that failed compiles it again in-process
 and raises exactly the error it would have raised without warmup().
 """
+
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import pool
 
@@ -24,6 +26,7 @@ class Item:
     """One kernel for one architecture: ``kernel`` as given, a ``label`` for messages, the
     ``arch`` asked for ('cc90' for the current device's), the cache ``key`` and compile
     ``seconds`` when a worker ran it, or its ``error``."""
+
     kernel: object
     label: str
     arch: str
@@ -37,6 +40,7 @@ class Summary:
     """What warmup() did: kernels ``compiled`` now, ``cached`` before (nothing to do) and
     ``failed`` (with their errors); the ``workers`` started, the wall ``seconds``, and the
     pool's ``memory`` (pool.Memory: peak resident bytes)."""
+
     compiled: list[Item] = field(default_factory=list)
     cached: list[Item] = field(default_factory=list)
     failed: list[Item] = field(default_factory=list)
@@ -51,10 +55,12 @@ class Summary:
     def __str__(self) -> str:
         peak = self.memory.peak
         mem = f", peak {peak / (1 << 20):.0f} MiB" if peak else ""
-        lines = [f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached, "
-                 f"{len(self.failed)} failed ({self.workers} workers, {self.seconds:.2f} s{mem})"]
+        lines = [
+            f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached, "
+            f"{len(self.failed)} failed ({self.workers} workers, {self.seconds:.2f} s{mem})"
+        ]
         for it in self.failed:
-            lines.append(f"  {it.label} ({it.arch}): " + it.error.replace("\n", "\n    "))
+            lines.append(f"  {it.label} ({it.arch}): " + (it.error or "").replace("\n", "\n    "))
         return "\n".join(lines)
 
 
@@ -66,14 +72,15 @@ class Warmup:
     def __init__(self, run):
         self._summary: Summary | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, args=(run,), daemon=True,
-                                        name="cupy-rawcode-warmup")
+        self._thread = threading.Thread(
+            target=self._main, args=(run,), daemon=True, name="cupy-rawcode-warmup"
+        )
         self._thread.start()
 
     def _main(self, run) -> None:
         try:
             self._summary = run()
-        except BaseException as e:  # noqa: BLE001 - raised again by wait()
+        except BaseException as e:
             self._error = e
 
     def done(self) -> bool:
@@ -86,17 +93,19 @@ class Warmup:
             raise TimeoutError(f"warmup() still running after {timeout} s")
         if self._error is not None:
             raise self._error
+        assert self._summary is not None  # set by the thread before it ends without error
         return self._summary
 
     def __repr__(self) -> str:
         return f"<cupy_rawcode.Warmup {'done' if self.done() else 'running'}>"
 
 
-def _builds(kernels) -> list[tuple[object, str, object]]:
+def _builds(kernels) -> list[tuple[Any, str, Any]]:
     """(kernel as given, label, kernel._Build) for each argument; a tuple is
     (source[, options[, name_expressions]]) and becomes a RawModule."""
     from .kernel import RawKernel, RawModule
-    out = []
+
+    out: list[tuple[Any, str, Any]] = []
     for i, k in enumerate(kernels):
         if isinstance(k, RawKernel):
             out.append((k, k.name, k._build))
@@ -105,15 +114,22 @@ def _builds(kernels) -> list[tuple[object, str, object]]:
             out.append((k, f"RawModule({b.path})" if b.path else f"RawModule #{i}", b))
         elif isinstance(k, tuple):
             if not 1 <= len(k) <= 3 or not isinstance(k[0], str):
-                raise TypeError(f"warmup() argument {i}: a tuple is (source, options, "
-                                f"name_expressions) with source a str, not {k!r:.80}")
-            m = RawModule(code=k[0], options=k[1] if len(k) > 1 else (),
-                          name_expressions=k[2] if len(k) > 2 else None)
+                raise TypeError(
+                    f"warmup() argument {i}: a tuple is (source, options, "
+                    f"name_expressions) with source a str, not {k!r:.80}"
+                )
+            m = RawModule(
+                code=k[0],
+                options=k[1] if len(k) > 1 else (),
+                name_expressions=k[2] if len(k) > 2 else None,
+            )
             out.append((k, f"kernels[{i}]", m._build))
         else:
-            raise TypeError(f"warmup() argument {i}: expected a RawKernel, a RawModule or a "
-                            f"(source, options, name_expressions) tuple, not "
-                            f"{type(k).__name__}")
+            raise TypeError(
+                f"warmup() argument {i}: expected a RawKernel, a RawModule or a "
+                f"(source, options, name_expressions) tuple, not "
+                f"{type(k).__name__}"
+            )
     return out
 
 
@@ -121,13 +137,16 @@ def _archs(arch) -> list[tuple[str, int | None]]:
     """[(label, compute capability or None)]: the current device's when ``arch`` is None, else
     each explicit architecture (normalized, so a bad one fails here, naming it)."""
     from .kernel import _arch_target, _compute_capability
+
     if arch is None:
         cc = _compute_capability()
         return [(f"cc{cc}", cc)]
     archs = [arch] if isinstance(arch, str) else list(arch)
     if not archs or not all(isinstance(a, str) for a in archs):
-        raise ValueError(f"arch={arch!r}: give an architecture such as 'sm_90', a list of them, "
-                         "or None for the current device's")
+        raise ValueError(
+            f"arch={arch!r}: give an architecture such as 'sm_90', a list of them, "
+            "or None for the current device's"
+        )
     return [(_arch_target(a)[0], None) for a in archs]
 
 
@@ -136,6 +155,7 @@ def _in_cache(plan_id: str) -> bool:
     from . import index
     from .store import default_store
     from .store.entry import decode
+
     found = index.lookup(plan_id)
     if found is None:
         return False
@@ -148,6 +168,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
     from .index import index_id
     from .kernel import _arch_target
+
     cached, failed, todo, seen = [], [], [], set()
     archs = _archs(arch)
     for k, label, b in _builds(kernels):
@@ -170,8 +191,22 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
                 continue
             seen.add(pid)
             target = None if cc is not None else _arch_target(arch_label)[1]
-            todo.append((item, pool.Task(source, args, None if cc is not None else arch_label,
-                                         target, cc, names, where, pid, b.source_name)))
+            todo.append(
+                (
+                    item,
+                    pool.Task(
+                        source,
+                        args,
+                        None if cc is not None else arch_label,
+                        target,
+                        cc,
+                        names,
+                        where,
+                        pid,
+                        b.source_name,
+                    ),
+                )
+            )
     return cached, failed, todo
 
 
@@ -187,10 +222,12 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     it again and raises the same error it would have raised alone."""
     if workers is not None:
         from .config import check_workers
+
         check_workers("workers", workers)
     t0 = time.perf_counter()
     cached, failed, todo = plan(kernels, arch)
     from . import kernel
+
     events = {}
     for _, task in todo:
         events[task.index_id] = kernel.pending.setdefault(task.index_id, threading.Event())
@@ -204,8 +241,13 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
                 def landed(i: int, out: pool.Outcome) -> None:
                     item, task = todo[i]
                     item.key, item.seconds, item.error = out.key, out.seconds, out.error
-                    (summary.failed if out.error else
-                     summary.cached if out.hit else summary.compiled).append(item)
+                    (
+                        summary.failed
+                        if out.error
+                        else summary.cached
+                        if out.hit
+                        else summary.compiled
+                    ).append(item)
                     _release(task.index_id, events)
 
                 pool.run([t for _, t in todo], summary.workers, landed, summary.memory)
@@ -220,9 +262,10 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     return run()
 
 
-def _release(plan_id: str, events: dict) -> None:
+def _release(plan_id: str | None, events: dict) -> None:
     """The compile of ``plan_id`` has ended: wake launches waiting for it."""
     from . import kernel
+
     event = events.pop(plan_id, None)
     if event is not None:
         event.set()

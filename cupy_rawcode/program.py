@@ -1,27 +1,58 @@
 """Compile through the cache: request -> key -> store -> (on a miss) nvrtc.py -> ObjectCode."""
+
 from __future__ import annotations
 
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from . import config
 from .request import Request, compute_key, context, make_request
 from .store import Layered, default_store
 from .store.entry import encode
 
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
 
 class Result:
     """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
     importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
     define, and this module is on the path of every hit the warm index does not answer.)"""
-    __slots__ = ("code", "symbols", "target", "key", "hit", "hit_layer", "header_count",
-                 "key_seconds", "compile_seconds", "made", "log", "_keyed", "_object_code")
 
-    def __init__(self, code: bytes, symbols: dict, target: str, key: str, hit: bool,
-                 hit_layer: str | None, header_count: int, key_seconds: float,
-                 compile_seconds: float, object_code=None, made: dict | None = None,
-                 keyed=None, log: str = ""):
+    __slots__ = (
+        "_keyed",
+        "_object_code",
+        "code",
+        "compile_seconds",
+        "header_count",
+        "hit",
+        "hit_layer",
+        "key",
+        "key_seconds",
+        "log",
+        "made",
+        "symbols",
+        "target",
+    )
+
+    def __init__(
+        self,
+        code: bytes,
+        symbols: dict,
+        target: str,
+        key: str,
+        hit: bool,
+        hit_layer: str | None,
+        header_count: int,
+        key_seconds: float,
+        compile_seconds: float,
+        object_code=None,
+        made: dict | None = None,
+        keyed=None,
+        log: str = "",
+    ):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
@@ -31,8 +62,10 @@ class Result:
         self._object_code = object_code
 
     def __repr__(self) -> str:
-        return (f"Result(key={self.key[:16]}..., hit={self.hit}, layer={self.hit_layer}, "
-                f"{len(self.code)} bytes of {self.target})")
+        return (
+            f"Result(key={self.key[:16]}..., hit={self.hit}, layer={self.hit_layer}, "
+            f"{len(self.code)} bytes of {self.target})"
+        )
 
     @property
     def stamps(self) -> list | None:
@@ -44,6 +77,7 @@ class Result:
         """The ``cuda.core.ObjectCode`` (built on first use on a hit)."""
         if self._object_code is None:
             from .nvrtc import cuda_core
+
             ObjectCode = cuda_core().ObjectCode
             mapping = {k: v.encode() for k, v in self.symbols.items()}
             self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
@@ -53,6 +87,7 @@ class Result:
 def _nvrtc_compile(req: Request, ctx, dump: bool):
     """The compile itself (nvrtc.py: not imported on a cache hit): an nvrtc.Compiled."""
     from .nvrtc import compile_program
+
     return compile_program(req, ctx, dump)
 
 
@@ -66,11 +101,12 @@ def _executor():
     with _pool_guard:
         if _pool is None:
             from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cupy-rawcode-nvrtc")
         return _pool
 
 
-_pool = None
+_pool: ThreadPoolExecutor | None = None  # annotation only: not evaluated at import
 _pool_guard = threading.Lock()
 
 
@@ -87,11 +123,14 @@ def _speculate(req: Request, ctx, dump: bool):
 def _worth_overlapping(req: Request) -> bool:
     """A source that includes nothing keys in well under a millisecond: handing its compile to
     another thread would cost more (GIL hand-offs) than the overlap saves."""
-    return not req.is_ptx and ("#" in req.source and "include" in req.source
-                               or bool(req.options.pre_includes))
+    return not req.is_ptx and (
+        ("#" in req.source and "include" in req.source) or bool(req.options.pre_includes)
+    )
 
 
-def compile_request(req: Request, *, store: Layered | None = None, dump: bool | None = None) -> Result:
+def compile_request(
+    req: Request, *, store: Layered | None = None, dump: bool | None = None
+) -> Result:
     """Key the request, return the stored code on a hit, else compile once and store it.
 
     Failures raise errors.CompileError (CuPy's CompileException), dumped to stderr as CuPy does
@@ -103,6 +142,7 @@ def compile_request(req: Request, *, store: Layered | None = None, dump: bool | 
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
             import sys
+
             e.dump(sys.stderr)
         raise
 
@@ -111,14 +151,17 @@ def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
     from . import errors
     from .nvrtc import nvrtc_flags
+
     flags = nvrtc_flags(req, ctx)
     msg = e.args[0] if e.args else str(e)
-    return errors.MissingHeaderCompileError(msg, req.source, req.program_name, flags,
-                                            missing=getattr(e, "missing", ()))
+    return errors.MissingHeaderCompileError(
+        msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ())
+    )
 
 
 def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> Result:
     from .manifest import lookup
+
     dump = config.dump_source() if dump is None else dump
     t0 = time.perf_counter()
     ctx = context(req)
@@ -131,6 +174,7 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
     except BaseException as e:
         _forget(req, early)
         from .closure import MissingHeaderError  # imported already when it raised one
+
         if isinstance(e, MissingHeaderError):
             raise _missing_header(e, req, ctx) from None
         raise
@@ -144,25 +188,56 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         if found is not None:
             _forget(req, early)
             code, meta, layer = found
-            return Result(code, dict(meta.get("symbols", {})), req.target, key, True, layer,
-                          count, t1 - t0, 0.0, made=meta.get("made"), keyed=keyed,
-                          log=meta.get("log", ""))
+            return Result(
+                code,
+                dict(meta.get("symbols", {})),
+                req.target,
+                key,
+                True,
+                layer,
+                count,
+                t1 - t0,
+                0.0,
+                made=meta.get("made"),
+                keyed=keyed,
+                log=meta.get("log", ""),
+            )
         try:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
             _forget(req, early)
         t2 = time.perf_counter()
         # the header count, not the names: nothing reads them, and every hit parses this
-        meta = {"target": req.target, "arch": req.arch, "symbols": made.symbols,
-                "created": time.time(), "nvrtc": ctx.toolchain.nvrtc_version_str,
-                "headers": count, "made": made.made, "log": made.log}
+        meta = {
+            "target": req.target,
+            "arch": req.arch,
+            "symbols": made.symbols,
+            "created": time.time(),
+            "nvrtc": ctx.toolchain.nvrtc_version_str,
+            "headers": count,
+            "made": made.made,
+            "log": made.log,
+        }
         code = bytes(made.code)
         if not code:  # never cache nothing as a kernel
             raise RuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
         store.put(key, encode(key, code, meta))
-        return Result(code, dict(made.symbols), req.target, key, False, None, count, t1 - t0,
-                      t2 - t1, None, made.made, keyed, made.log)
+        return Result(
+            code,
+            dict(made.symbols),
+            req.target,
+            key,
+            False,
+            None,
+            count,
+            t1 - t0,
+            t2 - t1,
+            None,
+            made.made,
+            keyed,
+            made.log,
+        )
 
 
 def _forget(req: Request, early) -> None:
@@ -173,21 +248,39 @@ def _forget(req: Request, early) -> None:
 
 
 def _from_bytes(ObjectCode, target: str, code: bytes, mapping: dict):
-    make = {"cubin": ObjectCode.from_cubin, "ptx": ObjectCode.from_ptx,
-            "ltoir": ObjectCode.from_ltoir}[target]
+    make = {
+        "cubin": ObjectCode.from_cubin,
+        "ptx": ObjectCode.from_ptx,
+        "ltoir": ObjectCode.from_ltoir,
+    }[target]
     return make(code, symbol_mapping=mapping)
 
 
-def compile(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-            source_dir: str | None = None, cache_dir: str | os.PathLike | None = None,
-            dump: bool | None = None, log_stream=None):
+def compile(
+    source: str,
+    *,
+    arch,
+    options=(),
+    name_expressions=(),
+    target: str = "cubin",
+    source_dir: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    dump: bool | None = None,
+    log_stream=None,
+):
     """Compile CUDA C++ (or link PTX) to a ``cuda.core.ObjectCode`` through the cache.
 
     ``cache_dir`` overrides CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE
     (write the source and options of a failing compile to a file named in the error);
     ``log_stream`` receives NVRTC's log (warnings), on a compile and replayed on a hit."""
-    req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
-                       target=target, source_dir=source_dir)
+    req = make_request(
+        source,
+        arch=arch,
+        options=options,
+        name_expressions=name_expressions,
+        target=target,
+        source_dir=source_dir,
+    )
     store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
     result = compile_request(req, store=store, dump=dump)
     if log_stream is not None and result.log:

@@ -16,12 +16,18 @@ WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shi
 _PTX = r"\s*(//.*\n\s*)*\.version\s"  # compiled only for a source that has ".version"
 
 
-class Request(namedtuple("Request", "source options arch target name_expressions source_dir "
-                                    "header_sources source_name", defaults=(None, None, None))):
+class Request(
+    namedtuple(
+        "Request",
+        "source options arch target name_expressions source_dir header_sources source_name",
+        defaults=(None, None, None),
+    )
+):
     """One compile in normalized form: ``source``, ``options`` (Options), ``arch`` ('sm_90'),
     ``target`` (one of TARGETS), ``name_expressions`` (tuple of str), ``source_dir`` (str or
     None), ``header_sources`` (as toolchain() takes them, or None) and ``source_name`` (the
     file's name in ``source_dir``, or None)."""
+
     __slots__ = ()
 
     @property
@@ -44,9 +50,17 @@ class Request(namedtuple("Request", "source options arch target name_expressions
         return () if self.is_ptx else (WORKAROUND,)
 
 
-def make_request(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-                 source_dir: str | None = None, header_sources=None,
-                 source_name: str | None = None) -> Request:
+def make_request(
+    source: str,
+    *,
+    arch,
+    options=(),
+    name_expressions=(),
+    target: str = "cubin",
+    source_dir: str | None = None,
+    header_sources=None,
+    source_name: str | None = None,
+) -> Request:
     """A Request from what a user passes; every entry point (RawKernel, RawModule, install(),
     compile(), the CLI, prebuild) makes its requests here, so all compile with the same options,
     CuPy's defaults included (options.with_cupy_defaults)."""
@@ -58,19 +72,30 @@ def make_request(source: str, *, arch, options=(), name_expressions=(), target: 
         raise ValueError(f"target={target!r}: expected one of {TARGETS}")
     arch = normalize_arch(arch, opts)
     if target == "cubin" and not arch.startswith("sm_"):
-        raise ValueError(f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
-                         f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'")
+        raise ValueError(
+            f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
+            f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'"
+        )
     names = tuple(name_expressions or ())
     for n in names:
         if not isinstance(n, str) or not n:
             raise ValueError(f"name expression {n!r} is not a non-empty string")
-    return Request(source, opts, arch, target, names, source_dir, header_sources,
-                   source_name if source_dir else None)
+    return Request(
+        source,
+        opts,
+        arch,
+        target,
+        names,
+        source_dir,
+        header_sources,
+        source_name if source_dir else None,
+    )
 
 
 def context(req: Request):
     """The search context (options + toolchain directories): cheap, no header is read."""
     from .search import make_context
+
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 
 
@@ -78,7 +103,8 @@ class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
     a manifest answered), ``count`` (headers), ``context``, and the closure headers' stamps
     (``closure_stamps``, as stamps.take gives them)."""
-    __slots__ = ("key", "closure", "count", "context", "closure_stamps")
+
+    __slots__ = ("closure", "closure_stamps", "context", "count", "key")
 
     def __init__(self, key: str, closure, count: int, context, closure_stamps: tuple):
         self.key, self.closure, self.count, self.context = key, closure, count, context
@@ -102,21 +128,45 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
     else:
         (digest, count, part), closure = closure_digests(req.source, ctx, req.pre_includes, known)
     fields = key_fields(
-        source=req.source, option_fields=req.options.key_fields(),
-        search_tags=[d.tag for d in ctx.dirs], nvrtc_version=ctx.toolchain.nvrtc_version_str,
-        arch=req.arch, target=req.target, name_expressions=req.name_expressions,
-        closure=digest, extra=[("input", "ptx" if req.is_ptx else "c++"),
-                                ("source_dir", "src" if req.source_dir else ""),
-                                strip_field(), link_field(req.options.passthrough)])
+        source=req.source,
+        option_fields=req.options.key_fields(),
+        search_tags=[d.tag for d in ctx.dirs],
+        nvrtc_version=ctx.toolchain.nvrtc_version_str,
+        arch=req.arch,
+        target=req.target,
+        name_expressions=req.name_expressions,
+        closure=digest,
+        extra=[
+            ("input", "ptx" if req.is_ptx else "c++"),
+            ("source_dir", "src" if req.source_dir else ""),
+            strip_field(),
+            link_field(req.options.passthrough),
+        ],
+    )
     return Keyed(digest_fields(fields), closure, count, ctx, part)
 
 
-def cache_key(source: str, *, arch, options=(), name_expressions=(), target: str = "cubin",
-              source_dir: str | None = None, header_sources=None,
-              source_name: str | None = None) -> str:
+def cache_key(
+    source: str,
+    *,
+    arch,
+    options=(),
+    name_expressions=(),
+    target: str = "cubin",
+    source_dir: str | None = None,
+    header_sources=None,
+    source_name: str | None = None,
+) -> str:
     """The cache key of a compile, as a hex string: equal under relocated header roots,
     different when any byte of the source or any closure header changes."""
-    req = make_request(source, arch=arch, options=options, name_expressions=name_expressions,
-                       target=target, source_dir=source_dir, header_sources=header_sources,
-                       source_name=source_name)
+    req = make_request(
+        source,
+        arch=arch,
+        options=options,
+        name_expressions=name_expressions,
+        target=target,
+        source_dir=source_dir,
+        header_sources=header_sources,
+        source_name=source_name,
+    )
     return compute_key(req).key

@@ -4,6 +4,7 @@ Every ``#include``, ``#include_next`` and ``__has_include`` probe in every branc
 so the closure built from it is a superset of what NVRTC reads. Object-like ``#define``s are
 collected so computed includes (``#define H <cub/x.cuh>`` / ``#include H``) can be expanded.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,9 @@ from typing import NamedTuple
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
 _INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
-_DEFINE = re.compile(rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M)
+_DEFINE = re.compile(
+    rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M
+)
 _CONDITIONAL = re.compile(rb"#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)")
 _COMMENT = re.compile(rb"/\*.*?\*/|//.*", re.S)
 _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
@@ -23,11 +26,11 @@ _NAME = re.compile(rb"(<[^>\n]*>|\"[^\"\n]*\")")
 
 
 class Include(NamedTuple):  # a NamedTuple: thousands are made per closure
-    name: str            # header name, or the macro text of a computed include
+    name: str  # header name, or the macro text of a computed include
     angled: bool
     line: int
-    kind: str            # "include", "next", "probe", "probe_next", "computed", "computed_next"
-    pos: int = 0         # byte offset of the directive (or probe) in the file
+    kind: str  # "include", "next", "probe", "probe_next", "computed", "computed_next"
+    pos: int = 0  # byte offset of the directive (or probe) in the file
 
 
 @dataclass
@@ -60,13 +63,18 @@ def _check_utf8(data: bytes, path: str) -> None:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ScanError(f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
-                        "save the file as UTF-8") from None
+        raise ScanError(
+            f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
 
 
 def _at_line_start(data: bytes, start: int) -> bool:
-    return not start or data[start - 1] == 10 or \
-        not data[data.rfind(b"\n", 0, start) + 1:start].strip(b" \t")
+    return (
+        not start
+        or data[start - 1] == 10
+        or not data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t")
+    )
 
 
 def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
@@ -87,19 +95,24 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             name = n.group(1) if n else None
         if name is not None:
             text = name.decode()
-            includes.append(Include(text[1:-1], text[0] == "<", line,
-                                    "next" if nxt else "include", start))
+            includes.append(
+                Include(text[1:-1], text[0] == "<", line, "next" if nxt else "include", start)
+            )
         elif rest:
-            includes.append(Include(rest.decode(), False, line,
-                                    "computed_next" if nxt else "computed", start))
+            includes.append(
+                Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
+            )
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
         for m in _PROBE.finditer(data):
             line += data.count(b"\n", last, m.start())
             last = m.start()
             text = m.group(2).decode()
-            includes.append(Include(text[1:-1], text[0] == "<", line,
-                                    "probe_next" if m.group(1) else "probe", last))
+            includes.append(
+                Include(
+                    text[1:-1], text[0] == "<", line, "probe_next" if m.group(1) else "probe", last
+                )
+            )
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
     return FileScan(digest_bytes(data), tuple(includes), defines, data)
@@ -108,7 +121,7 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
 def _conditional_at(data: bytes, pos: int) -> bool:
     """Whether the directive at ``pos`` is inside an #if block, not counting an include guard
     (a file opening with "#ifndef X" directly followed by "#define X")."""
-    depth, opened = 0, []
+    depth, opened = 0, list[re.Match]()
     for m in _CONDITIONAL.finditer(data, 0, pos):
         if not _at_line_start(data, m.start()):
             continue

@@ -18,13 +18,14 @@ from .toolchain import SearchDir, Toolchain, toolchain
 class Found:
     """Where a header was found. (Plain classes here and below, not NamedTuples: this module is
     imported on a cache hit, where a NamedTuple definition costs 0.1-0.2 ms.)"""
-    __slots__ = ("path", "index", "tag", "rel")
+
+    __slots__ = ("index", "path", "rel", "tag")
 
     def __init__(self, path: str, index: int, tag: str, rel: str):
-        self.path = path    # normalized absolute path
+        self.path = path  # normalized absolute path
         self.index = index  # search-list index where found, or -1 for "the includer's directory"
-        self.tag = tag      # root tag of the logical name
-        self.rel = rel      # path relative to that root
+        self.tag = tag  # root tag of the logical name
+        self.rel = rel  # path relative to that root
 
     def __repr__(self) -> str:
         return f"Found({self.path!r}, {self.index}, {self.tag!r}, {self.rel!r})"
@@ -44,10 +45,16 @@ def search_list(opts: Options, tc: Toolchain) -> tuple[SearchDir, ...]:
 class Context:
     """Everything that decides where a header is found: options, toolchain, search list and the
     main source's own directory. Cheap to make: no header is read."""
-    __slots__ = ("opts", "toolchain", "dirs", "source_dir")
 
-    def __init__(self, opts: Options, toolchain: Toolchain, dirs: tuple[SearchDir, ...],
-                 source_dir: str | None):
+    __slots__ = ("dirs", "opts", "source_dir", "toolchain")
+
+    def __init__(
+        self,
+        opts: Options,
+        toolchain: Toolchain,
+        dirs: tuple[SearchDir, ...],
+        source_dir: str | None,
+    ):
         self.opts, self.toolchain, self.dirs, self.source_dir = opts, toolchain, dirs, source_dir
 
 
@@ -65,9 +72,16 @@ def _is_file(path: str, memo: dict[str, bool]) -> bool:
     return hit
 
 
-def find(name: str, *, angled: bool, includer: Found | None, source_dir: str | None,
-         dirs: tuple[SearchDir, ...], next_after: int | None = None,
-         memo: dict[str, bool] | None = None) -> Found | None:
+def find(
+    name: str,
+    *,
+    angled: bool,
+    includer: Found | None,
+    source_dir: str | None,
+    dirs: tuple[SearchDir, ...],
+    next_after: int | None = None,
+    memo: dict[str, bool] | None = None,
+) -> Found | None:
     """Resolve one include the way NVRTC does; None when no file matches.
 
     ``includer`` is the file holding the directive (None for the main source);
@@ -99,8 +113,13 @@ def find(name: str, *, angled: bool, includer: Found | None, source_dir: str | N
     return None
 
 
-def searched(angled: bool, includer: Found | None, source_dir: str | None,
-             dirs: tuple[SearchDir, ...], next_after: int | None = None) -> list[str]:
+def searched(
+    angled: bool,
+    includer: Found | None,
+    source_dir: str | None,
+    dirs: tuple[SearchDir, ...],
+    next_after: int | None = None,
+) -> list[str]:
     """The directories ``find`` looked in, for error messages."""
     out = []
     if next_after is None and not angled:

@@ -6,11 +6,13 @@ arguments of a name expression are substituted before a parameter's type is clas
 the parser does not understand raises SignatureError; the caller then falls back to
 positional-only launches and converts nothing, so a misparse never becomes a wrong conversion.
 """
+
 from __future__ import annotations
 
 import ast
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 NO_DEFAULT = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
@@ -25,6 +27,7 @@ class CType:
     """A parameter's type after substitution. ``dtype`` is the NumPy dtype name of the base type
     when it is arithmetic, bool, half, complex or an enum; None means opaque (a struct, an
     unresolved name): values are then passed unconverted and pointers unchecked."""
+
     text: str
     base: str
     pointer: int = 0
@@ -64,15 +67,19 @@ class Signature:
 
 # ------------------------------------------------------------------ lexing
 
-_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
-                                re.S)
-_TOKEN = re.compile(r"""
+_COMMENT_OR_STRING = re.compile(
+    r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S
+)
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<id>[A-Za-z_]\w*)
   | (?P<num>0[xX][0-9a-fA-F']+[uUlL]*|(?:\d[\d']*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[A-Za-z]*)
   | (?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')
   | (?P<op>::|->|\.\.\.|&&|\|\||<<|<=|>=|==|!=|\[\[|\]\]|.)
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\()?(.*)", re.S)
 
 
@@ -88,6 +95,7 @@ def tokenize(text: str) -> list[str]:
 class Unit:
     """What the parser learns from one or more sources: tokens outside directives, object-like
     macros, function-like macro names, aliases (typedef/using) and enums."""
+
     tokens: list
     macros: dict
     function_macros: dict  # name -> (parameter names, body tokens)
@@ -115,8 +123,10 @@ def read_unit(texts: list[str], defines=()) -> Unit:
                 m = _DEFINE.match(s)
                 if m and m.group(2):
                     close = m.group(3).find(")")
-                    fmacros[m.group(1)] = ([t for t in tokenize(m.group(3)[:close]) if t != ","],
-                                           tokenize(m.group(3)[close + 1:]))
+                    fmacros[m.group(1)] = (
+                        [t for t in tokenize(m.group(3)[:close]) if t != ","],
+                        tokenize(m.group(3)[close + 1 :]),
+                    )
                     macros.pop(m.group(1), None)
                 elif m:
                     macros[m.group(1)] = tokenize(m.group(3))
@@ -135,13 +145,13 @@ def _collect_types(tokens: list[str], unit: Unit) -> None:
     for i, t in enumerate(tokens):
         if t == "typedef":
             j = _find(tokens, i, ";")
-            decl = tokens[i + 1:j]
+            decl = tokens[i + 1 : j]
             if "{" in decl or "(" in decl or not decl or not _is_id(decl[-1]):
                 continue  # a struct definition or a function type: opaque
             unit.aliases[decl[-1]] = decl[:-1]
         elif t == "using" and i + 2 < n and _is_id(tokens[i + 1]) and tokens[i + 2] == "=":
             j = _find(tokens, i, ";")
-            unit.aliases[tokens[i + 1]] = tokens[i + 3:j]
+            unit.aliases[tokens[i + 1]] = tokens[i + 3 : j]
         elif t == "enum":
             j = i + 1
             if j < n and tokens[j] in ("class", "struct"):
@@ -152,13 +162,13 @@ def _collect_types(tokens: list[str], unit: Unit) -> None:
                     k = j + 2
                     while k < n and tokens[k] not in ("{", ";"):
                         k += 1
-                    under = tokens[j + 2:k]
+                    under = tokens[j + 2 : k]
                 unit.enums[name] = under
                 k = j + 1
                 while k < n and tokens[k] not in ("{", ";"):
                     k += 1
                 if k < n and tokens[k] == "{":
-                    _enumerators(tokens[k + 1:_match(tokens, k, "{", "}")], unit)
+                    _enumerators(tokens[k + 1 : _match(tokens, k, "{", "}")], unit)
 
 
 def _enumerators(body: list[str], unit: Unit) -> None:
@@ -168,8 +178,11 @@ def _enumerators(body: list[str], unit: Unit) -> None:
         if not part or not _is_id(part[0]):
             continue
         try:
-            value = (evaluate(_unqualify(substitute(part[2:], unit.enumerators)))
-                     if len(part) > 2 and part[1] == "=" else value + 1)
+            value = (
+                evaluate(_unqualify(substitute(part[2:], unit.enumerators)))
+                if len(part) > 2 and part[1] == "="
+                else value + 1
+            )
         except SignatureError:
             return
         unit.enumerators[part[0]] = [str(int(value))]
@@ -177,7 +190,7 @@ def _enumerators(body: list[str], unit: Unit) -> None:
 
 def _unqualify(tokens: list[str]) -> list[str]:
     """Drop ``Scope::`` prefixes, so ``Mode::MUL`` reads as the enumerator ``MUL``."""
-    out = []
+    out: list[str] = []
     for t in tokens:
         if t == "::" and out and _is_id(out[-1]):
             out.pop()
@@ -211,7 +224,9 @@ def _match(tokens: list[str], i: int, open_: str, close: str) -> int:
 
 def split_top(tokens: list[str], sep: str = ",") -> list[list[str]]:
     """Split at ``sep`` outside (), [], {} and <> nesting."""
-    parts, cur, depth = [], [], 0
+    parts: list[list[str]] = []
+    cur: list[str] = []
+    depth = 0
     for t in tokens:
         if t in ("(", "[", "{", "<"):
             depth += 1
@@ -229,21 +244,30 @@ def split_top(tokens: list[str], sep: str = ",") -> list[list[str]]:
 
 # ------------------------------------------------------------------ declarations
 
+
 @dataclass(frozen=True)
 class Declaration:
-    name: str            # qualified with enclosing namespaces
-    template: tuple      # ((kind, name, default tokens), ...); kind 'type' or 'value'
-    params: tuple        # token lists, one per parameter
+    name: str  # qualified with enclosing namespaces
+    template: tuple  # ((kind, name, default tokens), ...); kind 'type' or 'value'
+    params: tuple  # token lists, one per parameter
     extern_c: bool
 
 
-_SKIP_CALLS = {"__launch_bounds__", "__attribute__", "__declspec", "alignas", "__maxnreg__",
-               "__cluster_dims__"}
+_SKIP_CALLS = {
+    "__launch_bounds__",
+    "__attribute__",
+    "__declspec",
+    "alignas",
+    "__maxnreg__",
+    "__cluster_dims__",
+}
 
 
 def declarations(tokens: list[str]) -> list[Declaration]:
     """Every ``__global__`` function declared or defined in ``tokens``."""
-    out, stack, start, i, n = [], [], 0, 0, len(tokens)
+    out: list[Declaration] = []
+    stack: list[str] = []
+    start, i, n = 0, 0, len(tokens)
     while i < n:
         t = tokens[i]
         if t in (";", "}"):
@@ -279,7 +303,7 @@ def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
     if "template" in prefix:
         k = prefix.index("template")
         close = _match(prefix, k + 1, "<", ">")
-        template = tuple(_template_param(p) for p in split_top(prefix[k + 2:close]) if p)
+        template = tuple(_template_param(p) for p in split_top(prefix[k + 2 : close]) if p)
     extern_c = 'extern"C"' in stack or '"C"' in prefix
     j = g + 1
     while j < len(tokens):
@@ -295,7 +319,7 @@ def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
         if t in (";", "{"):
             raise SignatureError("no parameter list after __global__")
         j += 1
-    name_tokens = []
+    name_tokens: list[str] = []
     k = j - 1
     while k > g and (_is_id(tokens[k]) or tokens[k] == "::"):
         name_tokens.insert(0, tokens[k])
@@ -305,20 +329,22 @@ def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
     if not name_tokens:
         raise SignatureError("cannot find the kernel's name")
     close = _match(tokens, j, "(", ")")
-    params = [p for p in split_top(tokens[j + 1:close])]
+    params = [p for p in split_top(tokens[j + 1 : close])]
     if params in ([["void"]], [[]]):
         params = []
     ns = "::".join(s for s in stack if s and s != 'extern"C"')
     name = "".join(name_tokens)
-    return (Declaration(f"{ns}::{name}" if ns else name, template, tuple(map(tuple, params)),
-                        extern_c), close + 1)
+    return (
+        Declaration(f"{ns}::{name}" if ns else name, template, tuple(map(tuple, params)), extern_c),
+        close + 1,
+    )
 
 
 def _template_param(tokens: list[str]) -> tuple[str, str, tuple]:
     default: list[str] = []
     if "=" in tokens:
         k = tokens.index("=")
-        tokens, default = tokens[:k], tokens[k + 1:]
+        tokens, default = tokens[:k], tokens[k + 1 :]
     if "..." in tokens:
         raise SignatureError("variadic template parameters are not supported")
     if not tokens or not _is_id(tokens[-1]):
@@ -330,20 +356,58 @@ def _template_param(tokens: list[str]) -> tuple[str, str, tuple]:
 # ------------------------------------------------------------------ types
 
 _INT_WORDS = {"signed", "unsigned", "short", "long", "int", "char"}
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__",
-               "register", "struct", "class", "enum", "typename", "union"}
+_QUALIFIERS = {
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+    "__grid_constant__",
+    "register",
+    "struct",
+    "class",
+    "enum",
+    "typename",
+    "union",
+}
 _ARITH = {
-    "bool": "bool", "char": "int8", "signed char": "int8", "unsigned char": "uint8",
-    "short": "int16", "unsigned short": "uint16", "int": "int32", "unsigned int": "uint32",
-    "long": "int64", "unsigned long": "uint64", "long long": "int64",
-    "unsigned long long": "uint64", "float": "float32", "double": "float64",
-    "__half": "float16", "half": "float16", "__nv_half": "float16",
-    "int8_t": "int8", "int16_t": "int16", "int32_t": "int32", "int64_t": "int64",
-    "uint8_t": "uint8", "uint16_t": "uint16", "uint32_t": "uint32", "uint64_t": "uint64",
-    "size_t": "uint64", "ptrdiff_t": "int64", "intptr_t": "int64", "uintptr_t": "uint64",
-    "ssize_t": "int64", "cudaTextureObject_t": "uint64", "cudaSurfaceObject_t": "uint64",
-    "complex<float>": "complex64", "complex<double>": "complex128",
-    "cuFloatComplex": "complex64", "cuDoubleComplex": "complex128", "cuComplex": "complex64",
+    "bool": "bool",
+    "char": "int8",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "short": "int16",
+    "unsigned short": "uint16",
+    "int": "int32",
+    "unsigned int": "uint32",
+    "long": "int64",
+    "unsigned long": "uint64",
+    "long long": "int64",
+    "unsigned long long": "uint64",
+    "float": "float32",
+    "double": "float64",
+    "__half": "float16",
+    "half": "float16",
+    "__nv_half": "float16",
+    "int8_t": "int8",
+    "int16_t": "int16",
+    "int32_t": "int32",
+    "int64_t": "int64",
+    "uint8_t": "uint8",
+    "uint16_t": "uint16",
+    "uint32_t": "uint32",
+    "uint64_t": "uint64",
+    "size_t": "uint64",
+    "ptrdiff_t": "int64",
+    "intptr_t": "int64",
+    "uintptr_t": "uint64",
+    "ssize_t": "int64",
+    "cudaTextureObject_t": "uint64",
+    "cudaSurfaceObject_t": "uint64",
+    "complex<float>": "complex64",
+    "complex<double>": "complex128",
+    "cuFloatComplex": "complex64",
+    "cuDoubleComplex": "complex128",
+    "cuComplex": "complex64",
 }
 _NAMESPACES = ("::", "cuda::std::", "std::", "thrust::", "cupy::")
 
@@ -352,9 +416,16 @@ def canonical_int(words: list[str]) -> str:
     """``unsigned long int`` -> 'unsigned long', ``signed`` -> 'int', ..."""
     unsigned = "unsigned" in words
     if "char" in words:
-        return ("unsigned char" if unsigned else "signed char" if "signed" in words else "char")
-    base = ("long long" if words.count("long") == 2 else "long" if "long" in words
-            else "short" if "short" in words else "int")
+        return "unsigned char" if unsigned else "signed char" if "signed" in words else "char"
+    base = (
+        "long long"
+        if words.count("long") == 2
+        else "long"
+        if "long" in words
+        else "short"
+        if "short" in words
+        else "int"
+    )
     return f"unsigned {base}" if unsigned else base
 
 
@@ -371,7 +442,7 @@ def substitute(tokens, table: dict, functions: dict | None = None, limit: int = 
                 changed = True
             elif functions and t in functions and i + 1 < len(out) and out[i + 1] == "(":
                 close = _match(out, i + 1, "(", ")")
-                new.extend(_expand_call(t, functions[t], split_top(out[i + 2:close])))
+                new.extend(_expand_call(t, functions[t], split_top(out[i + 2 : close])))
                 changed, i = True, close
             else:
                 new.append(t)
@@ -388,7 +459,7 @@ def _expand_call(name: str, macro: tuple, args: list[list[str]]) -> list[str]:
         raise SignatureError(f"the macro {name} is too unusual to expand")
     if len(args) != len(params) and not (not params and args in ([], [[]])):
         raise SignatureError(f"the macro {name} takes {len(params)} arguments")
-    table = dict(zip(params, args))
+    table = dict(zip(params, args, strict=False))
     return [x for t in body for x in table.get(t, [t])]
 
 
@@ -398,7 +469,7 @@ def _strip_ns(name: str) -> str:
         changed = False
         for p in _NAMESPACES:
             if name.startswith(p):
-                name, changed = name[len(p):], True
+                name, changed = name[len(p) :], True
     return name
 
 
@@ -407,7 +478,7 @@ def classify(tokens: list[str], unit: Unit) -> tuple[CType, str | None, list[str
     default = None
     if "=" in tokens:
         k = tokens.index("=")
-        tokens, default = tokens[:k], tokens[k + 1:]
+        tokens, default = tokens[:k], tokens[k + 1 :]
     toks = []
     i = 0
     while i < len(tokens):  # drop attributes
@@ -430,8 +501,12 @@ def classify(tokens: list[str], unit: Unit) -> tuple[CType, str | None, list[str
     if "(" in toks:
         raise SignatureError(f"unusual declarator {' '.join(tokens)!r}")
     name = None
-    if len(toks) >= 2 and _is_id(toks[-1]) and toks[-1] not in _INT_WORDS | _QUALIFIERS | {
-            "float", "double", "bool", "void"} and toks[-2] != "::":
+    if (
+        len(toks) >= 2
+        and _is_id(toks[-1])
+        and toks[-1] not in _INT_WORDS | _QUALIFIERS | {"float", "double", "bool", "void"}
+        and toks[-2] != "::"
+    ):
         name = toks.pop()
     pointer += toks.count("*")
     reference = "&" in toks or "&&" in toks
@@ -443,16 +518,20 @@ def classify(tokens: list[str], unit: Unit) -> tuple[CType, str | None, list[str
         base = canonical_int(words)
     else:
         base = _strip_ns(_join(words))
-        if any(w in _INT_WORDS for w in words) or any(not (_is_id(w) or w in ("::", "<", ">", ","))
-                                                      for w in words):
+        if any(w in _INT_WORDS for w in words) or any(
+            not (_is_id(w) or w in ("::", "<", ">", ",")) for w in words
+        ):
             if not re.fullmatch(r"complex<(float|double)>", base):
                 raise SignatureError(f"cannot read the type {' '.join(tokens)!r}")
     enum = base in unit.enums
     if enum:
         under = substitute(unit.enums[base], {**unit.macros, **unit.aliases})
         under_words = [w for w in under if w not in _QUALIFIERS]
-        dtype = _ARITH.get(canonical_int(under_words) if all(w in _INT_WORDS for w in under_words)
-                           else _strip_ns(_join(under_words)))
+        dtype = _ARITH.get(
+            canonical_int(under_words)
+            if all(w in _INT_WORDS for w in under_words)
+            else _strip_ns(_join(under_words))
+        )
     else:
         dtype = _ARITH.get(base)
     if base == "void":
@@ -471,11 +550,23 @@ def _join(tokens: list[str]) -> str:
 
 # ------------------------------------------------------------------ defaults
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-           ast.BitOr: operator.or_, ast.BitAnd: operator.and_, ast.BitXor: operator.xor}
-_UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
-          ast.Not: operator.not_}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.BitAnd: operator.and_,
+    ast.BitXor: operator.xor,
+}
+_UNOPS: dict[type, Callable] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Invert: operator.invert,
+    ast.Not: operator.not_,
+}
 _INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uUlL]*\Z")
 _FLOAT_LITERAL = re.compile(r"((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFlL]?\Z")
 
@@ -493,10 +584,11 @@ def evaluate(tokens: list[str]):
             parts.append(str(ord(ast.literal_eval(t))))
         elif _INT_LITERAL.match(t):
             digits = t.rstrip("uUlL")
-            parts.append(str(int(digits, 0) if not re.fullmatch(r"0[0-7]+", digits)
-                             else int(digits, 8)))
-        elif _FLOAT_LITERAL.match(t):
-            parts.append(repr(float(_FLOAT_LITERAL.match(t).group(1))))
+            parts.append(
+                str(int(digits, 0) if not re.fullmatch(r"0[0-7]+", digits) else int(digits, 8))
+            )
+        elif fm := _FLOAT_LITERAL.match(t):
+            parts.append(repr(float(fm.group(1))))
         elif t in ("+", "-", "*", "/", "%", "<<", "~", "(", ")", "|", "&", "^", "!", ">"):
             parts.append(" not " if t == "!" else t)
         else:
@@ -510,8 +602,9 @@ def evaluate(tokens: list[str]):
 
 
 def _eval(node):
-    if isinstance(node, ast.Constant) and (node.value is None or
-                                           isinstance(node.value, (bool, int, float))):
+    if isinstance(node, ast.Constant) and (
+        node.value is None or isinstance(node.value, (bool, int, float))
+    ):
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
         return _UNOPS[type(node.op)](_eval(node.operand))
@@ -529,6 +622,7 @@ def _eval(node):
 
 # ------------------------------------------------------------------ entry points
 
+
 def parse_entry(entry: str) -> tuple[str, list[list[str]] | None]:
     """'ns::kern<float, 4>' -> ('ns::kern', [['float'], ['4']]); a plain name has None args."""
     tokens = tokenize(entry.strip())
@@ -542,7 +636,7 @@ def parse_entry(entry: str) -> tuple[str, list[list[str]] | None]:
     close = _match(tokens, k, "<", ">")
     if close != len(tokens) - 1:
         raise SignatureError(f"cannot read the name expression {entry!r}")
-    return "".join(tokens[:k]), [p for p in split_top(tokens[k + 1:close])]
+    return "".join(tokens[:k]), [p for p in split_top(tokens[k + 1 : close])]
 
 
 def _same_name(qualified: str, wanted: str) -> bool:
@@ -563,14 +657,19 @@ def find_signature(unit: Unit, entry: str) -> Signature:
     subs: dict[str, list[str]] = {}
     if decls[0].template:
         if args is None:
-            raise SignatureError(f"{name} is a template: give its arguments in the name "
-                                 "expression to get a signature")
+            raise SignatureError(
+                f"{name} is a template: give its arguments in the name "
+                "expression to get a signature"
+            )
         tparams = decls[0].template
         if len(args) > len(tparams):
             raise SignatureError(f"{name} takes {len(tparams)} template arguments")
-        for idx, (kind, pname, default) in enumerate(tparams):
-            value = args[idx] if idx < len(args) else list(
-                next((d.template[idx][2] for d in decls if d.template[idx][2]), ()))
+        for idx, (_kind, pname, _default) in enumerate(tparams):
+            value = (
+                args[idx]
+                if idx < len(args)
+                else list(next((d.template[idx][2] for d in decls if d.template[idx][2]), ()))
+            )
             if not value:
                 raise SignatureError(f"no value for template parameter {pname}")
             subs[pname] = substitute(value, subs) if idx >= len(args) else value
@@ -586,7 +685,9 @@ def find_signature(unit: Unit, entry: str) -> Signature:
                 raise SignatureError(f"declarations of {name} disagree on parameter {idx + 1}")
             ctype, pname = ct, nm or pname
             if df is not None:
-                default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1:])
+                default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1 :])
+        if ctype is None:  # decls[0] has this parameter, so every pass sets ctype
+            raise SignatureError(f"{name}: no type for parameter {idx + 1}")
         default, text = NO_DEFAULT, None
         if default_tokens is not None:
             text = " ".join(default_tokens[1]).replace(" :: ", "::")
@@ -597,8 +698,9 @@ def find_signature(unit: Unit, entry: str) -> Signature:
         raise SignatureError(f"{name} repeats a parameter name")
     if any(p.type.base == "void" and not p.type.pointer for p in params):
         raise SignatureError(f"{name} has a void parameter")
-    return Signature(entry if args is not None else decls[0].name, tuple(params),
-                     any(d.extern_c for d in decls))
+    return Signature(
+        entry if args is not None else decls[0].name, tuple(params), any(d.extern_c for d in decls)
+    )
 
 
 def parse_signature(source: str, entry: str, defines=(), headers=()) -> Signature:

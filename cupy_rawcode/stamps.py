@@ -7,6 +7,7 @@ record keeps the paths grouped by directory, ``{"dirs": [[directory, [name, ...]
 number per file), and checking it is one ``fstatat`` per file, relative to its directory, then
 one digest.
 """
+
 from __future__ import annotations
 
 import hashlib

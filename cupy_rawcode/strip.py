@@ -17,6 +17,7 @@ are never touched, and any option that changes what ptxas does (``-G``, ``-linei
 ``-maxrregcount``, ``-Xptxas``, ...) keeps NVRTC's own cubin. CUPY_RAWCODE_STRIP=0 turns this
 off; the rules' version is a key field (key.strip_field).
 """
+
 import threading
 
 from . import config
@@ -25,16 +26,47 @@ LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_in
 
 # Passthrough options that leave ptxas's work alone (they act in the front end or NVVM, or are
 # recorded in the PTX itself). Anything else keeps NVRTC's cubin: slower to load, never wrong.
-_NEUTRAL = ("-ftz=", "--ftz=", "-prec-div=", "--prec-div=", "-prec-sqrt=", "--prec-sqrt=",
-            "-fmad=", "--fmad=", "-diag-", "--diag-")
-_NEUTRAL_FLAGS = frozenset({
-    "-use_fast_math", "--use_fast_math", "-restrict", "--restrict", "-w", "--disable-warnings",
-    "-extra-device-vectorization", "--extra-device-vectorization", "-expt-relaxed-constexpr",
-    "--expt-relaxed-constexpr", "-expt-extended-lambda", "--expt-extended-lambda",
-    "-extended-lambda", "--extended-lambda", "-default-device",
-    "--device-as-default-execution-space", "-dw", "--display-error-number",
-    "-no-display-error-number", "--no-display-error-number", "-err-no", "-no-err-no",
-    "-builtin-move-forward=true", "-builtin-initializer-list=true", "-fno-exceptions"})
+_NEUTRAL = (
+    "-ftz=",
+    "--ftz=",
+    "-prec-div=",
+    "--prec-div=",
+    "-prec-sqrt=",
+    "--prec-sqrt=",
+    "-fmad=",
+    "--fmad=",
+    "-diag-",
+    "--diag-",
+)
+_NEUTRAL_FLAGS = frozenset(
+    {
+        "-use_fast_math",
+        "--use_fast_math",
+        "-restrict",
+        "--restrict",
+        "-w",
+        "--disable-warnings",
+        "-extra-device-vectorization",
+        "--extra-device-vectorization",
+        "-expt-relaxed-constexpr",
+        "--expt-relaxed-constexpr",
+        "-expt-extended-lambda",
+        "--expt-extended-lambda",
+        "-extended-lambda",
+        "--extended-lambda",
+        "-default-device",
+        "--device-as-default-execution-space",
+        "-dw",
+        "--display-error-number",
+        "-no-display-error-number",
+        "--no-display-error-number",
+        "-err-no",
+        "-no-err-no",
+        "-builtin-move-forward=true",
+        "-builtin-initializer-list=true",
+        "-fno-exceptions",
+    }
+)
 
 
 def wanted(passthrough: tuple[str, ...], target: str, is_ptx: bool) -> bool:
@@ -59,7 +91,7 @@ def in_library(name: str) -> bool:
             j += 1
         if j == i:
             return False
-        ident = name[j:j + int(name[i:j])]
+        ident = name[j : j + int(name[i:j])]
         if not ident.startswith("_INTERNAL_"):
             return ident in LIBRARY_NAMESPACES
         i = j + len(ident)
@@ -72,8 +104,11 @@ def _regexes():
     global _patterns
     if _patterns is None:
         import re
-        _patterns = (re.compile(r"\.global\s[^;=]*?\s([A-Za-z_$][\w$]*)(?:\[\d*\])?\s*(=[^;]*)?;\s*$"),
-                     re.compile(r"[A-Za-z_$%][\w$]*"))
+
+        _patterns = (
+            re.compile(r"\.global\s[^;=]*?\s([A-Za-z_$][\w$]*)(?:\[\d*\])?\s*(=[^;]*)?;\s*$"),
+            re.compile(r"[A-Za-z_$%][\w$]*"),
+        )
     return _patterns
 
 
@@ -92,8 +127,11 @@ def strip(ptx: str, keep: frozenset = frozenset()) -> tuple[str, int]:
         declared[i] = m.group(1)
         if m.group(2):  # an initializer may name another global
             used.update(token.findall(m.group(2)))
-    drop = {i for i, name in declared.items()
-            if name not in used and name not in keep and in_library(name)}
+    drop = {
+        i
+        for i, name in declared.items()
+        if name not in used and name not in keep and in_library(name)
+    }
     if not drop:
         return ptx, 0
     return "\n".join(line for i, line in enumerate(lines) if i not in drop), len(drop)
@@ -117,11 +155,17 @@ class _NvJitLink:
                 self.loaded = True
                 try:
                     from cuda.bindings import nvjitlink
-                    self.version = tuple(int(v) for v in nvjitlink.version())[:2]
+
+                    v = tuple(int(x) for x in nvjitlink.version())
+                    self.version = (v[0], v[1])
                     self.module = nvjitlink
-                except Exception:  # noqa: BLE001 - not installed, or its library does not load
+                except Exception:
                     self.module = None
             return self.module
+
+    def release(self) -> str:
+        """The loaded nvJitLink's "major.minor", for messages."""
+        return "%d.%d" % self.version if self.version else "unknown"
 
     def usable(self, nvrtc_version: tuple[int, int]):
         """True or False once loaded in this process (of NVRTC's release or not), else None."""
@@ -142,8 +186,10 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
     when nvJitLink is missing or of another CUDA release than NVRTC, or fails."""
     mod = nvjitlink.get()
     if mod is None or nvjitlink.version != tuple(nvrtc_version):
-        _warn_once(f"nvJitLink {'is not available' if mod is None else 'is %d.%d' % nvjitlink.version}"
-                   f" (NVRTC is {nvrtc_version[0]}.{nvrtc_version[1]})")
+        _warn_once(
+            f"nvJitLink {'is not available' if mod is None else 'is ' + nvjitlink.release()}"
+            f" (NVRTC is {nvrtc_version[0]}.{nvrtc_version[1]})"
+        )
         return None
     handle = None
     try:
@@ -153,7 +199,7 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
         out = bytearray(mod.get_linked_cubin_size(handle))
         mod.get_linked_cubin(handle, out)
         return bytes(out)
-    except Exception as e:  # noqa: BLE001 - NVRTC makes the cubin: slower to load, never wrong
+    except Exception as e:
         nvjitlink.failed = True
         _warn_once(f"nvJitLink failed ({e})")
         return None
@@ -166,16 +212,23 @@ def _warn_once(why: str) -> None:
     if not nvjitlink.warned:
         nvjitlink.warned = True
         from .store import warn
-        warn("cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
-             "module load, nothing else)", why)
+
+        warn(
+            "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
+            "module load, nothing else)",
+            why,
+        )
 
 
 def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str]]]:
     """A cubin's section headers (ELF64 tuples) and its symbols as (st_info, name), in order."""
     import struct
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
+    ]
     symbols: list[tuple[int, str]] = []
     for sh_type, link, off, size, entsize in ((s[1], s[6], s[4], s[5], s[9]) for s in sections):
         if sh_type != 2 or not entsize:  # SHT_SYMTAB
@@ -184,7 +237,7 @@ def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str]]]:
         for j in range(size // entsize):
             st_name, st_info = struct.unpack_from("<IB", cubin, off + j * entsize)
             end = cubin.index(b"\0", strtab + st_name)
-            symbols.append((st_info, cubin[strtab + st_name:end].decode("latin-1")))
+            symbols.append((st_info, cubin[strtab + st_name : end].decode("latin-1")))
     return sections, symbols
 
 
@@ -201,26 +254,27 @@ def function_resources(cubin: bytes) -> dict[str, tuple[int, int, int]]:
     """(registers, stack frame bytes, max stack bytes) of each function, from the cubin's
     ``.nv.info`` records (what cuFuncGetAttribute reports as num_regs and local_size_bytes)."""
     import struct
+
     sections, symbols = _elf(cubin)
     shstr = sections[struct.unpack_from("<H", cubin, 0x3E)[0]][4]
     out: dict[str, list[int]] = {}
     for sec in sections:
         end = cubin.index(b"\0", shstr + sec[0])
-        if cubin[shstr + sec[0]:end] != b".nv.info":
+        if cubin[shstr + sec[0] : end] != b".nv.info":
             continue
-        data, i = cubin[sec[4]:sec[4] + sec[5]], 0
+        data, i = cubin[sec[4] : sec[4] + sec[5]], 0
         while i + 4 <= len(data):
             fmt, attr = data[i], data[i + 1]
             if fmt != 4:  # EIFMT_SVAL: a size and a value; the others are four bytes in all
                 i += 4
                 continue
-            size, = struct.unpack_from("<H", data, i + 2)
+            (size,) = struct.unpack_from("<H", data, i + 2)
             if attr in _RESOURCE_ATTRS and size >= 8:
                 sym, value = struct.unpack_from("<II", data, i + 4)
                 name = symbols[sym][1] if sym < len(symbols) else f"#{sym}"
                 out.setdefault(name, [0, 0, 0])[_RESOURCE_ATTRS[attr]] = value
             i += 4 + size
-    return {k: tuple(v) for k, v in out.items()}
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}
 
 
 def uses_stack(cubin: bytes) -> bool:
@@ -234,4 +288,5 @@ def no_worse(candidate: bytes, reference: bytes) -> bool:
     local array in memory that NVRTC's whole-program ptxas puts in registers."""
     mine, theirs = function_resources(candidate), function_resources(reference)
     return set(mine) == set(theirs) and all(
-        all(a <= b for a, b in zip(mine[f], theirs[f])) for f in theirs)
+        all(a <= b for a, b in zip(mine[f], theirs[f], strict=False)) for f in theirs
+    )

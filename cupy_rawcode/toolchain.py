@@ -27,8 +27,8 @@ used: mixing two is broken.
 import functools
 import os
 import re
-from pathlib import Path
 from collections import namedtuple
+from pathlib import Path
 
 from . import config
 
@@ -41,20 +41,28 @@ BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundl
 # collections.namedtuple, not typing.NamedTuple: the same value semantics at a third of the cost
 # to define (~0.05 ms against ~0.15), and this module is imported on every cache hit.
 
+
 class SearchDir(namedtuple("SearchDir", "tag path origin")):
     """One directory of the include search list: ``tag`` names it in keys (str), ``path`` (str),
     ``origin`` says where it came from (wheel, cupy, toolkit, explicit, user, package)."""
+
     __slots__ = ()
 
 
-class Toolchain(namedtuple("Toolchain", "nvrtc_version system_dirs cccl_version sources "
-                                        "supported_archs nvrtc_library from_record stamps",
-                           defaults=((), None, False, ()))):
+class Toolchain(
+    namedtuple(
+        "Toolchain",
+        "nvrtc_version system_dirs cccl_version sources "
+        "supported_archs nvrtc_library from_record stamps",
+        defaults=((), None, False, ()),
+    )
+):
     """What compiles: ``nvrtc_version`` (major, minor), ``system_dirs`` (SearchDirs),
     ``cccl_version`` (str or None), ``sources`` (the header sources asked), ``supported_archs``
     (SM numbers NVRTC can emit code for), ``nvrtc_library`` (the shared library in use, or None)
     ``from_record`` (read from toolrecord.py's record, not discovered) and ``stamps``: the
     record's (path, size, mtime_ns, inode) of every file that decides it, () when unrecorded."""
+
     __slots__ = ()
 
     @property
@@ -69,10 +77,11 @@ def shim_dir() -> Path:
     return installed if installed.is_dir() else here.parent / "include"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor), asking the library cuda.bindings loads."""
     from cuda.bindings import nvrtc
+
     err, major, minor = nvrtc.nvrtcVersion()
     if int(err) != 0:
         raise RuntimeError(f"nvrtcVersion failed: {err}")
@@ -85,9 +94,10 @@ def supported_archs() -> tuple[int, ...]:
     return toolchain().supported_archs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _query_archs() -> tuple[int, ...]:
     from cuda.bindings import nvrtc
+
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     if int(err) != 0:
         raise RuntimeError(f"nvrtcGetSupportedArchs failed: {err}")
@@ -106,23 +116,30 @@ def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, 
     """Validate a search policy: source names or ``KIND=DIR`` entries (``cccl=DIR``, ...)."""
     if spec is None:
         spec = config.header_sources() or DEFAULT_SOURCES
-    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
+    items = (
+        [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
+    )
     items = [s for s in items if s]
     for item in items:
         if "=" in item:
             kind, _, path = item.partition("=")
             if kind not in ROOT_KINDS or not path:
-                raise ValueError(f"header source {item!r}: expected KIND=DIR with KIND one of "
-                                 f"{', '.join(ROOT_KINDS)}")
+                raise ValueError(
+                    f"header source {item!r}: expected KIND=DIR with KIND one of "
+                    f"{', '.join(ROOT_KINDS)}"
+                )
         elif item not in KNOWN_SOURCES:
-            raise ValueError(f"unknown header source {item!r} (known: {', '.join(KNOWN_SOURCES)}, "
-                             "cccl=DIR, cuda=DIR, curand=DIR, crt=DIR)")
+            raise ValueError(
+                f"unknown header source {item!r} (known: {', '.join(KNOWN_SOURCES)}, "
+                "cccl=DIR, cuda=DIR, curand=DIR, crt=DIR)"
+            )
     return tuple(items)
 
 
 def _pathfinder_dir(libname: str) -> str | None:
     try:
         import cuda.pathfinder as pf
+
         located = pf.locate_nvidia_header_directory(libname)
     except Exception:
         return None
@@ -133,6 +150,7 @@ def _pathfinder_dir(libname: str) -> str | None:
 
 def _cupy_cccl_dirs() -> list[str]:
     import importlib.util
+
     spec = importlib.util.find_spec("cupy")
     if spec is None or not spec.submodule_search_locations:
         return []
@@ -152,6 +170,7 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
     if nvrtc_version() < BUNDLED_MIN:
         return {}
     from cuda.bindings import nvrtc
+
     install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
     if install is None:  # cuda-bindings older than the NVRTC it loads
         return {}
@@ -161,11 +180,12 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
         try:
             err = install(str(target).encode(), int(flag))
             err = err[0] if isinstance(err, tuple) else err
-        except Exception:  # noqa: BLE001 - an unusable source simply offers nothing
+        except Exception:
             return {}
         if int(err) != 0 or not (target / "cccl" / "cub").is_dir():
             return {}
     from .cudaheaders import offered
+
     return {"cccl": [str(target / "cccl")], **offered([str(target)]), "cuda": [str(target)]}
 
 
@@ -182,6 +202,7 @@ def _wheel_dirs() -> dict[str, list[str]]:
     """The CCCL and CUDA header directories of the pip NVIDIA wheels: pathfinder's, then the
     wheel layouts it may not know (cudaheaders.WHEEL_INCLUDE_DIRS)."""
     from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
+
     found = [_pathfinder_dir(name) for _, name, _ in LIBRARY_ROOTS.values()]
     found += [os.path.join(site, rel) for site in config.site_dirs() for rel in WHEEL_INCLUDE_DIRS]
     cccl = _pathfinder_dir("cccl")
@@ -208,14 +229,19 @@ def source_dirs(source: str) -> dict[str, list[str]]:
         inc = home / "include"
         cccl = inc / "cccl" if (inc / "cccl" / "cub").is_dir() else inc
         from .cudaheaders import offered
-        return {"cccl": [str(cccl)] if (cccl / "cub").is_dir() else [], **offered([str(inc)]),
-                "cuda": [str(inc)]}
+
+        return {
+            "cccl": [str(cccl)] if (cccl / "cub").is_dir() else [],
+            **offered([str(inc)]),
+            "cuda": [str(inc)],
+        }
     raise ValueError(f"unknown header source {source!r}")
 
 
 def cupy_include_dir() -> str | None:
     """CuPy's ``_core/include`` (its own device headers), found without importing CuPy."""
     import importlib.util
+
     spec = importlib.util.find_spec("cupy")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -223,8 +249,9 @@ def cupy_include_dir() -> str | None:
     return str(inc) if (inc / "cupy").is_dir() else None
 
 
-def choose_system_dirs(sources: tuple[str, ...], offered, shim: str,
-                       cupy: str | None = None) -> tuple[SearchDir, ...]:
+def choose_system_dirs(
+    sources: tuple[str, ...], offered, shim: str, cupy: str | None = None
+) -> tuple[SearchDir, ...]:
     """Pure policy: CuPy's include directory (when given), then for each kind of ROOT_KINDS in
     order the first source offering it (a directory already a root is not added twice: CUDA 13
     wheels share one), then the shims. ``offered(source)`` (or a dict) gives a source's
@@ -261,22 +288,26 @@ def nvrtc_library() -> str | None:
     """The path of the NVRTC library cuda.bindings loaded (None when it cannot be told)."""
     try:
         import cuda.pathfinder as pf
+
         return pf.load_nvidia_dynamic_lib("nvrtc").abs_path
-    except Exception:  # noqa: BLE001 - older pathfinder, or a loader it does not know
+    except Exception:
         return None
 
 
 def discover(sources: tuple[str, ...]) -> Toolchain:
     """Ask NVRTC and the header sources (imports cuda.pathfinder, loads NVRTC: ~60 ms)."""
-    dirs = choose_system_dirs(sources, functools.lru_cache(maxsize=None)(source_dirs),
-                              str(shim_dir()), cupy_include_dir())
-    return Toolchain(nvrtc_version(), dirs, cccl_version(dirs), sources, _query_archs(),
-                     nvrtc_library())
+    dirs = choose_system_dirs(
+        sources, functools.lru_cache(maxsize=None)(source_dirs), str(shim_dir()), cupy_include_dir()
+    )
+    return Toolchain(
+        nvrtc_version(), dirs, cccl_version(dirs), sources, _query_archs(), nvrtc_library()
+    )
 
 
 @functools.lru_cache(maxsize=16)
 def _toolchain(sources: tuple[str, ...]) -> Toolchain:
     from . import toolrecord
+
     tc = toolrecord.load(sources)
     if tc is None:
         tc = discover(sources)

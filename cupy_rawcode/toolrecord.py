@@ -9,6 +9,7 @@ directory on ``sys.path`` (a ``pip install`` changes its mtime) and the toolkit'
 directory, plus the environment variables the search reads. Any difference means discovery
 runs again and the record is replaced. ``cupy-rawcode cache clear`` removes records.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,14 +27,22 @@ ENV_VARS = config.TOOLCHAIN_ENV
 
 def record_path(sources: tuple[str, ...]) -> Path:
     """Where the record of one search policy in this Python environment lives."""
-    rid = digest_fields([("schema", SCHEMA), ("python", sys.executable), ("prefix", sys.prefix),
-                         ("sources", ",".join(sources)), ("package", __file__)])
+    rid = digest_fields(
+        [
+            ("schema", SCHEMA),
+            ("python", sys.executable),
+            ("prefix", sys.prefix),
+            ("sources", ",".join(sources)),
+            ("package", __file__),
+        ]
+    )
     return config.cache_dir() / "toolchain" / f"{rid[:32]}.json"
 
 
 def watched_paths(tc) -> list[str]:
     """Every path whose change could change what discovery finds."""
     from .toolchain import toolkit_home
+
     paths = [tc.nvrtc_library] if tc.nvrtc_library else []
     for d in tc.system_dirs:  # the shims included: they are always the last root
         paths.append(d.path)
@@ -56,13 +65,19 @@ def save(tc) -> tuple:
     if not tc.nvrtc_library:
         return ()
     stamps = tuple(stamp(p) for p in watched_paths(tc))
-    data = {"schema": SCHEMA, "nvrtc_version": list(tc.nvrtc_version),
-            "supported_archs": list(tc.supported_archs), "nvrtc_library": tc.nvrtc_library,
-            "dirs": [[d.tag, d.path, d.origin] for d in tc.system_dirs],
-            "cccl_version": tc.cccl_version, "env": environment(),
-            "stamps": [list(s) for s in stamps]}
+    data = {
+        "schema": SCHEMA,
+        "nvrtc_version": list(tc.nvrtc_version),
+        "supported_archs": list(tc.supported_archs),
+        "nvrtc_library": tc.nvrtc_library,
+        "dirs": [[d.tag, d.path, d.origin] for d in tc.system_dirs],
+        "cccl_version": tc.cccl_version,
+        "env": environment(),
+        "stamps": [list(s) for s in stamps],
+    }
     try:
         from .fsutil import atomic_write  # not imported on a hit
+
         atomic_write(record_path(tc.sources), json.dumps(data).encode())
     except OSError:
         pass
@@ -72,15 +87,20 @@ def save(tc) -> tuple:
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
     from .toolchain import SearchDir, Toolchain
+
     try:
         data = json.loads(record_path(sources).read_bytes())
         if data.get("schema") != SCHEMA or data["env"] != environment():
             return None
-        tc = Toolchain(tuple(int(v) for v in data["nvrtc_version"]),
-                       tuple(SearchDir(str(t), str(p), str(o)) for t, p, o in data["dirs"]),
-                       data["cccl_version"], sources,
-                       tuple(int(a) for a in data["supported_archs"]),
-                       str(data["nvrtc_library"]), from_record=True)
+        tc = Toolchain(
+            tuple(int(v) for v in data["nvrtc_version"]),
+            tuple(SearchDir(str(t), str(p), str(o)) for t, p, o in data["dirs"]),
+            data["cccl_version"],
+            sources,
+            tuple(int(a) for a in data["supported_archs"]),
+            str(data["nvrtc_library"]),
+            from_record=True,
+        )
         stamps = tuple(tuple(s) for s in data["stamps"])
         if [s[0] for s in stamps] != watched_paths(tc):
             return None

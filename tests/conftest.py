@@ -1,7 +1,4 @@
 import functools
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,10 +7,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "bench" / "corpus"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_count() -> int:
     try:
         import cupy
+
         return cupy.cuda.runtime.getDeviceCount()
     except Exception:
         return 0
@@ -39,6 +37,7 @@ def _isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def tree(tmp_path):
     """Write a small file tree: tree({"a/x.h": "...", ...}) -> root path."""
+
     def make(files: dict, root: Path | None = None) -> Path:
         root = root or tmp_path / "tree"
         for rel, text in files.items():
@@ -46,6 +45,7 @@ def tree(tmp_path):
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         return root
+
     return make
 
 

@@ -2,13 +2,12 @@ import os
 
 import pytest
 
-from cupy_rawcode import scan
-from cupy_rawcode.request import cache_key
 from cupy_rawcode.closure import MissingHeaderError, ResolveError, resolve
+from cupy_rawcode.request import cache_key
 
 
 def test_missing_header_names_header_chain_and_dirs(tree):
-    root = tree({"i/a.h": "// one\n#include <b.h>\n", "i/b.h": "\n\n#include \"gone.h\"\n"})
+    root = tree({"i/a.h": "// one\n#include <b.h>\n", "i/b.h": '\n\n#include "gone.h"\n'})
     for exact in (True, False):
         with pytest.raises(MissingHeaderError) as e:
             c = resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact)
@@ -58,7 +57,9 @@ def test_unreadable_header(tree, monkeypatch):
             if str(path).endswith("a.h"):
                 raise PermissionError(13, "Permission denied")
             return real(path, *a, **k)
+
         return deny
+
     monkeypatch.setattr("builtins.open", denying(real_open))  # (root ignores chmod)
     monkeypatch.setattr(os, "open", denying(real_os_open))
     for exact in (False, True):

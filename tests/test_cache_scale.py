@@ -1,20 +1,21 @@
 """The cache at scale: size bound and LRU eviction, the cache/prebuild/bundle commands, the
 Redis store, and fault tolerance (concurrent compiles, corruptions, write errors, Redis dying)."""
+
 import errno
 import json
 import os
 import random
+import re
 import shutil
 import socket
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, corpus
+
 from cupy_rawcode import cli
 from cupy_rawcode.program import compile_request
 from cupy_rawcode.request import make_request
@@ -36,6 +37,7 @@ def key_of(i: int) -> str:
 
 # ------------------------------------------------------------------ size bound
 
+
 def test_size_bound_evicts_least_recently_used(tmp_path):
     store = DirectoryStore(tmp_path, max_bytes=10_000)
     for i in range(8):  # ~1.1 kB each: all fit
@@ -55,10 +57,18 @@ def test_eviction_skips_an_entry_another_process_is_reading(tmp_path):
     for i in range(4):
         store.put(key_of(i), entry(key_of(i)))
     reader = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys\n"
-         "fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH)\n"
-         "print('locked', flush=True); sys.stdin.read()", str(store.path(key_of(2)))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH)\n"
+            "print('locked', flush=True); sys.stdin.read()",
+            str(store.path(key_of(2))),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert reader.stdout.readline().strip() == "locked"
         removed, _ = store.prune(0)
@@ -68,8 +78,9 @@ def test_eviction_skips_an_entry_another_process_is_reading(tmp_path):
     assert store.prune(0)[0] == 1 and store.entries() == []
 
 
-@pytest.mark.parametrize("value,expected", [("2G", 2 << 30), ("500M", 500 << 20),
-                                            ("123", 123), (None, 1 << 30)])
+@pytest.mark.parametrize(
+    "value,expected", [("2G", 2 << 30), ("500M", 500 << 20), ("123", 123), (None, 1 << 30)]
+)
 def test_size_bound_from_the_environment(monkeypatch, tmp_path, value, expected):
     if value is None:
         monkeypatch.delenv("CUPY_RAWCODE_CACHE_MAX_SIZE", raising=False)
@@ -97,6 +108,7 @@ def test_stale_temp_files_are_cleaned_fresh_ones_kept(tmp_path):
 
 
 # ------------------------------------------------------------------ CLI
+
 
 def run_cli(capsys, *argv):
     rc = cli.main(list(argv))
@@ -126,36 +138,59 @@ def test_cache_commands(capsys, tmp_path):
 
 def test_prebuild_reports_failures_and_goes_on(capsys, tmp_path):
     (tmp_path / "good.cu").write_text(SMALL.format(value=1))
-    (tmp_path / "bad.cu").write_text('#include <no_such_header.h>\n')
+    (tmp_path / "bad.cu").write_text("#include <no_such_header.h>\n")
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "v.h").write_text("#define V 7\n")
-    (tmp_path / "m.json").write_text(json.dumps([
-        {"file": "good.cu", "options": ["-DEXTRA=1"], "arch": ["sm_75"]},
-        {"code": '#include <v.h>\nextern "C" __global__ void k(int* a) { a[0] = V; }',
-         "name": "inline", "options": ["-I" + str(tmp_path / "inc")]},
-        {"code": "template <int N> __global__ void t(int* a) { a[0] = N; }",
-         "name_expressions": ["t<3>"], "name": "tmpl"}]))
-    rc, out, err = run_cli(capsys, "prebuild", str(tmp_path / "good.cu"),
-                           str(tmp_path / "bad.cu"), str(tmp_path / "m.json"),
-                           "--arch", "sm_80,sm_90", "-j", "2")
+    (tmp_path / "m.json").write_text(
+        json.dumps(
+            [
+                {"file": "good.cu", "options": ["-DEXTRA=1"], "arch": ["sm_75"]},
+                {
+                    "code": '#include <v.h>\nextern "C" __global__ void k(int* a) { a[0] = V; }',
+                    "name": "inline",
+                    "options": ["-I" + str(tmp_path / "inc")],
+                },
+                {
+                    "code": "template <int N> __global__ void t(int* a) { a[0] = N; }",
+                    "name_expressions": ["t<3>"],
+                    "name": "tmpl",
+                },
+            ]
+        )
+    )
+    rc, out, err = run_cli(
+        capsys,
+        "prebuild",
+        str(tmp_path / "good.cu"),
+        str(tmp_path / "bad.cu"),
+        str(tmp_path / "m.json"),
+        "--arch",
+        "sm_80,sm_90",
+        "-j",
+        "2",
+    )
     assert rc == 1
     assert "7 of 9 succeeded (7 compiled, 0 already cached), 2 failed" in out
     assert err.count("bad.cu (sm_") == 2 and "no_such_header.h" in err
     assert "9/9" in err  # progress
     assert len(DirectoryStore(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"])).entries()) == 7
-    rc, out, _ = run_cli(capsys, "prebuild", str(tmp_path / "good.cu"), "--arch", "sm_80",
-                         "-j", "1")
+    rc, out, _ = run_cli(
+        capsys, "prebuild", str(tmp_path / "good.cu"), "--arch", "sm_80", "-j", "1"
+    )
     assert rc == 0 and "(0 compiled, 1 already cached)" in out
 
 
-@pytest.mark.parametrize("manifest,message", [
-    ('{"file": "x.cu"}', "a manifest is a list"),
-    ('[{"file": "x.cu", "code": "y"}]', "exactly one of 'file' and 'code'"),
-    ('[{"code": "y", "flags": 1}]', "unknown field"),
-    ('[{"code": "y", "options": "-DX"}]', "options must be a list of strings"),
-    ('[{"file": "missing.cu"}]', "cannot read"),
-    ("[", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "manifest,message",
+    [
+        ('{"file": "x.cu"}', "a manifest is a list"),
+        ('[{"file": "x.cu", "code": "y"}]', "exactly one of 'file' and 'code'"),
+        ('[{"code": "y", "flags": 1}]', "unknown field"),
+        ('[{"code": "y", "options": "-DX"}]', "options must be a list of strings"),
+        ('[{"file": "missing.cu"}]', "cannot read"),
+        ("[", "not JSON"),
+    ],
+)
 def test_bad_manifests_say_what_and_where(capsys, tmp_path, manifest, message):
     (tmp_path / "m.json").write_text(manifest)
     rc, _, err = run_cli(capsys, "prebuild", str(tmp_path / "m.json"), "--arch", "sm_80")
@@ -176,9 +211,11 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
     assert rc == 0 and "1 entries" in out and "0 broken" in out
     # a fresh machine: empty cache, the bundle on CUPY_RAWCODE_BUNDLES, no compile allowed
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "fresh"))
-    monkeypatch.setenv("CUPY_RAWCODE_BUNDLES", str(tmp_path / "absent.bundle") + os.pathsep
-                       + str(bundle))
+    monkeypatch.setenv(
+        "CUPY_RAWCODE_BUNDLES", str(tmp_path / "absent.bundle") + os.pathsep + str(bundle)
+    )
     from cupy_rawcode import program
+
     monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: pytest.fail("compiled"))
     monkeypatch.setattr(program, "_speculate", lambda *a: None)
     req = make_request(src.read_text(), arch="sm_90", source_dir=str(tmp_path))
@@ -189,6 +226,7 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
 
 
 # ------------------------------------------------------------------ Redis
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -201,10 +239,24 @@ class RedisServer:
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = subprocess.Popen(
-            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(tmp)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                shutil.which("redis-server"),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import redis
+
         self.client = redis.Redis.from_url(self.url)
         for _ in range(100):
             try:
@@ -232,6 +284,7 @@ def redis_server(tmp_path):
 @pytest.fixture
 def fresh_redis_warning(monkeypatch):
     from cupy_rawcode.store import redis as redis_store
+
     monkeypatch.setattr(redis_store, "_warned", False)
 
 
@@ -242,8 +295,10 @@ def machine(tmp_path, name, url, **kw):
 
 def test_redis_shares_entries_between_machines(tmp_path, redis_server):
     src = SMALL.format(value=11)
-    a, b = machine(tmp_path, "a", redis_server.url), machine(tmp_path, "b", redis_server.url,
-                                                            redis_ttl=3600)
+    a, b = (
+        machine(tmp_path, "a", redis_server.url),
+        machine(tmp_path, "b", redis_server.url, redis_ttl=3600),
+    )
     r1 = compile_request(make_request(src, arch="sm_90"), store=a)
     assert not r1.hit
     stored = redis_server.client.get("cupy-rawcode:entry:" + r1.key)
@@ -267,8 +322,9 @@ def test_redis_down_warns_once_and_compiles_locally(tmp_path, caplog, fresh_redi
     assert len(warnings) == 1 and "going on with the local cache" in warnings[0].getMessage()
 
 
-def test_slow_redis_times_out_and_local_work_goes_on(tmp_path, redis_server, caplog,
-                                                     fresh_redis_warning):
+def test_slow_redis_times_out_and_local_work_goes_on(
+    tmp_path, redis_server, caplog, fresh_redis_warning
+):
     store = machine(tmp_path, "a", redis_server.url, redis_timeout=0.2)
     redis_server.client.execute_command("CLIENT", "PAUSE", "3000")
     t0 = time.perf_counter()
@@ -279,9 +335,9 @@ def test_slow_redis_times_out_and_local_work_goes_on(tmp_path, redis_server, cap
     assert sum("Redis" in rec.getMessage() for rec in caplog.records) == 1
 
 
-def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(tmp_path,
-                                                                          redis_server,
-                                                                          fresh_redis_warning):
+def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(
+    tmp_path, redis_server, fresh_redis_warning
+):
     kernels = [SMALL.format(value=v) for v in range(6)]
     reference = {}
     ref_store = make_store(tmp_path / "ref", redis_url="", bundles=())
@@ -305,16 +361,19 @@ def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(tmp_pa
 
 # ------------------------------------------------------------------ fault tolerance
 
+
 def _compile_child(cache_dir: str, q) -> None:
     os.environ["CUPY_RAWCODE_CACHE_DIR"] = cache_dir
     from cupy_rawcode.program import compile_request as cr
     from cupy_rawcode.request import make_request as mr
+
     r = cr(mr((ROOT / "bench" / "corpus" / "plain.cu").read_text(), arch="sm_90"))
     q.put((r.key, r.code))
 
 
 def test_sixteen_processes_compiling_one_kernel_make_one_valid_entry(tmp_path):
     import multiprocessing
+
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_compile_child, args=(str(tmp_path / "c"), q)) for _ in range(16)]
@@ -338,7 +397,7 @@ def corrupt(data: bytes, rng: random.Random, foreign: bytes) -> bytes:
     """One random damage: truncation, bit flips, wrong length, a foreign file, or empty."""
     kind = rng.randrange(6)
     if kind == 0:
-        return data[:rng.randrange(len(data))]
+        return data[: rng.randrange(len(data))]
     if kind == 1:
         b = bytearray(data)
         for _ in range(rng.randint(1, 8)):
@@ -347,7 +406,7 @@ def corrupt(data: bytes, rng: random.Random, foreign: bytes) -> bytes:
         return bytes(b)
     if kind == 2:  # wrong length: bytes added or removed in the middle
         i = rng.randrange(len(data))
-        return data[:i] + os.urandom(rng.randint(1, 64)) + data[i + rng.randint(0, 64):]
+        return data[:i] + os.urandom(rng.randint(1, 64)) + data[i + rng.randint(0, 64) :]
     if kind == 3:
         return foreign  # another key's valid entry
     if kind == 4:
@@ -362,6 +421,7 @@ def test_a_thousand_corruptions_never_crash_or_return_wrong_code(tmp_path, redis
     codes = {k: decode(k, good[k])[0] for k in keys}
     disk = DirectoryStore(tmp_path / "disk", max_bytes=None)
     from cupy_rawcode.store.redis import RedisStore
+
     red = RedisStore(redis_server.url)
     outcomes = {"miss": 0, "intact": 0}
     for trial in range(1000):
@@ -385,7 +445,7 @@ def test_a_thousand_corruptions_never_crash_or_return_wrong_code(tmp_path, redis
         else:
             red.put(k, bad)
             layers = [red]
-        found = Layered(layers).get(k, lambda d: decode(k, d))
+        found = Layered(layers).get(k, lambda d, k=k: decode(k, d))
         if found is None:
             outcomes["miss"] += 1
         else:
@@ -412,6 +472,7 @@ def test_corrupted_entries_recompile_to_the_right_code(tmp_path):
 def test_a_write_error_mid_publish_leaves_no_partial_entry(tmp_path, monkeypatch, caplog):
     from cupy_rawcode import fsutil
     from cupy_rawcode.store import directory
+
     monkeypatch.setattr(directory, "_warned", False)
     real_fdopen = os.fdopen
 
@@ -426,7 +487,7 @@ def test_a_write_error_mid_publish_leaves_no_partial_entry(tmp_path, monkeypatch
             self.f.close()
 
         def write(self, data):
-            self.f.write(data[:len(data) // 2])
+            self.f.write(data[: len(data) // 2])
             self.f.flush()
             raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -440,8 +501,9 @@ def test_a_write_error_mid_publish_leaves_no_partial_entry(tmp_path, monkeypatch
     assert [p for p in files if "entries" in p.parts] == []  # no entry, no temp file
     monkeypatch.setattr(fsutil.os, "fdopen", real_fdopen)
     fresh = make_store(tmp_path / "c", redis_url="", bundles=())
-    assert not compile_request(make_request(SMALL.format(value=3), arch="sm_90"),
-                               store=fresh).hit  # nothing partial was ever read
+    assert not compile_request(
+        make_request(SMALL.format(value=3), arch="sm_90"), store=fresh
+    ).hit  # nothing partial was ever read
 
 
 def test_a_read_only_cache_still_compiles_and_serves_hits(tmp_path):
@@ -463,13 +525,14 @@ def test_a_read_only_cache_still_compiles_and_serves_hits(tmp_path):
 def test_entry_checksum_covers_metadata():
     data = encode("k" * 64, b"code", {"symbols": {"f<1>": "_Z1fILi1EEvv"}})
     i = data.index(b"_Z1f")
-    bad = data[:i] + b"_Z2f" + data[i + 4:]
+    bad = data[:i] + b"_Z2f" + data[i + 4 :]
     with pytest.raises(EntryError, match="checksum"):
         decode("k" * 64, bad)
 
 
 def test_redis_url_without_the_client_or_with_a_bad_url_warns_and_goes_on(
-        tmp_path, caplog, monkeypatch, fresh_redis_warning):
+    tmp_path, caplog, monkeypatch, fresh_redis_warning
+):
     monkeypatch.setitem(sys.modules, "redis", None)  # as if the extra were not installed
     with caplog.at_level("WARNING", logger="cupy_rawcode"):
         store = machine(tmp_path, "a", "redis://127.0.0.1:1/0")
@@ -481,7 +544,12 @@ def test_new_cache_directories_are_private(tmp_path):
     root = tmp_path / "a" / "b" / "cache"
     store = DirectoryStore(root, max_bytes=None)
     store.put(key_of(1), entry(key_of(1)))
-    made = [tmp_path / "a", tmp_path / "a" / "b", root, root / "entries",
-            store.path(key_of(1)).parent]
+    made = [
+        tmp_path / "a",
+        tmp_path / "a" / "b",
+        root,
+        root / "entries",
+        store.path(key_of(1)).parent,
+    ]
     assert [oct(d.stat().st_mode & 0o777) for d in made] == ["0o700"] * len(made)
     assert oct(store.path(key_of(1)).stat().st_mode & 0o777) == "0o600"

@@ -1,9 +1,10 @@
 """Proof that nothing was missed: compile from a directory holding only the closure."""
+
 import shutil
 
 import pytest
-
 from conftest import corpus
+
 from cupy_rawcode.closure import resolve
 
 KERNELS = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu", "complex.cu"]
@@ -22,12 +23,15 @@ def _copy_closure(closure, dest):
 @pytest.mark.parametrize("exact", [True, False])
 def test_closure_alone_compiles(tmp_path, name, exact):
     from cuda.core import Program, ProgramOptions
+
     src = corpus(name)
     closure = resolve(src, exact=exact, arch="sm_90")  # default policy: the CCCL wheel first
     assert len(closure.headers) > 100
     assert not closure.errors
     dirs = _copy_closure(closure, tmp_path / "only")
-    obj = Program(src, "c++", ProgramOptions(arch="sm_90", std="c++17", include_path=dirs)).compile("cubin")
+    obj = Program(src, "c++", ProgramOptions(arch="sm_90", std="c++17", include_path=dirs)).compile(
+        "cubin"
+    )
     assert len(obj.code) > 1000
 
 
@@ -40,9 +44,13 @@ def test_exact_is_subset_of_fast(name):
 
 
 def test_exact_differs_by_arch_where_headers_do(tree):
-    root = tree({"i/a.h": "#if __CUDA_ARCH__ >= 900\n#include <hopper.h>\n#endif\n", "i/hopper.h": ""})
-    names = lambda arch: {h.logical for h in resolve("#include <a.h>\n", ("-I", str(root / "i")),
-                                                       exact=True, arch=arch).headers}
+    root = tree(
+        {"i/a.h": "#if __CUDA_ARCH__ >= 900\n#include <hopper.h>\n#endif\n", "i/hopper.h": ""}
+    )
+    names = lambda arch: {
+        h.logical
+        for h in resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=True, arch=arch).headers
+    }
     assert names("sm_90") == {"user0:a.h", "user0:hopper.h"}
     assert names("sm_80") == {"user0:a.h"}
 

@@ -1,6 +1,7 @@
 """Compile, fail and log as CuPy's RawKernel/RawModule do (no GPU needed: compiles for sm_90).
 
 The same behaviour on the GPU, side by side with CuPy itself, is tests/test_gpu_compat.py."""
+
 import io
 import os
 import pickle
@@ -20,7 +21,7 @@ WARNING = 'warning #177-D: variable "unused" was declared but never referenced'
 
 try:
     import cupy.cuda.compiler as cupy_compiler
-except Exception:  # noqa: BLE001 - the classes still exist without CuPy (stand-ins)
+except Exception:
     cupy_compiler = None
 needs_cupy = pytest.mark.skipif(cupy_compiler is None, reason="CuPy is not installed")
 
@@ -29,13 +30,13 @@ needs_cupy = pytest.mark.skipif(cupy_compiler is None, reason="CuPy is not insta
 
 UNANNOTATED = {
     "helper function": "float twice(float v) { return 2 * v; }\n"
-                       'extern "C" __global__ void k(float* x) { x[0] = twice(x[0]); }\n',
+    'extern "C" __global__ void k(float* x) { x[0] = twice(x[0]); }\n',
     "functor": "struct Twice { float operator()(float v) const { return 2 * v; } };\n"
-               'extern "C" __global__ void k(float* x) { x[0] = Twice()(x[0]); }\n',
+    'extern "C" __global__ void k(float* x) { x[0] = Twice()(x[0]); }\n',
     "constructor": "struct P { float v; P(float a) : v(a * 2) {} };\n"
-                   'extern "C" __global__ void k(float* x) { x[0] = P(x[0]).v; }\n',
+    'extern "C" __global__ void k(float* x) { x[0] = P(x[0]).v; }\n',
     "lambda": 'extern "C" __global__ void k(float* x) {\n'
-              "  auto twice = [](float v) { return 2 * v; };\n  x[0] = twice(x[0]);\n}\n",
+    "  auto twice = [](float v) { return 2 * v; };\n  x[0] = twice(x[0]);\n}\n",
 }
 
 
@@ -56,6 +57,7 @@ def test_every_entry_point_compiles_with_the_same_options(entry, tmp_path):
         cupy_rawcode.RawModule(code=src).compile(arch=ARCH)
     else:
         from cupy_rawcode.cli import main
+
         f = tmp_path / "k.cu"
         f.write_text(src)
         assert main(["compile", str(f), "--arch", ARCH]) == 0
@@ -65,17 +67,21 @@ def test_opting_out_compiles_with_the_options_as_given(monkeypatch):
     monkeypatch.setenv("CUPY_RAWCODE_CUPY_OPTIONS", "0")
     with pytest.raises(errors.CompileError, match="twice"):
         cupy_rawcode.compile(UNANNOTATED["helper function"], arch=ARCH)
-    assert cupy_rawcode.compile(UNANNOTATED["helper function"], arch=ARCH,
-                                options=("-default-device",)).code
+    assert cupy_rawcode.compile(
+        UNANNOTATED["helper function"], arch=ARCH, options=("-default-device",)
+    ).code
 
 
-@pytest.mark.parametrize("options, default_device, passthrough", [
-    ((), True, ("-ftz=true",)),
-    (("-ftz=false",), True, ("-ftz=false",)),           # the user's -ftz wins, as in CuPy
-    (("--ftz=true",), True, ("--ftz=true",)),
-    (("-default-device", "-DX"), True, ("-ftz=true",)),  # given twice: passed once
-    (("-use_fast_math",), True, ("-use_fast_math", "-ftz=true")),
-])
+@pytest.mark.parametrize(
+    "options, default_device, passthrough",
+    [
+        ((), True, ("-ftz=true",)),
+        (("-ftz=false",), True, ("-ftz=false",)),  # the user's -ftz wins, as in CuPy
+        (("--ftz=true",), True, ("--ftz=true",)),
+        (("-default-device", "-DX"), True, ("-ftz=true",)),  # given twice: passed once
+        (("-use_fast_math",), True, ("-use_fast_math", "-ftz=true")),
+    ],
+)
 def test_cupy_defaults(options, default_device, passthrough):
     opts = with_cupy_defaults(parse_options(options))
     assert (opts.default_device, opts.passthrough) == (default_device, passthrough)
@@ -89,8 +95,10 @@ def test_key_differs_when_cupy_defaults_are_off(monkeypatch):
 
 @needs_cupy
 def test_cupy_headers_are_a_root_of_their_own():
-    src = ('#include <cupy/complex.cuh>\n'
-           'extern "C" __global__ void k(complex<float>* x) { x[0] = x[0] * x[0]; }\n')
+    src = (
+        "#include <cupy/complex.cuh>\n"
+        'extern "C" __global__ void k(complex<float>* x) { x[0] = x[0] * x[0]; }\n'
+    )
     closure = cupy_rawcode.resolve(src)
     assert any(h.logical == "cupy:cupy/complex.cuh" for h in closure.headers)
     assert cupy_rawcode.compile(src, arch=ARCH).code
@@ -104,18 +112,32 @@ def test_a_missing_cupy_header_says_it_comes_with_cupy():
 # ---------------------------------------------------------------- part 2: exceptions
 
 FAILURES = {  # source, options, what NVRTC (and so CuPy) says
-    "syntax error": ('extern "C" __global__ void k(float* x) { x[0] = ; }\n', (),
-                     "error: expected an expression"),
-    "#error": ('#error boom here\nextern "C" __global__ void k() {}\n', (),
-               "#error directive: boom here"),
-    "missing header": ('#include "nothere.h"\nextern "C" __global__ void k() {}\n', (),
-                       'cannot open source file "nothere.h"'),
-    "bad option": ('extern "C" __global__ void k() {}\n', ("--no-such-flag",),
-                   "unrecognized option --no-such-flag"),
+    "syntax error": (
+        'extern "C" __global__ void k(float* x) { x[0] = ; }\n',
+        (),
+        "error: expected an expression",
+    ),
+    "#error": (
+        '#error boom here\nextern "C" __global__ void k() {}\n',
+        (),
+        "#error directive: boom here",
+    ),
+    "missing header": (
+        '#include "nothere.h"\nextern "C" __global__ void k() {}\n',
+        (),
+        'cannot open source file "nothere.h"',
+    ),
+    "bad option": (
+        'extern "C" __global__ void k() {}\n',
+        ("--no-such-flag",),
+        "unrecognized option --no-such-flag",
+    ),
     "device launch without -dc": (
         'extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2; }\n'
-        'extern "C" __global__ void parent(float* x) { child<<<1, 32>>>(x); }\n', (),
-        "device-side kernel launch could not be processed"),
+        'extern "C" __global__ void parent(float* x) { child<<<1, 32>>>(x); }\n',
+        (),
+        "device-side kernel launch could not be processed",
+    ),
 }
 
 
@@ -145,7 +167,9 @@ def test_a_missing_header_is_also_our_missing_header_error_with_its_chain(tree):
         cupy_rawcode.compile(src, arch=ARCH, options=(f"-I{root}/inc",))
     assert isinstance(e.value, cupy_rawcode.CompileError)
     assert 'cannot open source file "b.h"' in str(e.value)
-    assert "included from user0:a.h:1" in str(e.value) and "included from <source>:1" in str(e.value)
+    assert "included from user0:a.h:1" in str(e.value) and "included from <source>:1" in str(
+        e.value
+    )
     assert [m.name for m in e.value.missing] == ["b.h"]
 
 
@@ -156,7 +180,7 @@ def test_dump_writes_the_source_as_cupy_does():
     lines = f.getvalue().splitlines()
     assert lines[0].startswith("NVRTC compilation error: ") and "expected an expression" in lines[0]
     assert f"Name: {e.name}" in lines and "CUDA source:" in lines
-    assert 'Options: ' + " ".join(e.options) in lines
+    assert "Options: " + " ".join(e.options) in lines
     assert '1 extern "C" __global__ void k(float* x) { x[0] = ; }' in lines
 
 
@@ -186,6 +210,7 @@ def test_jitify_errors_are_also_jitify_exceptions():
 
 # ---------------------------------------------------------------- part 3: log_stream
 
+
 def test_log_stream_gets_nvrtcs_warning_on_a_compile_and_on_a_hit():
     logs = []
     for _ in range(2):  # a compile, then a memory hit
@@ -206,20 +231,31 @@ sys.stdout.write(f.getvalue())
 
 
 def test_a_new_process_hitting_the_cache_replays_the_log():
-    runs = [subprocess.run([sys.executable, "-c", _REPLAY, UNUSED], capture_output=True,
-                           text=True, check=True, env=dict(os.environ)).stdout for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _REPLAY, UNUSED],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ),
+        ).stdout
+        for _ in range(2)
+    ]
     assert WARNING in runs[0] and runs[1] == runs[0]
 
 
 def test_our_report_goes_to_the_cupy_rawcode_logger(caplog):
     import logging
+
     with caplog.at_level(logging.INFO, logger="cupy_rawcode"):
         cupy_rawcode.RawKernel(UNUSED, "k").compile(arch=ARCH)
-    assert any(r.getMessage().startswith("cupy-rawcode: compiled sm_90 cubin key ")
-               for r in caplog.records)
+    assert any(
+        r.getMessage().startswith("cupy-rawcode: compiled sm_90 cubin key ") for r in caplog.records
+    )
 
 
 # ---------------------------------------------------------------- part 4: PCH, program names
+
 
 @pytest.mark.parametrize("what", ["syntax error", "#error"])
 def test_failing_compiles_under_pch_say_the_same_with_no_pch_text(monkeypatch, what):
@@ -244,14 +280,21 @@ def test_logs_under_pch_have_no_pch_text(monkeypatch):
         assert WARNING in f.getvalue() and "precompiled" not in f.getvalue().lower()
 
 
-@pytest.mark.parametrize("log, expected", [
-    ("a.cu(1): warning: x\n\x00", "a.cu(1): warning: x\n"),
-    ("using precompiled header file /tmp/x.pch\na.cu(1): warning: x\n", "a.cu(1): warning: x\n"),
-    ("precompiled header file ... command line options do not match\n", ""),
-    ("\x00", ""),
-])
+@pytest.mark.parametrize(
+    "log, expected",
+    [
+        ("a.cu(1): warning: x\n\x00", "a.cu(1): warning: x\n"),
+        (
+            "using precompiled header file /tmp/x.pch\na.cu(1): warning: x\n",
+            "a.cu(1): warning: x\n",
+        ),
+        ("precompiled header file ... command line options do not match\n", ""),
+        ("\x00", ""),
+    ],
+)
 def test_clean_log(log, expected):
     from cupy_rawcode.nvrtc import clean_log
+
     assert clean_log(log) == expected
 
 
@@ -272,34 +315,41 @@ def test_a_source_string_has_a_stable_name_derived_from_the_source():
 
 # ---------------------------------------------------------------- part 5: -dc
 
+
 @pytest.mark.parametrize("option", ["-dc", "-rdc=true", "--relocatable-device-code=true"])
 def test_relocatable_code_compiles_and_links_with_the_device_runtime(option):
     src = FAILURES["device launch without -dc"][0]
     obj = cupy_rawcode.compile(src, arch=ARCH, options=(option,))
     assert obj.code[:4] == b"\x7fELF" and b"parent" in obj.code and b"child" in obj.code
-    assert cupy_rawcode.cache_key(src, arch=ARCH, options=(option,)) != \
-        cupy_rawcode.cache_key(src, arch=ARCH, options=(option, "-rdc=false"))
+    assert cupy_rawcode.cache_key(src, arch=ARCH, options=(option,)) != cupy_rawcode.cache_key(
+        src, arch=ARCH, options=(option, "-rdc=false")
+    )
 
 
 # ---------------------------------------------------------------- part 6: install() leniency
 
-DROPPING = {"inc/uses_missing.h": '#pragma once\n#include "never_there.h"\n'
-                                  "inline float helper(float v) { return v + 1; }\n",
-            "inc/needs_missing.h": '#pragma once\n#include "never_there.h"\n'
-                                   "inline float helper(float v) { return from_missing(v); }\n"}
+DROPPING = {
+    "inc/uses_missing.h": '#pragma once\n#include "never_there.h"\n'
+    "inline float helper(float v) { return v + 1; }\n",
+    "inc/needs_missing.h": '#pragma once\n#include "never_there.h"\n'
+    "inline float helper(float v) { return from_missing(v); }\n",
+}
 
 
 def _jitify_compile(monkeypatch, src: str, root):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
     monkeypatch.setattr(kernel, "_load_module", lambda code: code)
-    return jitify_compat._compile_for_cupy(src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90",
-                                           None, None)
+    return jitify_compat._compile_for_cupy(
+        src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90", None, None
+    )
 
 
 def test_install_drops_an_unused_missing_include_with_one_warning(monkeypatch, tree):
     root = tree(DROPPING)
-    src = ('#include "uses_missing.h"\n'
-           'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n')
+    src = (
+        '#include "uses_missing.h"\n'
+        'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n'
+    )
     with pytest.warns(jitify_compat.DroppedIncludeWarning) as w:
         code = _jitify_compile(monkeypatch, src, root)
     assert code.kind == "cubin" and code.data
@@ -311,8 +361,10 @@ def test_install_drops_an_unused_missing_include_with_one_warning(monkeypatch, t
 
 def test_install_names_the_dropped_include_first_when_nvrtc_then_fails(monkeypatch, tree):
     root = tree(DROPPING)
-    src = ('#include "needs_missing.h"\n'
-           'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n')
+    src = (
+        '#include "needs_missing.h"\n'
+        'extern "C" __global__ void k(float* x) { x[0] = helper(x[0]); }\n'
+    )
     with pytest.warns(jitify_compat.DroppedIncludeWarning), pytest.raises(Exception) as e:
         _jitify_compile(monkeypatch, src, root)
     jitify = cupy_compiler.JitifyException if cupy_compiler else errors.JitifyException
@@ -334,6 +386,9 @@ def test_install_keeps_a_missing_include_of_the_source_itself_an_error(monkeypat
 @needs_cupy
 def test_install_fails_loudly_when_cupy_has_no_hook_point(monkeypatch):
     monkeypatch.delattr(cupy_compiler, "_compile_module_with_cache")
-    with pytest.raises(RuntimeError, match=r"CuPy \d+\.\d+.* has no cupy\.cuda\.compiler\."
-                                           r"_compile_module_with_cache"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"CuPy \d+\.\d+.* has no cupy\.cuda\.compiler\."
+        r"_compile_module_with_cache",
+    ):
         cupy_rawcode.install()

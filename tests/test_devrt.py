@@ -1,15 +1,16 @@
 """Relocatable device code (devrt.py): the option table, the libcudadevrt.a search over temporary
 directories, and real NVRTC + nvJitLink links (CPU: neither needs a GPU)."""
+
 import os
 import struct
 
 import pytest
 
 from cupy_rawcode import config, devrt, strip
-from cupy_rawcode.toolchain import nvrtc_version
 from cupy_rawcode.devrt import LinkError, link, link_field, search, wants_rdc
+from cupy_rawcode.toolchain import nvrtc_version
 
-PARENT = r'''
+PARENT = r"""
 extern "C" __global__ void child(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= 2.0f;
@@ -17,28 +18,33 @@ extern "C" __global__ void child(float* x, int n) {
 extern "C" __global__ void parent(float* x, int n) {
     if (blockIdx.x == 0 && threadIdx.x == 0) child<<<(n + 31) / 32, 32>>>(x, n);
 }
-'''
-NO_RUNTIME = ("device-side kernel launch could not be processed as the required runtime APIs are "
-              "not declared")
+"""
+NO_RUNTIME = (
+    "device-side kernel launch could not be processed as the required runtime APIs are not declared"
+)
 LAUNCH = ("__cudaCDP2LaunchDeviceV2", "__cudaCDP2GetParameterBufferV2")
 
 
-@pytest.mark.parametrize("options, rdc", [
-    ((), False),
-    (("-dc",), True),
-    (("--device-c",), True),
-    (("-rdc=true",), True),
-    (("--relocatable-device-code=true",), True),
-    (("-rdc=false",), False),
-    (("--relocatable-device-code=false",), False),
-    (("-rdc=false", "-rdc=true"), True),          # NVRTC: the last -rdc= wins
-    (("-rdc=true", "-rdc=false"), False),
-    (("-use_fast_math", "-dc", "-lineinfo"), True),
-    (("-dw",), False),                            # --device-w: whole-program code
-    (("-ewp",), False),                           # extensible whole program is not linked here
-    (("-dlto",), False),
-    (("-rdc",), False), (("-dcx",), False),       # no value / not the flag
-])
+@pytest.mark.parametrize(
+    "options, rdc",
+    [
+        ((), False),
+        (("-dc",), True),
+        (("--device-c",), True),
+        (("-rdc=true",), True),
+        (("--relocatable-device-code=true",), True),
+        (("-rdc=false",), False),
+        (("--relocatable-device-code=false",), False),
+        (("-rdc=false", "-rdc=true"), True),  # NVRTC: the last -rdc= wins
+        (("-rdc=true", "-rdc=false"), False),
+        (("-use_fast_math", "-dc", "-lineinfo"), True),
+        (("-dw",), False),  # --device-w: whole-program code
+        (("-ewp",), False),  # extensible whole program is not linked here
+        (("-dlto",), False),
+        (("-rdc",), False),
+        (("-dcx",), False),  # no value / not the flag
+    ],
+)
 def test_wants_rdc_and_the_key_field(options, rdc):
     assert wants_rdc(options) is rdc
     assert link_field(options) == ("link", devrt.LINK_RULES if rdc else "")
@@ -46,18 +52,22 @@ def test_wants_rdc_and_the_key_field(options, rdc):
 
 # --- finding libcudadevrt.a -------------------------------------------------------------------
 
+
 def _lib(d) -> str:
     d.mkdir(parents=True, exist_ok=True)
     (d / devrt.LIBRARY).write_bytes(b"!<arch>\n")
     return str(d / devrt.LIBRARY)
 
 
-@pytest.mark.parametrize("layout, expected", [
-    ({"a": False, "b": True, "c": True}, "b"),   # the first directory holding it wins
-    ({"a": True, "b": True}, "a"),
-    ({"a": False, "b": False}, None),            # nowhere
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "layout, expected",
+    [
+        ({"a": False, "b": True, "c": True}, "b"),  # the first directory holding it wins
+        ({"a": True, "b": True}, "a"),
+        ({"a": False, "b": False}, None),  # nowhere
+        ({}, None),
+    ],
+)
 def test_search_takes_the_first_directory_in_order(tmp_path, layout, expected):
     dirs = []
     for name, has in layout.items():
@@ -74,44 +84,63 @@ def test_search_takes_the_first_directory_in_order(tmp_path, layout, expected):
 def test_search_skips_a_directory_named_like_the_library(tmp_path):
     (tmp_path / "a" / devrt.LIBRARY).mkdir(parents=True)
     assert search([str(tmp_path / "a"), str(tmp_path / "b")]) is None
-    assert search([str(tmp_path / "a"), os.path.dirname(_lib(tmp_path / "b"))]) == \
-        str(tmp_path / "b" / devrt.LIBRARY)
+    assert search([str(tmp_path / "a"), os.path.dirname(_lib(tmp_path / "b"))]) == str(
+        tmp_path / "b" / devrt.LIBRARY
+    )
 
 
 @pytest.fixture
 def sources(tmp_path, monkeypatch):
     """Fake wheel, toolkit and CuPy locations; cuda.pathfinder answers nothing."""
-    site, toolkit, cupy_root = tmp_path / "site-packages", tmp_path / "toolkit", tmp_path / "cupy-cuda"
+    site, toolkit, cupy_root = (
+        tmp_path / "site-packages",
+        tmp_path / "toolkit",
+        tmp_path / "cupy-cuda",
+    )
     (toolkit / "include").mkdir(parents=True)
     monkeypatch.setattr(devrt, "_pathfinder_dirs", lambda: [])
     monkeypatch.setattr(config, "site_dirs", lambda: [str(site)])
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(devrt, "_cupy_dirs", lambda: [str(cupy_root / "lib64"), str(cupy_root / "lib")])
+    monkeypatch.setattr(
+        devrt, "_cupy_dirs", lambda: [str(cupy_root / "lib64"), str(cupy_root / "lib")]
+    )
     return site, toolkit, cupy_root
 
 
 def test_candidate_order_is_wheels_then_toolkit_then_cupy(sources):
     site, toolkit, cupy_root = sources
     assert list(devrt.candidate_dirs()) == [
-        str(site / "nvidia/cu13/lib"), str(site / "nvidia/cuda_runtime/lib"),
-        str(toolkit / "lib64"), str(toolkit / "lib"),
-        str(cupy_root / "lib64"), str(cupy_root / "lib")]
+        str(site / "nvidia/cu13/lib"),
+        str(site / "nvidia/cuda_runtime/lib"),
+        str(toolkit / "lib64"),
+        str(toolkit / "lib"),
+        str(cupy_root / "lib64"),
+        str(cupy_root / "lib"),
+    ]
 
 
-@pytest.mark.parametrize("present, winner", [
-    (("cupy/lib",), "cupy/lib"),
-    (("cupy/lib64", "toolkit/lib"), "toolkit/lib"),
-    (("toolkit/lib", "toolkit/lib64"), "toolkit/lib64"),
-    (("toolkit/lib64", "wheel12"), "wheel12"),
-    (("wheel12", "wheel13"), "wheel13"),
-    ((), None),
-])
+@pytest.mark.parametrize(
+    "present, winner",
+    [
+        (("cupy/lib",), "cupy/lib"),
+        (("cupy/lib64", "toolkit/lib"), "toolkit/lib"),
+        (("toolkit/lib", "toolkit/lib64"), "toolkit/lib64"),
+        (("toolkit/lib64", "wheel12"), "wheel12"),
+        (("wheel12", "wheel13"), "wheel13"),
+        ((), None),
+    ],
+)
 def test_find_cudadevrt_follows_the_order(sources, present, winner):
     site, toolkit, cupy_root = sources
-    where = {"wheel13": site / "nvidia/cu13/lib", "wheel12": site / "nvidia/cuda_runtime/lib",
-             "toolkit/lib64": toolkit / "lib64", "toolkit/lib": toolkit / "lib",
-             "cupy/lib64": cupy_root / "lib64", "cupy/lib": cupy_root / "lib"}
+    where = {
+        "wheel13": site / "nvidia/cu13/lib",
+        "wheel12": site / "nvidia/cuda_runtime/lib",
+        "toolkit/lib64": toolkit / "lib64",
+        "toolkit/lib": toolkit / "lib",
+        "cupy/lib64": cupy_root / "lib64",
+        "cupy/lib": cupy_root / "lib",
+    }
     for name in present:
         _lib(where[name])
     found = devrt.find_cudadevrt()
@@ -134,21 +163,25 @@ def test_this_machine_has_one():
 
 # --- real compiles and links ------------------------------------------------------------------
 
+
 def nvrtc_compile(source: str, kind: str, options: tuple[str, ...], arch: str = "sm_90") -> bytes:
     """NVRTC's output of one kind, straight from cuda.bindings (no driver needed for any kind)."""
     from cuda.bindings import nvrtc
+
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
     try:
         flags = [f"-arch={arch}".encode()] + [o.encode() for o in options]
-        result, = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise RuntimeError(log.decode())
-        get_size, get = {"cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
-                         "ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
-                         "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)}[kind]
+        get_size, get = {
+            "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
+            "ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+            "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR),
+        }[kind]
         _, size = get_size(prog)
         out = b" " * size
         get(prog, out)
@@ -159,9 +192,11 @@ def nvrtc_compile(source: str, kind: str, options: tuple[str, ...], arch: str = 
 
 def elf_functions(cubin: bytes) -> dict[str, bool]:
     """{name: defined} of an ELF's function symbols (STT_FUNC)."""
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    sections = [
+        struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
+    ]
     out = {}
     for sh_type, link_, off, size, entsize in ((s[1], s[6], s[4], s[5], s[9]) for s in sections):
         if sh_type != 2 or not entsize:  # SHT_SYMTAB
@@ -171,7 +206,7 @@ def elf_functions(cubin: bytes) -> dict[str, bool]:
             st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", cubin, off + j * entsize)
             if st_info & 0xF == 2:
                 end = cubin.index(b"\0", strtab + st_name)
-                name = cubin[strtab + st_name:end].decode("latin-1")
+                name = cubin[strtab + st_name : end].decode("latin-1")
                 out[name] = out.get(name, False) or st_shndx != 0
     return out
 
@@ -188,12 +223,15 @@ def test_without_rdc_nvrtc_refuses_the_device_side_launch():
         nvrtc_compile(PARENT, "cubin", ())
 
 
-@pytest.mark.parametrize("kind, options", [
-    ("cubin", ("-dc",)),
-    ("cubin", ("-rdc=true",)),
-    ("ptx", ("-dc",)),
-    ("ltoir", ("-dc", "-dlto")),
-])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("cubin", ("-dc",)),
+        ("cubin", ("-rdc=true",)),
+        ("ptx", ("-dc",)),
+        ("ltoir", ("-dc", "-dlto")),
+    ],
+)
 def test_link_gives_a_loadable_cubin_with_both_kernels(kind, options):
     arch = "compute_90" if kind == "ptx" else "sm_90"
     code = nvrtc_compile(PARENT, kind, options, arch)
@@ -210,7 +248,8 @@ def test_link_gives_a_loadable_cubin_with_both_kernels(kind, options):
 
 def test_a_link_failure_carries_nvjitlinks_log():
     source = "extern __device__ float helper(float);\n" + PARENT.replace(
-        "x[i] *= 2.0f", "x[i] = helper(x[i])")
+        "x[i] *= 2.0f", "x[i] = helper(x[i])"
+    )
     code = nvrtc_compile(source, "cubin", ("-dc",))
     with pytest.raises(LinkError) as e:
         link(code, "cubin", "sm_90", NVRTC)
@@ -219,10 +258,13 @@ def test_a_link_failure_carries_nvjitlinks_log():
     assert devrt.LIBRARY in message and "sm_90" in message
 
 
-@pytest.mark.parametrize("kind, arch, code, words", [
-    ("cubin", "compute_90", b"\x7fELF", ["arch=compute_90 is virtual"]),
-    ("cubin", "sm_90", b"", ["produced no cubin", "ltoir"]),
-])
+@pytest.mark.parametrize(
+    "kind, arch, code, words",
+    [
+        ("cubin", "compute_90", b"\x7fELF", ["arch=compute_90 is virtual"]),
+        ("cubin", "sm_90", b"", ["produced no cubin", "ltoir"]),
+    ],
+)
 def test_link_refuses_what_cannot_be_linked(kind, arch, code, words):
     with pytest.raises(LinkError) as e:
         link(code, kind, arch, NVRTC)
@@ -260,7 +302,10 @@ def test_nvjitlink_of_another_release_is_refused(relocatable, other):
     message = str(e.value)
     have = "%d.%d" % strip.nvjitlink.version
     assert f"nvJitLink is {have}, not NVRTC's {other[0]}.{other[1]}" in message
-    assert f"nvjitlink{'-cu%d' % other[0] if other[0] <= 12 else ''}=={other[0]}.{other[1]}.*" in message
+    assert (
+        f"nvjitlink{'-cu%d' % other[0] if other[0] <= 12 else ''}=={other[0]}.{other[1]}.*"
+        in message
+    )
     assert "device runtime" not in message  # libcudadevrt.a was found
 
 

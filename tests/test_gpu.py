@@ -1,4 +1,5 @@
 """On the GPU: launch through the drop-ins and check every result against NumPy on random data."""
+
 import json
 import os
 import pickle
@@ -8,8 +9,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from conftest import CORPUS, ROOT, corpus
+
 import cupy_rawcode
 from cupy_rawcode import kernel as kernel_module
 from cupy_rawcode import program
@@ -30,12 +31,12 @@ def expected(name, x):
     if name == "block_reduce.cu":
         return _blocks(x, 128).sum(axis=1)
     if name == "block_scan.cu":
-        return np.cumsum(_blocks(x, 128), axis=1).ravel()[:len(x)]
+        return np.cumsum(_blocks(x, 128), axis=1).ravel()[: len(x)]
     if name == "warp_reduce.cu":
         return _blocks(x, 32).sum(axis=1)
     if name == "radix_sort.cu":
         padded = np.concatenate([x, np.full((-len(x)) % 512, 3.0e38, np.float32)])
-        return np.sort(padded.reshape(-1, 512), axis=1).ravel()[:len(x)]
+        return np.sort(padded.reshape(-1, 512), axis=1).ravel()[: len(x)]
     if name == "complex.cu":
         return x * x + 1  # |(x + i)^2| = x^2 + 1
     if name == "plain.cu":
@@ -52,7 +53,7 @@ def run_corpus_kernel(k, name, cp):
     grid = (N + 511) // 512 if name == "radix_sort.cu" else (N + threads - 1) // threads
     k((grid,), (threads,), (cp.asarray(x), out, np.int32(N)))
     want = expected(name, x)
-    got = out.get()[:len(want)]
+    got = out.get()[: len(want)]
     return got, want
 
 
@@ -62,6 +63,7 @@ CORPUS_NAMES = sorted(p.name for p in CORPUS.glob("*.cu"))
 @pytest.mark.parametrize("name", CORPUS_NAMES)
 def test_corpus_kernel_matches_numpy(name):
     import cupy as cp
+
     k = cupy_rawcode.RawKernel(corpus(name), "kern")
     got, want = run_corpus_kernel(k, name, cp)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
@@ -69,12 +71,15 @@ def test_corpus_kernel_matches_numpy(name):
 
 def test_sixteen_threads_racing_on_first_launch_compile_and_load_once(monkeypatch):
     import cupy as cp
+
     compiles, loads = [], []
     orig_compile, orig_load = program._nvrtc_compile, kernel_module._load_module
-    monkeypatch.setattr(program, "_nvrtc_compile",
-                        lambda *a: (compiles.append(1), orig_compile(*a))[1])
-    monkeypatch.setattr(kernel_module, "_load_module",
-                        lambda *a: (loads.append(1), orig_load(*a))[1])
+    monkeypatch.setattr(
+        program, "_nvrtc_compile", lambda *a: (compiles.append(1), orig_compile(*a))[1]
+    )
+    monkeypatch.setattr(
+        kernel_module, "_load_module", lambda *a: (loads.append(1), orig_load(*a))[1]
+    )
     src = corpus("block_reduce.cu") + "\n// race\n"
     k = cupy_rawcode.RawKernel(src, "kern")
     x = RNG.standard_normal(N).astype(np.float32)
@@ -89,6 +94,7 @@ def test_sixteen_threads_racing_on_first_launch_compile_and_load_once(monkeypatc
             k((8,), (128,), (xs, out, np.int32(N)))
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
+
     threads = [threading.Thread(target=launch, args=(o,)) for o in outs]
     for t in threads:
         t.start()
@@ -102,6 +108,7 @@ def test_sixteen_threads_racing_on_first_launch_compile_and_load_once(monkeypatc
 
 def test_module_name_expressions_get_function_and_get_global():
     import cupy as cp
+
     code = r"""
     #include <cub/warp/warp_reduce.cuh>
     __constant__ float coef[4];
@@ -119,13 +126,16 @@ def test_module_name_expressions_get_function_and_get_global():
         x = RNG.standard_normal(N).astype(dtype)
         y = cp.zeros(N, dtype=dtype)
         k(((N + 127) // 128,), (128,), (cp.asarray(x), y, np.int32(N)))
-        np.testing.assert_allclose(y.get(), 3 * x - 2, rtol=1e-6, atol=1e-6)  # the GPU fuses to an FMA
+        np.testing.assert_allclose(
+            y.get(), 3 * x - 2, rtol=1e-6, atol=1e-6
+        )  # the GPU fuses to an FMA
 
 
 def test_user_globals_of_a_stripped_cub_module_stay_reachable():
     """Stripping drops CUB's unreferenced constants, never a user's variables: one set from the
     host and read by the kernel, one that no kernel names (get_global must still find it)."""
     import cupy as cp
+
     code = r"""
     #include <cub/block/block_reduce.cuh>
     __device__ float scale;
@@ -161,6 +171,7 @@ def test_attributes_and_settable_shared_size():
 
 def test_stream_shared_mem_and_cooperative_launch():
     import cupy as cp
+
     code = r"""
     #include <cooperative_groups.h>
     namespace cg = cooperative_groups;
@@ -187,6 +198,7 @@ def test_stream_shared_mem_and_cooperative_launch():
 
 def test_path_loads_cubin_and_ptx_files(tmp_path):
     import cupy as cp
+
     cc = cp.cuda.Device().compute_capability
     src = corpus("plain.cu")
     files = {
@@ -203,6 +215,7 @@ def test_path_loads_cubin_and_ptx_files(tmp_path):
 
 def test_translate_cucomplex_runs():
     import cupy as cp
+
     code = r"""
     #include <cuComplex.h>
     extern "C" __global__ void mul(const cuDoubleComplex* a, const cuDoubleComplex* b,
@@ -236,13 +249,20 @@ print(json.dumps({"compiles": len(calls), "ok": bool(np.allclose(y.get(), 2 * x 
 
 def test_pickled_kernel_launches_in_another_process_without_compiling(tmp_path):
     import cupy as cp
+
     k = cupy_rawcode.RawKernel(corpus("plain.cu"), "kern")
     run_corpus_kernel(k, "plain.cu", cp)  # compiled and loaded here
     path = tmp_path / "k.pkl"
     path.write_bytes(pickle.dumps(k))
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "empty")}
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1]) == {"compiles": 0, "ok": True}
 
@@ -270,12 +290,24 @@ def test_install_routes_cupy_jitify_true_through_cupy_rawcode(tmp_path):
     """CuPy's own Jitify did not finish in ten minutes on this kernel (facts.md); a 120 s guard
     here only stops a hang, the time itself is printed."""
     src = tmp_path / "k.cu"
-    src.write_text("#include <type_traits>\n" + corpus("block_reduce.cu")
-                   + "static_assert(std::is_same<float, float>::value, \"\");\n")
-    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c"),
-           "CUPY_CACHE_DIR": str(tmp_path / "cupy-cache")}
-    p = subprocess.run([sys.executable, "-c", _JITIFY_CHILD, str(src)], capture_output=True,
-                       text=True, env=env, cwd=ROOT, timeout=120)
+    src.write_text(
+        "#include <type_traits>\n"
+        + corpus("block_reduce.cu")
+        + 'static_assert(std::is_same<float, float>::value, "");\n'
+    )
+    env = {
+        **os.environ,
+        "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c"),
+        "CUPY_CACHE_DIR": str(tmp_path / "cupy-cache"),
+    }
+    p = subprocess.run(
+        [sys.executable, "-c", _JITIFY_CHILD, str(src)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     print(f"cupy.RawKernel(jitify=True) via install(): first launch {out['seconds']:.2f} s")
@@ -285,6 +317,7 @@ def test_install_routes_cupy_jitify_true_through_cupy_rawcode(tmp_path):
 def test_std_names_through_the_shims_match_numpy():
     """std::tuple, std::pair, std::numeric_limits, std::min, <cmath> and int64_t on the device."""
     import cupy as cp
+
     code = r"""
     #include <tuple>
     #include <utility>
@@ -309,14 +342,20 @@ def test_std_names_through_the_shims_match_numpy():
     y, z = cp.zeros(N, dtype=cp.float32), cp.zeros(N, dtype=cp.int64)
     k(((N + 127) // 128,), (128,), (cp.asarray(x), y, z, np.int32(N)))
     from math import erf
-    want = (np.sin(x) + np.exp(np.abs(x) * 0.5) + np.sqrt(np.abs(x))
-            + np.array([erf(v) for v in x], dtype=np.float64))
+
+    want = (
+        np.sin(x)
+        + np.exp(np.abs(x) * 0.5)
+        + np.sqrt(np.abs(x))
+        + np.array([erf(v) for v in x], dtype=np.float64)
+    )
     np.testing.assert_allclose(y.get(), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(z.get(), np.arange(N, dtype=np.int64) * 3000000000 + 2**31 - 1)
 
 
 def test_ptx_source_is_linked_and_runs():
     import cupy as cp
+
     cc = cp.cuda.Device().compute_capability
     ptx = bytes(cupy_rawcode.compile(corpus("plain.cu"), arch=f"compute_{cc}", target="ptx").code)
     k = cupy_rawcode.RawKernel(ptx.decode(), "kern")
@@ -347,14 +386,16 @@ __global__ void scale(const T* x, T* y, unsigned n, T shift = 1) {
 
 def test_typed_launch_converts_python_scalars_and_binds_keywords():
     import cupy as cp
+
     k = cupy_rawcode.RawKernel(TYPED, "affine")
     x = RNG.standard_normal(N).astype(np.float32)
     y = cp.zeros(N, dtype=cp.float32)
     grid, block = ((N + 127) // 128,), (128,)
     k.launch(grid, block, cp.asarray(x), y, N)  # Python int n, every default
     np.testing.assert_allclose(y.get(), x + 2 + 0.5 + 0 + 1, rtol=1e-6)
-    k.launch(grid, block, cp.asarray(x), y=y, n=N, a=1.5, b=0.25, op=2, negate=True,
-             offset=3, h=0.5)
+    k.launch(
+        grid, block, cp.asarray(x), y=y, n=N, a=1.5, b=0.25, op=2, negate=True, offset=3, h=0.5
+    )
     np.testing.assert_allclose(y.get(), -(x * 1.5 + 0.25 + 3 + 0.5), rtol=1e-6)
     # the trap typed launch removes: CuPy passes a Python float as double, int as 64-bit
     with pytest.raises(TypeError, match=r"'x' \(const float\* __restrict__\) points to float32"):
@@ -365,6 +406,7 @@ def test_typed_launch_converts_python_scalars_and_binds_keywords():
 
 def test_typed_launch_of_a_template_instantiation():
     import cupy as cp
+
     m = cupy_rawcode.RawModule(code=TYPED, name_expressions=["scale<double>", "scale<float, 5>"])
     x = RNG.standard_normal(N)
     for ne, dtype, factor in (("scale<double>", np.float64, 3), ("scale<float, 5>", np.float32, 5)):
@@ -400,8 +442,14 @@ def test_a_warm_process_launches_every_corpus_kernel_through_the_index(tmp_path)
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
     runs = []
     for _ in range(2):
-        p = subprocess.run([sys.executable, "-c", _WARM_CHILD, str(ROOT / "tests")],
-                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        p = subprocess.run(
+            [sys.executable, "-c", _WARM_CHILD, str(ROOT / "tests")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=600,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert [r["keyed"] for r in runs] == [len(CORPUS_NAMES), 0]

@@ -9,6 +9,7 @@ fails in a second instead of running for many minutes. Results are checked again
 random inputs; messages are compared by fragment and by NVRTC's log lines with file names taken
 out (CuPy names its source after a temporary file, we after the kernel).
 """
+
 import io
 import json
 import logging
@@ -20,13 +21,15 @@ import uuid
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, corpus
+
 import cupy_rawcode
 from cupy_rawcode import jitify_compat, program
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.filterwarnings("ignore:jitify=True is deprecated:DeprecationWarning")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.filterwarnings("ignore:jitify=True is deprecated:DeprecationWarning"),
+]
 
 N = 1000
 RNG = np.random.default_rng(16)
@@ -34,6 +37,7 @@ RNG = np.random.default_rng(16)
 
 def compiler():
     import cupy.cuda.compiler
+
     return cupy.cuda.compiler
 
 
@@ -59,6 +63,7 @@ def route(request, monkeypatch):
 def _namespace(route, kw):
     """cupy_rawcode for "swap"; cupy for "cupy", and for "install" with jitify=True."""
     import cupy
+
     if route == "install":
         assert jitify_compat.installed()
         kw["jitify"] = True
@@ -77,14 +82,17 @@ def module(route, code, options=(), **kw):
 
 def elementwise(expr: str, prelude: str = "") -> str:
     """An extern "C" kernel k(x, y, n) computing y[i] = expr."""
-    return (prelude + '\nextern "C" __global__ void k(const float* x, float* y, int n) {\n'
-            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-            f"  if (i < n) y[i] = {expr};\n}}\n")
+    return (
+        prelude + '\nextern "C" __global__ void k(const float* x, float* y, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        f"  if (i < n) y[i] = {expr};\n}}\n"
+    )
 
 
 def launch(k, x):
     """Run k(x, y, n) over x with 128-thread blocks; y on the host."""
     import cupy
+
     y = cupy.zeros(len(x), dtype=x.dtype)
     k(((len(x) + 127) // 128,), (128,), (cupy.asarray(x), y, np.int32(len(x))))
     return y.get()
@@ -104,19 +112,43 @@ TINY = np.finfo(np.float32).tiny
 
 # (prelude, expression, inputs, NumPy's answer, atol): each needs one of CuPy's default options
 DEVICE_CODE = {
-    "unannotated_helper": ("float twice(float v) { return 2 * v; }", "twice(x[i]) + 1.0f",
-                           normal, lambda x: 2 * x + 1, 1e-6),
-    "functor": ("struct Affine {\n  float a, b;\n  Affine(float a_, float b_) : a(a_), b(b_) {}\n"
-                "  float operator()(float v) const { return a * v + b; }\n};",
-                "Affine(3.0f, -1.0f)(x[i])", normal, lambda x: 3 * x - 1, 1e-6),
-    "lambda": ("", "[](float v) { return v * v - 0.5f; }(x[i])", normal,
-               lambda x: x * x - 0.5, 1e-6),
-    "cupy_complex_cuh": ("#include <cupy/complex.cuh>",
-                         "abs(complex<float>(x[i], 1.0f) * complex<float>(x[i], 1.0f))",
-                         normal, lambda x: x * x + 1, 1e-6),  # |(x + i)^2| = x^2 + 1
+    "unannotated_helper": (
+        "float twice(float v) { return 2 * v; }",
+        "twice(x[i]) + 1.0f",
+        normal,
+        lambda x: 2 * x + 1,
+        1e-6,
+    ),
+    "functor": (
+        "struct Affine {\n  float a, b;\n  Affine(float a_, float b_) : a(a_), b(b_) {}\n"
+        "  float operator()(float v) const { return a * v + b; }\n};",
+        "Affine(3.0f, -1.0f)(x[i])",
+        normal,
+        lambda x: 3 * x - 1,
+        1e-6,
+    ),
+    "lambda": (
+        "",
+        "[](float v) { return v * v - 0.5f; }(x[i])",
+        normal,
+        lambda x: x * x - 0.5,
+        1e-6,
+    ),
+    "cupy_complex_cuh": (
+        "#include <cupy/complex.cuh>",
+        "abs(complex<float>(x[i], 1.0f) * complex<float>(x[i], 1.0f))",
+        normal,
+        lambda x: x * x + 1,
+        1e-6,
+    ),  # |(x + i)^2| = x^2 + 1
     # -ftz=true: a subnormal input is flushed, so x * 1.5 is exactly zero; atol 0 tells 0 apart
-    "ftz": ("", "x[i] * 1.5f", with_subnormals,
-            lambda x: np.where(np.abs(x) < TINY, np.float32(0), x * np.float32(1.5)), 0.0),
+    "ftz": (
+        "",
+        "x[i] * 1.5f",
+        with_subnormals,
+        lambda x: np.where(np.abs(x) < TINY, np.float32(0), x * np.float32(1.5)),
+        0.0,
+    ),
 }
 
 
@@ -129,26 +161,56 @@ def test_cupys_default_options_apply(route, case):
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=atol)
 
 
-DP = ('extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2.0f; }\n'
-      'extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }\n')
+DP = (
+    'extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    'extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }\n'
+)
 
 # (code, kernel name, options, fragment of NVRTC's message, whether NVRTC compiles the same
 # source for CuPy and us, so that CuPy's log lines must all be in our message)
 FAILURES = {
-    "syntax": ('extern "C" __global__ void k(float* x) { x[0] = ; }', "k", (),
-               "error: expected an expression", True),
-    "error_directive": ('#error boom here\nextern "C" __global__ void k() {}', "k", (),
-                        "#error directive: boom here", True),
-    "missing_header": ('#include "nothere.h"\nextern "C" __global__ void k() {}', "k", (),
-                       'cannot open source file "nothere.h"', False),
-    "bad_option": ('extern "C" __global__ void k() {}', "k", ("--no-such-flag",),
-                   "unrecognized option --no-such-flag", False),
-    "device_launch_without_dc": (DP, "parent", (),
-                                 "device-side kernel launch could not be processed", True),
+    "syntax": (
+        'extern "C" __global__ void k(float* x) { x[0] = ; }',
+        "k",
+        (),
+        "error: expected an expression",
+        True,
+    ),
+    "error_directive": (
+        '#error boom here\nextern "C" __global__ void k() {}',
+        "k",
+        (),
+        "#error directive: boom here",
+        True,
+    ),
+    "missing_header": (
+        '#include "nothere.h"\nextern "C" __global__ void k() {}',
+        "k",
+        (),
+        'cannot open source file "nothere.h"',
+        False,
+    ),
+    "bad_option": (
+        'extern "C" __global__ void k() {}',
+        "k",
+        ("--no-such-flag",),
+        "unrecognized option --no-such-flag",
+        False,
+    ),
+    "device_launch_without_dc": (
+        DP,
+        "parent",
+        (),
+        "device-side kernel launch could not be processed",
+        True,
+    ),
 }
 
-_DUMP = re.compile(r"NVRTC compilation error: (.*?)\n-----\nName: ([^\n]*)\nOptions: ([^\n]*)\n"
-                   r"CUDA source:\n(.*)-----\n\Z", re.S)
+_DUMP = re.compile(
+    r"NVRTC compilation error: (.*?)\n-----\nName: ([^\n]*)\nOptions: ([^\n]*)\n"
+    r"CUDA source:\n(.*)-----\n\Z",
+    re.S,
+)
 
 
 def nvrtc_lines(log: str) -> list[str]:
@@ -202,11 +264,13 @@ def test_compile_failures_raise_log_and_dump_as_cupy_does(route, case, monkeypat
     else:  # CuPy's jitify=True path puts its workaround header first: the user's code ends it
         code_lines = [line.rstrip() for line in code.split("\n")]
         lines = [re.sub(r"^\d+ ", "", line) for line in source.split("\n")[:-1]]
-        assert lines[-len(code_lines):] == code_lines
+        assert lines[-len(code_lines) :] == code_lines
 
 
-LOG_CODE = ('#include <cuda_fp16.h>\n'
-            'extern "C" __global__ void k(float* x) { int unused = 3; x[threadIdx.x] = 1.0f; }\n')
+LOG_CODE = (
+    "#include <cuda_fp16.h>\n"
+    'extern "C" __global__ void k(float* x) { int unused = 3; x[threadIdx.x] = 1.0f; }\n'
+)
 UNUSED = 'warning #177-D: variable "unused" was declared but never referenced'
 
 
@@ -269,8 +333,13 @@ def test_our_log_is_replayed_on_a_cache_hit(route, where, monkeypatch, tmp_path)
     else:
         src = tmp_path / "k.cu"
         src.write_text(code)
-        p = subprocess.run([sys.executable, "-c", _LOG_CHILD, str(src), route],
-                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-c", _LOG_CHILD, str(src), route],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         out = json.loads(p.stdout.strip().splitlines()[-1])
         compiles, log = out["compiles"], out["log"]
@@ -282,6 +351,7 @@ def test_our_log_is_replayed_on_a_cache_hit(route, where, monkeypatch, tmp_path)
 @pytest.mark.parametrize("option", ["-dc", "-rdc=true"])
 def test_dynamic_parallelism_with_relocatable_device_code(route, option):
     import cupy
+
     x = normal(32)
     got = {}
     for r in ("cupy", route):
@@ -317,9 +387,16 @@ extern "C" __global__ void k(const float* x, float* y, int n) {
 }
 """
 USER_CONST_BYTES = {"no_headers": 16 * 4, "cub": 8 * 4}
-EXACT = ("max_threads_per_block", "shared_size_bytes", "local_size_bytes", "ptx_version",
-         "binary_version", "cache_mode_ca", "max_dynamic_shared_size_bytes",
-         "preferred_shared_memory_carveout")
+EXACT = (
+    "max_threads_per_block",
+    "shared_size_bytes",
+    "local_size_bytes",
+    "ptx_version",
+    "binary_version",
+    "cache_mode_ca",
+    "max_dynamic_shared_size_bytes",
+    "preferred_shared_memory_carveout",
+)
 
 
 @pytest.mark.parametrize("case", ["no_headers", "cub"])
@@ -335,8 +412,10 @@ def test_attributes_equal_cupys(route, case, monkeypatch):
     assert ref["shared_size_bytes"] > 0 and ref["const_size_bytes"] > 0  # never 0 == 0
     assert {a: got[a] for a in EXACT} == {a: ref[a] for a in EXACT}
     if route == "swap" and case == "no_headers":  # no header: NVRTC makes our cubin as CuPy's
-        assert (got["num_regs"], got["const_size_bytes"]) == (ref["num_regs"],
-                                                               ref["const_size_bytes"])
+        assert (got["num_regs"], got["const_size_bytes"]) == (
+            ref["num_regs"],
+            ref["const_size_bytes"],
+        )
     else:
         # With headers our cubin is linked by nvJitLink from stripped PTX (install() adds CuPy's
         # workaround header): nvJitLink's ptxas may be another 13.x release than NVRTC's own,
@@ -358,6 +437,7 @@ extern "C" __global__ void k(const float* x, float* y, int n) {
 
 def test_max_dynamic_shared_size_bytes_is_settable(route):
     import cupy
+
     n = 16384  # 64 KiB of floats: more than the 48 KiB a launch gets without the attribute
     x = normal(n)
     for r in ("cupy", route):
@@ -371,6 +451,7 @@ def test_max_dynamic_shared_size_bytes_is_settable(route):
 
 def test_get_function_of_a_missing_name_raises_cupys_driver_error(route):
     from cupy_backends.cuda.api.driver import CUDADriverError
+
     code, x, errors = elementwise("x[i] - 1.0f"), normal(N), {}
     for r in ("cupy", route):
         m = module(r, code)
@@ -393,7 +474,7 @@ template <typename T> __global__ void f(const T* x, T* y, int n) {
 def test_name_expressions_give_cupys_kernels(route):
     names = ["f<float>", "f<double>"]
     mods = {r: module(r, TEMPLATE, name_expressions=names) for r in ("cupy", route)}
-    for ne, dtype in zip(names, (np.float32, np.float64)):
+    for ne, dtype in zip(names, (np.float32, np.float64), strict=True):
         x = RNG.standard_normal(N).astype(dtype)
         ks = {r: m.get_function(ne) for r, m in mods.items()}
         assert ks[route].name == ks["cupy"].name  # NVRTC's lowered name
@@ -414,8 +495,11 @@ extern "C" __global__ void mul(const cuFloatComplex* a, const cuFloatComplex* b,
 
 def test_translate_cucomplex_matches_cupy(route):
     import cupy
-    a, b = ((RNG.standard_normal(N) + 1j * RNG.standard_normal(N)).astype(np.complex64)
-            for _ in range(2))
+
+    a, b = (
+        (RNG.standard_normal(N) + 1j * RNG.standard_normal(N)).astype(np.complex64)
+        for _ in range(2)
+    )
     out = {}
     for r in ("cupy", route):
         c = cupy.zeros(N, dtype=cupy.complex64)
@@ -433,6 +517,7 @@ TABLE = elementwise("x[i] * table[i % 8]", "__constant__ float table[8];")
 
 def test_constant_memory_set_through_get_global(route):
     import cupy
+
     table, x, out = normal(8), normal(N), {}
     for r in ("cupy", route):
         m = module(r, TABLE)
@@ -470,8 +555,13 @@ def test_pickled_kernel_launches_in_a_new_process(entry, tmp_path):
     paths = [tmp_path / name for name in ("k.pkl", "x.npy", "y.npy")]
     paths[0].write_bytes(pickle.dumps(ours))
     np.save(paths[1], x)
-    p = subprocess.run([sys.executable, "-c", _PICKLE_CHILD, *map(str, paths)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", _PICKLE_CHILD, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     want = 2 * x + 1 if entry == "k" else 3 * x + 0.25
     np.testing.assert_allclose(ref, want, rtol=1e-6, atol=1e-6)  # the GPU may fuse to an FMA
@@ -484,8 +574,12 @@ def _block_sums(x, size=128):
 
 def test_cub_with_type_traits_compiles_through_us_not_through_plain_cupy(route):
     import cupy
-    code = ("#include <type_traits>\n" + corpus("block_reduce.cu")
-            + 'static_assert(std::is_same<float, float>::value, "");\n')
+
+    code = (
+        "#include <type_traits>\n"
+        + corpus("block_reduce.cu")
+        + 'static_assert(std::is_same<float, float>::value, "");\n'
+    )
     with pytest.raises(compiler().CompileException, match='cannot open source file "type_traits"'):
         kernel("cupy", code, "kern").compile()
     x = normal(N)
@@ -497,8 +591,12 @@ def test_cub_with_type_traits_compiles_through_us_not_through_plain_cupy(route):
 def test_an_unused_missing_header_one_level_down(route, tree, caplog, recwarn):
     """Jitify's leniency, kept under install() only: one warning names the header, the kernel
     compiles and runs. CuPy and the drop-in class fail on it as NVRTC does."""
-    inc = tree({"outer.h": '#include "never_there.h"\n'
-                           "__device__ inline float outer_scale() { return 3.0f; }\n"})
+    inc = tree(
+        {
+            "outer.h": '#include "never_there.h"\n'
+            "__device__ inline float outer_scale() { return 3.0f; }\n"
+        }
+    )
     code, options = elementwise("outer_scale() * x[i]", '#include "outer.h"'), ("-I" + str(inc),)
     missing = re.escape('cannot open source file "never_there.h"')
     with pytest.raises(compiler().CompileException, match=missing):

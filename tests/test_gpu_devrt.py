@@ -1,12 +1,13 @@
 """Relocatable device code on a GPU: the cubin devrt.link makes from NVRTC's -dc output loads,
 the parent kernel launches the child from the device, and the result matches NumPy and
 cupy.RawKernel(..., options=('-dc',)) on the same random data."""
+
 import numpy as np
 import pytest
+from test_devrt import PARENT, nvrtc_compile
 
 from cupy_rawcode.devrt import link
 from cupy_rawcode.toolchain import nvrtc_version, supported_archs
-from test_devrt import PARENT, nvrtc_compile
 
 pytestmark = pytest.mark.gpu
 
@@ -38,12 +39,15 @@ def run_parent(cupy, function, host: np.ndarray) -> np.ndarray:
     return x.get()
 
 
-@pytest.mark.parametrize("kind, options", [
-    ("cubin", ("-dc",)),
-    ("cubin", ("--relocatable-device-code=true",)),
-    ("ptx", ("-dc",)),
-    ("ltoir", ("-dc", "-dlto")),
-])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("cubin", ("-dc",)),
+        ("cubin", ("--relocatable-device-code=true",)),
+        ("ptx", ("-dc",)),
+        ("ltoir", ("-dc", "-dlto")),
+    ],
+)
 def test_linked_parent_launches_the_child(cupy, cc, host, kind, options):
     arch = f"sm_{cc}"
     code = nvrtc_compile(PARENT, kind, options, f"compute_{cc}" if kind == "ptx" else arch)
@@ -57,7 +61,9 @@ def test_linked_parent_launches_the_child(cupy, cc, host, kind, options):
 def test_same_result_as_cupy_rawkernel_with_dc(cupy, cc, host):
     arch = f"sm_{cc}"
     module = cupy.cuda.function.Module()
-    module.load(link(nvrtc_compile(PARENT, "cubin", ("-dc",), arch), "cubin", arch, nvrtc_version()))
+    module.load(
+        link(nvrtc_compile(PARENT, "cubin", ("-dc",), arch), "cubin", arch, nvrtc_version())
+    )
     ours = run_parent(cupy, module.get_function("parent"), host)
     theirs = run_parent(cupy, cupy.RawKernel(PARENT, "parent", options=("-dc",)), host)
     np.testing.assert_array_equal(ours, theirs)
@@ -67,5 +73,6 @@ def test_same_result_as_cupy_rawkernel_with_dc(cupy, cc, host):
 def test_rawkernel_with_dc_runs_once_wired(cupy, cc, host):
     """cupy_rawcode.RawKernel with -dc: passes once nvrtc.compile_program links -dc output."""
     import cupy_rawcode
+
     got = run_parent(cupy, cupy_rawcode.RawKernel(PARENT, "parent", options=("-dc",)), host)
     np.testing.assert_array_equal(got, host * np.float32(2))

@@ -1,5 +1,6 @@
 """On the GPU: Thrust, cuRAND, WMMA and bf16 device code compiled through the default header
 policy, each result checked against NumPy (or exact integer arithmetic) on random inputs."""
+
 import numpy as np
 import pytest
 
@@ -29,16 +30,20 @@ extern "C" __global__ void cmath(const double* z, const double* w, double* out, 
 
 def test_thrust_complex_math():
     import cupy as cp
+
     n = 1000
     z = RNG.standard_normal(n) + 1j * RNG.standard_normal(n)
     w = 0.5 * RNG.standard_normal(n) + 0.5j * RNG.standard_normal(n)
     out = cp.zeros(14 * n, dtype=cp.float64)
     k = cupy_rawcode.RawKernel(COMPLEX, "cmath", options=DEFAULT_DEVICE)
-    k(((n + 127) // 128,), (128,), (cp.asarray(z.view(np.float64)), cp.asarray(w.view(np.float64)),
-                                    out, np.int32(n)))
+    k(
+        ((n + 127) // 128,),
+        (128,),
+        (cp.asarray(z.view(np.float64)), cp.asarray(w.view(np.float64)), out, np.int32(n)),
+    )
     got = out.get().reshape(n, 14)
     c = got[:, :12].view(np.complex128)
-    want = np.stack([z * w + z / w - w, np.exp(z), np.log(z), z ** w, np.sin(z), np.sqrt(z)], axis=1)
+    want = np.stack([z * w + z / w - w, np.exp(z), np.log(z), z**w, np.sin(z), np.sqrt(z)], axis=1)
     np.testing.assert_allclose(c, want, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got[:, 12], np.abs(z), rtol=1e-12)
     np.testing.assert_allclose(got[:, 13], np.angle(z), rtol=1e-12, atol=1e-15)
@@ -61,7 +66,7 @@ extern "C" __global__ void engine(const unsigned* seed, const unsigned long long
 def _minstd_rand(seed: int, skip: int, count: int) -> list:
     """thrust::default_random_engine is minstd_rand: x <- 48271 x mod (2^31 - 1), seeded with
     seed mod m (1 when that is 0)."""
-    m, a = 2 ** 31 - 1, 48271
+    m, a = 2**31 - 1, 48271
     x = seed % m or 1
     x = x * pow(a, skip, m) % m
     out = []
@@ -73,13 +78,16 @@ def _minstd_rand(seed: int, skip: int, count: int) -> list:
 
 def test_thrust_default_random_engine_with_discard():
     import cupy as cp
+
     n = 512
-    seed = RNG.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
-    skip = RNG.integers(0, 10 ** 9, n, dtype=np.uint64)
+    seed = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    skip = RNG.integers(0, 10**9, n, dtype=np.uint64)
     out = cp.zeros(2 * n, dtype=cp.uint32)
     k = cupy_rawcode.RawKernel(RANDOM, "engine", options=DEFAULT_DEVICE)
     k(((n + 127) // 128,), (128,), (cp.asarray(seed), cp.asarray(skip), out, np.int32(n)))
-    want = [v for s, d in zip(seed.tolist(), skip.tolist()) for v in _minstd_rand(s, d, 2)]
+    want = [
+        v for s, d in zip(seed.tolist(), skip.tolist(), strict=True) for v in _minstd_rand(s, d, 2)
+    ]
     assert out.get().tolist() == want
 
 
@@ -97,10 +105,11 @@ extern "C" __global__ void uniform(unsigned long long seed, float* out, int per_
 
 def test_curand_uniform_statistics():
     import cupy as cp
+
     n, per = 4096, 64
     out = cp.zeros(n * per, dtype=cp.float32)
     k = cupy_rawcode.RawKernel(CURAND, "uniform")
-    seed = int(RNG.integers(1, 2 ** 63))
+    seed = int(RNG.integers(1, 2**63))
     k(((n + 127) // 128,), (128,), (np.uint64(seed), out, np.int32(per), np.int32(n)))
     u = out.get().astype(np.float64)
     assert u.min() > 0.0 and u.max() <= 1.0  # curand_uniform's range is (0, 1]
@@ -136,6 +145,7 @@ extern "C" __global__ void gemm16(const __half* a, const __half* b, float* c) {
 
 def test_wmma_16x16x16_product():
     import cupy as cp
+
     a = RNG.standard_normal((16, 16)).astype(np.float16)
     b = RNG.standard_normal((16, 16)).astype(np.float16)
     c = cp.zeros((16, 16), dtype=cp.float32)
@@ -171,6 +181,7 @@ def test_bf16_arithmetic():
     # (-fmad=true by default; on the H100 they contract): CuPy compiling the same kernel is the
     # exact reference, and NumPy in float64 bounds both within one bf16 rounding.
     import cupy as cp
+
     n = 4096
     xb = _to_bf16_bits(RNG.uniform(-4, 4, n).astype(np.float32))
     yb = _to_bf16_bits(RNG.uniform(-4, 4, n).astype(np.float32))
@@ -181,4 +192,4 @@ def test_bf16_arithmetic():
     cp.RawKernel(BF16, "axpb")(grid, block, args + (ref, np.int32(n)))
     np.testing.assert_array_equal(out.get(), ref.get())
     x, y = _from_bf16_bits(xb).astype(np.float64), _from_bf16_bits(yb).astype(np.float64)
-    np.testing.assert_allclose(_from_bf16_bits(out.get()), x * y + 1, rtol=2.0 ** -7, atol=2.0 ** -9)
+    np.testing.assert_allclose(_from_bf16_bits(out.get()), x * y + 1, rtol=2.0**-7, atol=2.0**-9)

@@ -5,10 +5,13 @@ from conftest import ROOT
 
 
 def _heavy_modules(stmt: str) -> str:
-    code = (f"import sys; {stmt}; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda', 'pcpp', 'numpy')))")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          check=True).stdout.strip()
+    code = (
+        f"import sys; {stmt}; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'cuda', 'pcpp', 'numpy')))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.strip()
 
 
 def test_import_loads_no_heavy_modules():
@@ -19,5 +22,6 @@ def test_import_loads_no_heavy_modules():
 def test_lazy_exports_resolve_to_functions():
     import cupy_rawcode
     import cupy_rawcode.closure  # importing the module must not shadow the function
+
     assert callable(cupy_rawcode.resolve) and cupy_rawcode.resolve.__name__ == "resolve"
     assert cupy_rawcode.compile.__name__ == "compile"

@@ -1,6 +1,7 @@
 """The warm index (index.py) and file stamps (stamps.py): an index hit gives exactly the key the
 full path computes, any change to what the key depends on is a miss, a broken index is a miss,
 and a warm hit imports only the hit path's modules."""
+
 import json
 import os
 import subprocess
@@ -8,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import corpus
+
 from cupy_rawcode import index, manifest, stamps, toolrecord
 from cupy_rawcode.kernel import RawKernel, RawModule
 from cupy_rawcode.request import cache_key
@@ -21,6 +22,7 @@ CC = 90  # compiled for sm_90 without a GPU: NVRTC needs none
 def _new_process():
     """What a new process does not know: the in-memory index, manifests and store layer."""
     from cupy_rawcode.store import _store_for
+
     index._memo.clear()
     manifest._memo.clear()
     _store_for.cache_clear()
@@ -34,9 +36,14 @@ def _inputs(build, cc=CC):
 def _full_key(build):
     """The key the full path computes for a RawKernel's build (request.compute_key)."""
     source, where = build.source()
-    return cache_key(source, arch=f"sm_{CC}",
-                     options=build.options, name_expressions=build.name_expressions or (),
-                     source_dir=where, source_name=build.source_name)
+    return cache_key(
+        source,
+        arch=f"sm_{CC}",
+        options=build.options,
+        name_expressions=build.name_expressions or (),
+        source_dir=where,
+        source_name=build.source_name,
+    )
 
 
 def _lookup(build, cc=CC):
@@ -45,9 +52,12 @@ def _lookup(build, cc=CC):
 
 @pytest.fixture
 def user_headers(tree):
-    return tree({"inc/scale.h": "#pragma once\n#define SCALE 2.0f\n",
-                 "inc/cuda_shift.h": "#pragma once\n#include <cuda/std/cstdint>\n"
-                                     "#define SHIFT 1\n"})
+    return tree(
+        {
+            "inc/scale.h": "#pragma once\n#define SCALE 2.0f\n",
+            "inc/cuda_shift.h": "#pragma once\n#include <cuda/std/cstdint>\n#define SHIFT 1\n",
+        }
+    )
 
 
 def _cases(root):
@@ -56,20 +66,32 @@ def _cases(root):
     return {
         "plain": lambda: RawKernel(corpus("plain.cu"), "kern")._build,
         "cub": lambda: RawKernel(corpus("block_reduce.cu"), "kern")._build,
-        "user header and options": lambda: RawKernel(
-            '#include "scale.h"\n#include "cuda_shift.h"\n' + body.format("y[0] = SCALE;"),
-            "kern", options=(inc, "-DEXTRA=3", "-std=c++17"))._build,
-        "name expressions": lambda: RawModule(
-            code="template<int N> __global__ void kern(int* p) { *p = N; }\n",
-            name_expressions=["kern<1>", "kern<2>"])._build,
-        "translate_cucomplex": lambda: RawKernel(
-            "#include <cuComplex.h>\n" + body.format("cuComplex c = make_cuComplex(1, 2);"),
-            "kern", translate_cucomplex=True)._build,
+        "user header and options": lambda: (
+            RawKernel(
+                '#include "scale.h"\n#include "cuda_shift.h"\n' + body.format("y[0] = SCALE;"),
+                "kern",
+                options=(inc, "-DEXTRA=3", "-std=c++17"),
+            )._build
+        ),
+        "name expressions": lambda: (
+            RawModule(
+                code="template<int N> __global__ void kern(int* p) { *p = N; }\n",
+                name_expressions=["kern<1>", "kern<2>"],
+            )._build
+        ),
+        "translate_cucomplex": lambda: (
+            RawKernel(
+                "#include <cuComplex.h>\n" + body.format("cuComplex c = make_cuComplex(1, 2);"),
+                "kern",
+                translate_cucomplex=True,
+            )._build
+        ),
     }
 
 
-@pytest.mark.parametrize("case", ["plain", "cub", "user header and options", "name expressions",
-                                  "translate_cucomplex"])
+@pytest.mark.parametrize(
+    "case", ["plain", "cub", "user header and options", "name expressions", "translate_cucomplex"]
+)
 def test_an_index_hit_gives_exactly_the_full_paths_key(case, user_headers):
     build = _cases(user_headers)[case]()
     first = build.device_code(CC)
@@ -90,20 +112,25 @@ def _bump(path):
 # each case changes one thing the key (or the toolchain behind it) depends on
 MISS_WHEN = {
     "a user header's content changes": lambda r, mp: (r / "inc" / "scale.h").write_text(
-        "#pragma once\n#define SCALE 3.0f\n"),
+        "#pragma once\n#define SCALE 3.0f\n"
+    ),
     "a user header is touched": lambda r, mp: _bump(r / "inc" / "scale.h"),
-    "a user header is replaced, size and mtime kept": lambda r, mp: _replace_by_copy(r / "inc" / "scale.h"),
+    "a user header is replaced, size and mtime kept": lambda r, mp: _replace_by_copy(
+        r / "inc" / "scale.h"
+    ),
     "a user header is removed": lambda r, mp: (r / "inc" / "scale.h").unlink(),
     "a system header in the closure is touched": lambda r, mp: _bump_system_header(mp),
     "CUPY_RAWCODE_STRIP is turned off": lambda r, mp: mp.setenv("CUPY_RAWCODE_STRIP", "0"),
-    "the header search policy is set": lambda r, mp: mp.setenv("CUPY_RAWCODE_HEADER_SOURCES",
-                                                               "wheel,toolkit"),
+    "the header search policy is set": lambda r, mp: mp.setenv(
+        "CUPY_RAWCODE_HEADER_SOURCES", "wheel,toolkit"
+    ),
     "CUDA_HOME is set": lambda r, mp: mp.setenv("CUDA_HOME", "/opt/elsewhere"),
     "LD_LIBRARY_PATH changes": lambda r, mp: mp.setenv("LD_LIBRARY_PATH", "/x"),
     "another Python prefix": lambda r, mp: mp.setattr(sys, "prefix", "/other/prefix"),
     "another Python executable": lambda r, mp: mp.setattr(sys, "executable", "/other/python"),
     "sys.path gains a site-packages": lambda r, mp: mp.setattr(
-        sys, "path", sys.path + [str(r / "env" / "site-packages")]),
+        sys, "path", sys.path + [str(r / "env" / "site-packages")]
+    ),
     "the package's version changes": lambda r, mp: mp.setattr(index, "__version__", "9.9.9"),
     "a package module changes": lambda r, mp: _stamp_changed(mp, "key.py"),
     "the index entry is removed": lambda r, mp: _for_each_entry(lambda p: p.unlink()),
@@ -115,13 +142,17 @@ MISS_WHEN = {
     "the stamps are not a record": lambda r, mp: _rewrite(stamps="no"),
     "the stamps lack their digest": lambda r, mp: _rewrite_stamps(lambda st: st.pop("digest")),
     "the stamps name one file more": lambda r, mp: _rewrite_stamps(
-        lambda st: st["dirs"].append(["/", ["etc"]])),
+        lambda st: st["dirs"].append(["/", ["etc"]])
+    ),
     "the stamps name one file less": lambda r, mp: _rewrite_stamps(
-        lambda st: st["dirs"][-1][1].pop()),
+        lambda st: st["dirs"][-1][1].pop()
+    ),
     "the stamps' digest is another": lambda r, mp: _rewrite_stamps(
-        lambda st: st.update(digest="0" * 64)),
+        lambda st: st.update(digest="0" * 64)
+    ),
     "a directory name is not a string": lambda r, mp: _rewrite_stamps(
-        lambda st: st["dirs"][0].__setitem__(0, 7)),
+        lambda st: st["dirs"][0].__setitem__(0, 7)
+    ),
 }
 
 
@@ -160,13 +191,17 @@ def _stamp_changed(monkeypatch, module):
     real = index.package_stamps
 
     def edited():
-        return [(p, size, mtime - 1, ino) if os.path.basename(p) == module else (p, size, mtime, ino)
-                for p, size, mtime, ino in real()]
+        return [
+            (p, size, mtime - 1, ino) if os.path.basename(p) == module else (p, size, mtime, ino)
+            for p, size, mtime, ino in real()
+        ]
+
     monkeypatch.setattr(index, "package_stamps", edited)
 
 
 def _entries():
     from cupy_rawcode import config
+
     return sorted((config.cache_dir() / "index").rglob("*.json"))
 
 
@@ -192,8 +227,10 @@ def _rewrite(drop=None, **changes):
 
 @pytest.mark.parametrize("case", sorted(MISS_WHEN))
 def test_the_index_misses_when(case, user_headers, monkeypatch):
-    src = '#include "scale.h"\n#include "cuda_shift.h"\n' \
-          "__global__ void kern(float* y) { y[0] = SCALE + SHIFT; }\n"
+    src = (
+        '#include "scale.h"\n#include "cuda_shift.h"\n'
+        "__global__ void kern(float* y) { y[0] = SCALE + SHIFT; }\n"
+    )
     opts = (f"-I{user_headers / 'inc'}",)
     recorded_wrong = case == "a package module changes"  # the change is made before recording
     if recorded_wrong:
@@ -212,15 +249,18 @@ def test_the_index_misses_when(case, user_headers, monkeypatch):
         assert found is not None and found.key == _full_key(build)
 
 
-@pytest.mark.parametrize("change", ["source", "options", "device", "name expressions",
-                                    "source directory"])
+@pytest.mark.parametrize(
+    "change", ["source", "options", "device", "name expressions", "source directory"]
+)
 def test_every_raw_input_is_in_the_index_id(change):
     base = ("src", ("-ftz=true",), "cc90", ("k<1>",), None)
-    changed = {"source": ("src ", *base[1:]),
-               "options": (base[0], ("-ftz=true", "-DX"), *base[2:]),
-               "device": (*base[:2], "cc80", *base[3:]),
-               "name expressions": (*base[:3], ("k<1>", "k<2>"), None),
-               "source directory": (*base[:4], "/some/dir")}[change]
+    changed = {
+        "source": ("src ", *base[1:]),
+        "options": (base[0], ("-ftz=true", "-DX"), *base[2:]),
+        "device": (*base[:2], "cc80", *base[3:]),
+        "name expressions": (*base[:3], ("k<1>", "k<2>"), None),
+        "source directory": (*base[:4], "/some/dir"),
+    }[change]
     assert index.index_id(*changed) != index.index_id(*base)
     assert index.index_id(*base) == index.index_id(*base)
 
@@ -234,12 +274,15 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     tc = toolchain()
     assert set(toolrecord.watched_paths(tc)) <= stamped
     pkg = Path(index.__file__).parent
-    assert {str(p) for p in pkg.glob("*.py")} | {str(p) for p in pkg.glob("store/*.py")} \
-        <= stamped
+    assert {str(p) for p in pkg.glob("*.py")} | {str(p) for p in pkg.glob("store/*.py")} <= stamped
     from cupy_rawcode import config
+
     (man,) = (config.cache_dir() / "manifests").rglob("*.json")
-    closure = {os.path.join(d, n)
-               for d, names in json.loads(man.read_bytes())["stamps"]["dirs"] for n in names}
+    closure = {
+        os.path.join(d, n)
+        for d, names in json.loads(man.read_bytes())["stamps"]["dirs"]
+        for n in names
+    }
     assert len(closure) == data["count"] > 100 and closure <= stamped
 
 
@@ -247,6 +290,7 @@ def test_an_entry_the_store_lost_is_compiled_again(monkeypatch):
     build = RawKernel(corpus("plain.cu"), "kern")._build
     first = build.device_code(CC)
     from cupy_rawcode import config
+
     for p in (config.cache_dir() / "entries").rglob("*"):
         if p.is_file():
             p.unlink()
@@ -269,6 +313,7 @@ def test_an_unwritable_cache_still_compiles_and_writes_no_index(tmp_path, monkey
 def test_the_log_line_says_an_index_hit(caplog):
     import io
     import logging
+
     RawKernel(corpus("plain.cu"), "kern")._build.device_code(CC)
     _new_process()
     log = io.StringIO()
@@ -289,20 +334,38 @@ print(json.dumps({"size": len(code.data), "modules": sorted(
     m for m in sys.modules if m.startswith(("cupy_rawcode", "pcpp", "cuda.core")))}))
 """
 
-HIT_PATH = {"cupy_rawcode", "cupy_rawcode.kernel", "cupy_rawcode.config", "cupy_rawcode.key",
-            "cupy_rawcode.stamps", "cupy_rawcode.index", "cupy_rawcode.store",
-            "cupy_rawcode.store.directory", "cupy_rawcode.store.memory",
-            "cupy_rawcode.store.entry"}
+HIT_PATH = {
+    "cupy_rawcode",
+    "cupy_rawcode.kernel",
+    "cupy_rawcode.config",
+    "cupy_rawcode.key",
+    "cupy_rawcode.stamps",
+    "cupy_rawcode.index",
+    "cupy_rawcode.store",
+    "cupy_rawcode.store.directory",
+    "cupy_rawcode.store.memory",
+    "cupy_rawcode.store.entry",
+}
 
 
 def test_a_warm_process_imports_only_the_hit_path(tmp_path):
     """Each module costs ~0.1-0.6 ms to import on the device host: a warm RawKernel keys
     through the index, without options, request, search, toolchain, manifest or program."""
     from conftest import CORPUS
+
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", _WARM, str(CORPUS / "radix_sort.cu")],
-                                      env=env, capture_output=True, text=True, check=True).stdout)
-            for _ in range(2)]
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _WARM, str(CORPUS / "radix_sort.cu")],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
     assert "cupy_rawcode.request" in runs[0]["modules"]  # the first process keys the full way
     assert set(runs[1]["modules"]) == HIT_PATH
     assert runs[0]["size"] == runs[1]["size"] > 0
@@ -318,10 +381,13 @@ sys.stdout.write(k._build.device_code(90).data.hex()[:4096])
 
 def test_processes_racing_on_a_first_launch_agree_and_leave_one_index_entry(tmp_path):
     from conftest import CORPUS
+
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
     cmd = [sys.executable, "-c", _RACE, str(CORPUS / "warp_reduce.cu")]
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
     assert len({o for o, _ in outs}) == 1 and outs[0][0]
@@ -383,6 +449,7 @@ def test_merged_stamps_hold_while_every_part_holds(tmp_path):
 
 def test_cache_clear_removes_the_index():
     from cupy_rawcode import cli, config
+
     RawKernel(corpus("plain.cu"), "kern")._build.device_code(CC)
     assert _entries()
     assert cli.main(["cache", "clear"]) == 0

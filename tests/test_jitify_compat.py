@@ -1,4 +1,5 @@
 """install()/uninstall(): CuPy's jitify=True compiles are routed to cupy-rawcode, others are not."""
+
 import pytest
 
 cupy = pytest.importorskip("cupy")
@@ -13,27 +14,44 @@ def fake_cupy(monkeypatch):
     calls = {"cupy": [], "ours": []}
     real = compiler._compile_module_with_cache
 
-    def fake(source, options=(), *, arch=None, extra_source=None, backend="nvrtc",
-             enable_cooperative_groups=False, name_expressions=None, log_stream=None,
-             jitify=False, to_ltoir=False):
+    def fake(
+        source,
+        options=(),
+        *,
+        arch=None,
+        extra_source=None,
+        backend="nvrtc",
+        enable_cooperative_groups=False,
+        name_expressions=None,
+        log_stream=None,
+        jitify=False,
+        to_ltoir=False,
+    ):
         calls["cupy"].append(source)
         return "cupy"
+
     fake.__signature__ = __import__("inspect").signature(real)
     monkeypatch.setattr(compiler, "_compile_module_with_cache", fake)
-    monkeypatch.setattr(jitify_compat, "_compile_for_cupy",
-                        lambda src, opts, arch, names, log: calls["ours"].append((src, opts)) or "ours")
+    monkeypatch.setattr(
+        jitify_compat,
+        "_compile_for_cupy",
+        lambda src, opts, arch, names, log: calls["ours"].append((src, opts)) or "ours",
+    )
     yield calls
     jitify_compat.uninstall()
 
 
-@pytest.mark.parametrize("kwargs, who", [
-    ({"jitify": True}, "ours"),
-    ({"jitify": True, "name_expressions": ("f<int>",)}, "ours"),
-    ({"jitify": False}, "cupy"),
-    ({}, "cupy"),
-    ({"jitify": True, "backend": "nvcc"}, "cupy"),
-    ({"jitify": True, "to_ltoir": True}, "cupy"),
-])
+@pytest.mark.parametrize(
+    "kwargs, who",
+    [
+        ({"jitify": True}, "ours"),
+        ({"jitify": True, "name_expressions": ("f<int>",)}, "ours"),
+        ({"jitify": False}, "cupy"),
+        ({}, "cupy"),
+        ({"jitify": True, "backend": "nvcc"}, "cupy"),
+        ({"jitify": True, "to_ltoir": True}, "cupy"),
+    ],
+)
 def test_only_jitify_nvrtc_compiles_are_routed(fake_cupy, kwargs, who):
     jitify_compat.install()
     assert compiler._compile_module_with_cache("src", ("-DX",), **kwargs) == who
@@ -55,11 +73,15 @@ def test_install_is_idempotent_and_uninstall_restores(fake_cupy):
 def test_cupy_raw_kernel_path_reaches_the_wrapper(fake_cupy):
     """CuPy's Cython compile_with_cache looks the function up on the module at call time."""
     from cupy.cuda.function import Module
+
     module = Module()
-    jitify_compat._compile_for_cupy = lambda src, opts, *a: fake_cupy["ours"].append((src, opts)) or module
+    jitify_compat._compile_for_cupy = lambda src, opts, *a: (
+        fake_cupy["ours"].append((src, opts)) or module
+    )
     jitify_compat.install()
-    result = cupy._core.core.compile_with_cache('extern "C" __global__ void f() {}', (),
-                                                jitify=True)
+    result = cupy._core.core.compile_with_cache(
+        'extern "C" __global__ void f() {}', (), jitify=True
+    )
     assert result is module
     src, opts = fake_cupy["ours"][0]
     assert "cupy/cuda_workaround.h" in src and any(o.startswith("--std=") for o in opts)

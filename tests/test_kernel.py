@@ -1,4 +1,5 @@
 """RawKernel/RawModule without a GPU: laziness, validation, compile for an arch, pickling."""
+
 import json
 import os
 import pickle
@@ -7,16 +8,18 @@ import sys
 import threading
 
 import pytest
-
 from conftest import ROOT
+
 import cupy_rawcode
 from cupy_rawcode import program
 from cupy_rawcode.kernel import translate_cucomplex
 from cupy_rawcode.toolchain import choose_arch
 
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
-TEMPLATE = "#include <cub/warp/warp_reduce.cuh>\n" \
-           "template <typename T> __global__ void twice(T* x) { x[threadIdx.x] *= 2; }\n"
+TEMPLATE = (
+    "#include <cub/warp/warp_reduce.cuh>\n"
+    "template <typename T> __global__ void twice(T* x) { x[threadIdx.x] *= 2; }\n"
+)
 
 
 @pytest.fixture
@@ -34,17 +37,23 @@ def test_constructing_never_compiles(compiles):
     assert compiles == []
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", backend="nvcc"), "backend='nvcc'"),
-    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-I",)), "'-I' needs a value"),
-    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-std=c++99",)), "c++99"),
-    (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options="-DX"), "tuple of str"),
-    (lambda: cupy_rawcode.RawKernel(b"x", "scale"), "code must be str"),
-    (lambda: cupy_rawcode.RawModule(), "Exactly one of"),
-    (lambda: cupy_rawcode.RawModule(code="x", path="y.cubin"), "Exactly one of"),
-    (lambda: cupy_rawcode.RawModule(path="k.cubin", name_expressions=["f<int>"]), "need CUDA C++"),
-    (lambda: cupy_rawcode.RawModule(path="k.cubin", options=("-DX",)), "apply to source"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", backend="nvcc"), "backend='nvcc'"),
+        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-I",)), "'-I' needs a value"),
+        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-std=c++99",)), "c++99"),
+        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options="-DX"), "tuple of str"),
+        (lambda: cupy_rawcode.RawKernel(b"x", "scale"), "code must be str"),
+        (lambda: cupy_rawcode.RawModule(), "Exactly one of"),
+        (lambda: cupy_rawcode.RawModule(code="x", path="y.cubin"), "Exactly one of"),
+        (
+            lambda: cupy_rawcode.RawModule(path="k.cubin", name_expressions=["f<int>"]),
+            "need CUDA C++",
+        ),
+        (lambda: cupy_rawcode.RawModule(path="k.cubin", options=("-DX",)), "apply to source"),
+    ],
+)
 def test_bad_arguments_raise_clearly(make, message):
     with pytest.raises((ValueError, TypeError), match=message.replace("+", r"\+")):
         make()
@@ -59,12 +68,15 @@ def test_jitify_argument_is_accepted_and_ignored(compiles):
     assert len(compiles) == 1  # same key: the second is a cache hit
 
 
-@pytest.mark.parametrize("cc, supported, expected", [
-    (90, (75, 80, 90, 120), ("sm_90", "cubin")),
-    (86, (75, 80, 90), ("sm_86", "cubin")),
-    (120, (75, 80, 90), ("compute_90", "ptx")),   # newer GPU than NVRTC: PTX, driver JITs it
-    (121, (75, 80, 90, 120, 121), ("sm_121", "cubin")),
-])
+@pytest.mark.parametrize(
+    "cc, supported, expected",
+    [
+        (90, (75, 80, 90, 120), ("sm_90", "cubin")),
+        (86, (75, 80, 90), ("sm_86", "cubin")),
+        (120, (75, 80, 90), ("compute_90", "ptx")),  # newer GPU than NVRTC: PTX, driver JITs it
+        (121, (75, 80, 90, 120, 121), ("sm_121", "cubin")),
+    ],
+)
 def test_arch_for_device(cc, supported, expected):
     assert choose_arch(cc, supported) == expected
 
@@ -72,8 +84,12 @@ def test_arch_for_device(cc, supported, expected):
 def test_translate_cucomplex_rewrites_only_the_include():
     src = "#include <cuComplex.h>\n  #  include < cuComplex.h >\n#include <cuda/std/complex>\nx\n"
     out = translate_cucomplex(src).splitlines()
-    assert out[:4] == ["#include <cupy/complex.cuh>", "#include <cupy/carray.cuh>",
-                       "#include <cupy/atomics.cuh>", "#include <cupy/math_constants.h>"]
+    assert out[:4] == [
+        "#include <cupy/complex.cuh>",
+        "#include <cupy/carray.cuh>",
+        "#include <cupy/atomics.cuh>",
+        "#include <cupy/math_constants.h>",
+    ]
     assert out[4].startswith("#include <cupy/cuComplex_bridge.h>")
     assert out[5].startswith("#include <cupy/cuComplex_bridge.h>")
     assert out[6:] == ["#include <cuda/std/complex>", "x"]
@@ -81,8 +97,10 @@ def test_translate_cucomplex_rewrites_only_the_include():
 
 def test_translate_cucomplex_compiles():
     pytest.importorskip("cupy", reason="translate_cucomplex uses CuPy's own headers")
-    src = ('#include <cuComplex.h>\nextern "C" __global__ void z(cuDoubleComplex* a) '
-           '{ a[0] = cuCmul(a[0], make_cuDoubleComplex(1.0, 2.0)); }\n')
+    src = (
+        '#include <cuComplex.h>\nextern "C" __global__ void z(cuDoubleComplex* a) '
+        "{ a[0] = cuCmul(a[0], make_cuDoubleComplex(1.0, 2.0)); }\n"
+    )
     k = cupy_rawcode.RawKernel(src, "z", translate_cucomplex=True)
     k.compile(arch="sm_80")
     assert k._build.compiled["sm_80"].data[:4] == b"\x7fELF"
@@ -119,6 +137,7 @@ def test_threads_racing_compile_once(compiles):
             k.compile(arch="sm_90")
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
+
     threads = [threading.Thread(target=run) for _ in range(16)]
     for t in threads:
         t.start()
@@ -140,23 +159,31 @@ print(json.dumps({"compiles": len(calls), "size": len(code.data), "symbols": cod
 """
 
 
-@pytest.mark.parametrize("make", [
-    lambda: cupy_rawcode.RawKernel(SCALE, "scale"),
-    lambda: cupy_rawcode.RawModule(code=TEMPLATE, name_expressions=["twice<float>"]),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cupy_rawcode.RawKernel(SCALE, "scale"),
+        lambda: cupy_rawcode.RawModule(code=TEMPLATE, name_expressions=["twice<float>"]),
+    ],
+)
 def test_pickle_carries_compiled_bytes_to_another_process(make, tmp_path):
     obj = make()
     obj.compile(arch="sm_90")
     path = tmp_path / "obj.pkl"
     path.write_bytes(pickle.dumps(obj))
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "empty-cache")}
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True,
-                       env=env, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     want = obj._build.compiled["sm_90"]
-    assert out == {"compiles": 0, "size": len(want.data), "symbols": want.symbols,
-                   "type": type(obj).__name__}
+    assert out == {
+        "compiles": 0,
+        "size": len(want.data),
+        "symbols": want.symbols,
+        "type": type(obj).__name__,
+    }
 
 
 def test_pickle_without_compiled_bytes_compiles_after_unpickling(compiles):

@@ -5,10 +5,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, corpus
-from cupy_rawcode import scan
-from cupy_rawcode.key import encode_fields, key_fields, digest_fields
+
+from cupy_rawcode.key import digest_fields, encode_fields, key_fields
 from cupy_rawcode.request import cache_key
 from cupy_rawcode.toolchain import toolchain
 
@@ -51,11 +50,16 @@ def test_user_header_edit_changes_key(tree):
     assert cache_key('#include "u.h"\n', arch="sm_90", options=opts) != k1
 
 
-BASE = dict(source="extern \"C\" __global__ void k() {}\n", arch="sm_90", options=(),
-            name_expressions=(), target="cubin")
+BASE = dict(
+    source='extern "C" __global__ void k() {}\n',
+    arch="sm_90",
+    options=(),
+    name_expressions=(),
+    target="cubin",
+)
 
 DIFFERS = {
-    "source changes": dict(source="extern \"C\" __global__ void k2() {}\n"),
+    "source changes": dict(source='extern "C" __global__ void k2() {}\n'),
     "a macro is defined": dict(options=("-DX=1",)),
     "a macro value changes": dict(options=("-DX=2",)),
     "std changes": dict(options=("-std=c++20",)),
@@ -65,10 +69,16 @@ DIFFERS = {
     "a passthrough option is added": dict(options=("--use_fast_math",)),
 }
 EQUAL = {
-    "-I spelled three ways": [dict(options=("-I", "/x")), dict(options=("-I/x",)),
-                              dict(options=("--include-path=/x",))],
+    "-I spelled three ways": [
+        dict(options=("-I", "/x")),
+        dict(options=("-I/x",)),
+        dict(options=("--include-path=/x",)),
+    ],
     "-D spelled two ways": [dict(options=("-DX=1",)), dict(options=("--define-macro=X=1",))],
-    "name expressions reordered": [dict(name_expressions=("a", "b")), dict(name_expressions=("b", "a"))],
+    "name expressions reordered": [
+        dict(name_expressions=("a", "b")),
+        dict(name_expressions=("b", "a")),
+    ],
     "default std spelled out": [dict(), dict(options=("-std=c++17",))],
     "include dir at another path": [dict(options=("-I/x",)), dict(options=("-I/y",))],
     "arch spelled as int": [dict(arch="sm_90"), dict(arch=90)],
@@ -92,10 +102,18 @@ def test_key_equal_when(case):
 
 
 def test_nvrtc_version_is_a_key_field():
-    common = dict(source="s", option_fields=[], search_tags=["cccl"], arch="sm_90", target="cubin",
-                  name_expressions=(), closure="c")
-    assert digest_fields(key_fields(nvrtc_version="12.9", **common)) != \
-        digest_fields(key_fields(nvrtc_version="13.0", **common))
+    common = dict(
+        source="s",
+        option_fields=[],
+        search_tags=["cccl"],
+        arch="sm_90",
+        target="cubin",
+        name_expressions=(),
+        closure="c",
+    )
+    assert digest_fields(key_fields(nvrtc_version="12.9", **common)) != digest_fields(
+        key_fields(nvrtc_version="13.0", **common)
+    )
 
 
 def test_fields_are_length_prefixed_not_concatenated():
@@ -114,8 +132,14 @@ print(json.dumps({"key": request.cache_key(src, arch="sm_90"), "scans": len(call
 
 
 def _run(path, env):
-    out = subprocess.run([sys.executable, "-c", _COUNT_SCANS, str(path)], capture_output=True,
-                         text=True, env=env, cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _COUNT_SCANS, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -141,22 +165,27 @@ def test_manifest_sees_a_changed_header(tree, tmp_path):
 def test_corrupt_manifest_is_a_miss(tmp_path):
     k1 = cache_key(SRC, arch="sm_90")
     from cupy_rawcode import manifest
+
     manifest._memo.clear()
     for p in (tmp_path / "cache" / "manifests").rglob("*.json"):
         p.write_bytes(b'{"schema": "cupy-rawcode-manifest-1", "files": [[1, 2]]}')
     assert cache_key(SRC, arch="sm_90") == k1
 
 
-@pytest.mark.parametrize("stamps", [
-    {"dirs": [["/nonexistent-dir", ["a.h"]]], "digest": "0" * 64},  # the directory is gone
-    {"dirs": [["/", ["etc"]]]},                                       # no digest
-    {"dirs": [["/", [5]]], "digest": "0" * 64},                       # a number for a name
-    {"dirs": [[7, ["etc"]]], "digest": "0" * 64},                     # a number for a directory
-    {"dirs": "not a list", "digest": "0" * 64},
-    "not a record",
-])
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        {"dirs": [["/nonexistent-dir", ["a.h"]]], "digest": "0" * 64},  # the directory is gone
+        {"dirs": [["/", ["etc"]]]},  # no digest
+        {"dirs": [["/", [5]]], "digest": "0" * 64},  # a number for a name
+        {"dirs": [[7, ["etc"]]], "digest": "0" * 64},  # a number for a directory
+        {"dirs": "not a list", "digest": "0" * 64},
+        "not a record",
+    ],
+)
 def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, stamps):
     from cupy_rawcode import manifest
+
     manifest._memo.clear()  # this process may know the manifest already: write it here
     k1 = cache_key(SRC, arch="sm_90")
     manifest._memo.clear()

@@ -1,5 +1,4 @@
 """Each pcpp 1.30 defect (facts.md) fixed in exact mode, one test each."""
-import pytest
 
 from cupy_rawcode.closure import resolve
 
@@ -14,8 +13,10 @@ def _reads(tree, header_text, extra=None):
 
 
 def test_paste_with_va_args_leading_whitespace(tree):
-    text = ("#define CAT(a, ...) a##__VA_ARGS__\n#define V_12 1\n"
-            "#if CAT(V_, 12)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n")
+    text = (
+        "#define CAT(a, ...) a##__VA_ARGS__\n#define V_12 1\n"
+        "#if CAT(V_, 12)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n"
+    )
     assert _reads(tree, text) == {"yes.h"}
 
 
@@ -25,24 +26,30 @@ def test_ll_and_ull_suffixes(tree):
 
 
 def test_has_include_is_evaluated(tree):
-    text = ("#ifdef __has_include\n#if __has_include(<yes.h>) && !__has_include(<absent.h>)\n"
-            "#include <yes.h>\n#endif\n#else\n#include <no.h>\n#endif\n")
+    text = (
+        "#ifdef __has_include\n#if __has_include(<yes.h>) && !__has_include(<absent.h>)\n"
+        "#include <yes.h>\n#endif\n#else\n#include <no.h>\n#endif\n"
+    )
     assert _reads(tree, text) == {"yes.h"}
 
 
 def test_has_include_through_a_macro(tree):
-    text = ("#define HAS(x) __has_include(x)\n#if HAS(<yes.h>)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n")
+    text = "#define HAS(x) __has_include(x)\n#if HAS(<yes.h>)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n"
     assert _reads(tree, text) == {"yes.h"}
 
 
 def test_va_opt(tree):
-    text = ("#define F(...) 1 __VA_OPT__(+ 1)\n#if F() == 1 && F(x) == 2\n#include <yes.h>\n"
-            "#else\n#include <no.h>\n#endif\n")
+    text = (
+        "#define F(...) 1 __VA_OPT__(+ 1)\n#if F() == 1 && F(x) == 2\n#include <yes.h>\n"
+        "#else\n#include <no.h>\n#endif\n"
+    )
     assert _reads(tree, text) == {"yes.h"}
 
 
 def test_true_false_in_if(tree):
-    assert _reads(tree, "#if true && !false\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n") == {"yes.h"}
+    assert _reads(
+        tree, "#if true && !false\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n"
+    ) == {"yes.h"}
 
 
 def test_include_next(tree):
@@ -53,5 +60,6 @@ def test_include_next(tree):
 
 def test_corpus_evaluates_without_errors():
     from conftest import corpus
+
     c = resolve(corpus("block_reduce.cu"), exact=True, arch="sm_90")
     assert c.errors == ()

@@ -1,21 +1,28 @@
 """Compile through the cache (CPU: NVRTC needs no GPU)."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, corpus
+
 from cupy_rawcode.nvrtc import CompileError
-from cupy_rawcode.program import compile_request, default_store
+from cupy_rawcode.program import compile_request
 from cupy_rawcode.request import make_request
 from cupy_rawcode.store import Layered
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.memory import MemoryStore
 
-NVRTC_KERNELS = ["block_reduce.cu", "block_scan.cu", "complex.cu", "plain.cu", "radix_sort.cu",
-                 "warp_reduce.cu"]
+NVRTC_KERNELS = [
+    "block_reduce.cu",
+    "block_scan.cu",
+    "complex.cu",
+    "plain.cu",
+    "radix_sort.cu",
+    "warp_reduce.cu",
+]
 
 
 @pytest.mark.parametrize("name", NVRTC_KERNELS)
@@ -42,16 +49,23 @@ print(json.dumps({"hit": r.hit, "compiles": len(calls), "key": r.key,
 
 
 def _child(path, env, *names):
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(path), *names], capture_output=True,
-                       text=True, env=env, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), *names],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
 
 def test_second_process_hits_without_nvrtc_and_keeps_name_expressions(tmp_path):
     src = tmp_path / "t.cu"
-    src.write_text("#include <cub/warp/warp_reduce.cuh>\n"
-                   "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= N; }\n")
+    src.write_text(
+        "#include <cub/warp/warp_reduce.cuh>\n"
+        "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= N; }\n"
+    )
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
     first = _child(src, env, "scale<3>")
     second = _child(src, env, "scale<3>")
@@ -81,11 +95,14 @@ def test_broken_entry_is_a_miss(tmp_path, damage, caplog):
     elif damage == "foreign":
         path.write_bytes(b"\x80\x04this is a pickle, never loaded")
     else:
-        other = compile_request(make_request(corpus("plain.cu") + "//x\n", arch="sm_90"), store=disk())
+        other = compile_request(
+            make_request(corpus("plain.cu") + "//x\n", arch="sm_90"), store=disk()
+        )
         path.write_bytes(_entry_path(tmp_path, other.key).read_bytes())
     again = compile_request(req, store=disk())
     assert not again.hit and again.object_code.code == good.object_code.code
     from cupy_rawcode.store.entry import decode
+
     assert decode(good.key, path.read_bytes())[0] == good.object_code.code  # replaced, valid
     assert "broken cache entry" in caplog.text
 
@@ -96,8 +113,10 @@ def test_read_only_cache_still_compiles(tmp_path, caplog):
     os.chmod(ro, 0o500)
     if os.access(ro, os.W_OK):
         pytest.skip("running as root: directory permissions are not enforced")
-    r = compile_request(make_request(corpus("plain.cu"), arch="sm_90"),
-                        store=Layered([MemoryStore(), DirectoryStore(ro / "c")]))
+    r = compile_request(
+        make_request(corpus("plain.cu"), arch="sm_90"),
+        store=Layered([MemoryStore(), DirectoryStore(ro / "c")]),
+    )
     assert not r.hit and len(r.object_code.code) > 0
 
 
@@ -114,8 +133,17 @@ def test_eight_processes_compile_at_once(tmp_path):
     src = tmp_path / "t.cu"
     src.write_text(corpus("block_reduce.cu"))
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(src)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for _ in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(src)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for _ in range(8)
+    ]
     outs = [p.communicate() for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     results = [json.loads(o) for o, _ in outs]
@@ -123,6 +151,7 @@ def test_eight_processes_compile_at_once(tmp_path):
     entries = [p for p in (tmp_path / "c" / "entries").rglob("*") if p.is_file()]
     assert len(entries) == 1 and not any(p.name.endswith(".tmp") for p in entries)
     from cupy_rawcode.store.entry import decode
+
     code, meta = decode(results[0]["key"], entries[0].read_bytes())
     assert len(code) == results[0]["size"]
 
@@ -131,8 +160,9 @@ def test_compile_error_carries_log_options_and_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("CUPY_RAWCODE_DUMP_SOURCE", "1")
     src = 'extern "C" __global__ void k(float* x) {\n  x[0] = nope;\n}\n'
     with pytest.raises(CompileError) as e:
-        compile_request(make_request(src, arch="sm_90", options=("-DQ=1",)),
-                        store=Layered([MemoryStore()]))
+        compile_request(
+            make_request(src, arch="sm_90", options=("-DQ=1",)), store=Layered([MemoryStore()])
+        )
     err = e.value
     assert "nope" in err.log and "--define-macro=Q=1" in err.options
     assert ">     2 |   x[0] = nope;" in str(err)
@@ -141,8 +171,10 @@ def test_compile_error_carries_log_options_and_lines(tmp_path, monkeypatch):
 
 def test_passthrough_option_reaches_nvrtc():
     with pytest.raises(CompileError, match="bogus"):
-        compile_request(make_request("", arch="sm_90", options=("--bogus-flag",)),
-                        store=Layered([MemoryStore()]))
+        compile_request(
+            make_request("", arch="sm_90", options=("--bogus-flag",)),
+            store=Layered([MemoryStore()]),
+        )
 
 
 @pytest.mark.parametrize("arch", ["compute_90", "lto_90"])
@@ -162,12 +194,17 @@ def test_ptx_compiles_with_name_expressions_on_any_host(tmp_path):
     ptx = bytes(first.object_code.code)
     mangled = first.object_code.symbol_mapping["k<float>"]
     assert ptx.startswith(b"//") and b".version" in ptx and b".entry " + mangled in ptx
-    assert (again.hit, bytes(again.object_code.code), again.symbols) == \
-        (True, ptx, {"k<float>": mangled.decode()})
+    assert (again.hit, bytes(again.object_code.code), again.symbols) == (
+        True,
+        ptx,
+        {"k<float>": mangled.decode()},
+    )
 
 
 def test_ptx_compile_error_says_where(tmp_path):
     store = Layered([DirectoryStore(tmp_path / "c")])
     req = make_request("__global__ void k() {\n  nope();\n}\n", arch="compute_90", target="ptx")
-    with pytest.raises(CompileError, match=r"(?s)identifier \"nope\" is undefined.*>     2 \|   nope\(\);"):
+    with pytest.raises(
+        CompileError, match=r"(?s)identifier \"nope\" is undefined.*>     2 \|   nope\(\);"
+    ):
         compile_request(req, store=store)

@@ -1,4 +1,5 @@
 """Each search rule on a small synthetic tree, checked against gcc's own resolution (gcc -M)."""
+
 import os
 import shutil
 import subprocess
@@ -13,47 +14,118 @@ GCC = shutil.which("gcc")
 CASES = {
     "quoted looks in the includer's own directory first": (
         {"inc/x/a.h": '#include "b.h"\n', "inc/x/b.h": "//own\n", "inc/b.h": "//list\n"},
-        "#include <x/a.h>\n", ["inc"], [], {"inc/x/a.h", "inc/x/b.h"}),
+        "#include <x/a.h>\n",
+        ["inc"],
+        [],
+        {"inc/x/a.h", "inc/x/b.h"},
+    ),
     "quoted does not look in directories further up the stack": (
         {"main/y.h": "//wrong\n", "i1/x/a.h": '#include "y.h"\n', "i2/y.h": "//right\n"},
-        "#include <x/a.h>\n", ["i1", "i2"], [], {"i1/x/a.h", "i2/y.h"}),
+        "#include <x/a.h>\n",
+        ["i1", "i2"],
+        [],
+        {"i1/x/a.h", "i2/y.h"},
+    ),
     "angle skips the own directory": (
         {"i1/x/a.h": "#include <b.h>\n", "i1/x/b.h": "//own\n", "i2/b.h": "//list\n"},
-        "#include <x/a.h>\n", ["i1", "i2"], [], {"i1/x/a.h", "i2/b.h"}),
+        "#include <x/a.h>\n",
+        ["i1", "i2"],
+        [],
+        {"i1/x/a.h", "i2/b.h"},
+    ),
     "quoted from the main source uses its directory": (
         {"main/m.h": "//main dir\n", "i1/m.h": "//list\n"},
-        '#include "m.h"\n', ["i1"], [], {"main/m.h"}),
+        '#include "m.h"\n',
+        ["i1"],
+        [],
+        {"main/m.h"},
+    ),
     "-I comes before -isystem": (
-        {"i1/h.h": "//I\n", "s1/h.h": "//isystem\n"}, "#include <h.h>\n", ["i1"], ["s1"], {"i1/h.h"}),
+        {"i1/h.h": "//I\n", "s1/h.h": "//isystem\n"},
+        "#include <h.h>\n",
+        ["i1"],
+        ["s1"],
+        {"i1/h.h"},
+    ),
     "-I order is kept": (
-        {"i1/h.h": "//1\n", "i2/h.h": "//2\n"}, "#include <h.h>\n", ["i2", "i1"], [], {"i2/h.h"}),
+        {"i1/h.h": "//1\n", "i2/h.h": "//2\n"},
+        "#include <h.h>\n",
+        ["i2", "i1"],
+        [],
+        {"i2/h.h"},
+    ),
     "include_next continues after the current directory": (
-        {"i1/h.h": "#pragma once\n#include_next <h.h>\n", "i2/h.h": "#include_next <h.h>\n",
-         "i3/h.h": "//last\n"},
-        "#include <h.h>\n", ["i1", "i2", "i3"], [], {"i1/h.h", "i2/h.h", "i3/h.h"}),
+        {
+            "i1/h.h": "#pragma once\n#include_next <h.h>\n",
+            "i2/h.h": "#include_next <h.h>\n",
+            "i3/h.h": "//last\n",
+        },
+        "#include <h.h>\n",
+        ["i1", "i2", "i3"],
+        [],
+        {"i1/h.h", "i2/h.h", "i3/h.h"},
+    ),
     "pragma once and guards read a file once": (
-        {"i1/a.h": "#pragma once\n#include <g.h>\n", "i1/g.h": "#ifndef G\n#define G\n#include <a.h>\n#endif\n"},
-        "#include <a.h>\n#include <a.h>\n#include <g.h>\n", ["i1"], [], {"i1/a.h", "i1/g.h"}),
+        {
+            "i1/a.h": "#pragma once\n#include <g.h>\n",
+            "i1/g.h": "#ifndef G\n#define G\n#include <a.h>\n#endif\n",
+        },
+        "#include <a.h>\n#include <a.h>\n#include <g.h>\n",
+        ["i1"],
+        [],
+        {"i1/a.h", "i1/g.h"},
+    ),
     "computed include": (
         {"i1/cfg.h": "#define SYS sys_a\n#define HDR <SYS/impl.h>\n", "i1/sys_a/impl.h": "//a\n"},
-        "#include <cfg.h>\n#include HDR\n", ["i1"], [], {"i1/cfg.h", "i1/sys_a/impl.h"}),
+        "#include <cfg.h>\n#include HDR\n",
+        ["i1"],
+        [],
+        {"i1/cfg.h", "i1/sys_a/impl.h"},
+    ),
 }
 
 EXACT_CASES = {
     "__has_include picks the branch": (
-        {"i1/yes.h": "//y\n", "i1/p.h": "#if __has_include(<yes.h>)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n"},
-        "#include <p.h>\n", ["i1"], [], {"i1/p.h", "i1/yes.h"}),
+        {
+            "i1/yes.h": "//y\n",
+            "i1/p.h": "#if __has_include(<yes.h>)\n#include <yes.h>\n#else\n#include <no.h>\n#endif\n",
+        },
+        "#include <p.h>\n",
+        ["i1"],
+        [],
+        {"i1/p.h", "i1/yes.h"},
+    ),
     "__has_include_next": (
-        {"i1/h.h": "#if __has_include_next(<h.h>)\n#include_next <h.h>\n#endif\n", "i2/h.h": "//2\n"},
-        "#include <h.h>\n", ["i1", "i2"], [], {"i1/h.h", "i2/h.h"}),
+        {
+            "i1/h.h": "#if __has_include_next(<h.h>)\n#include_next <h.h>\n#endif\n",
+            "i2/h.h": "//2\n",
+        },
+        "#include <h.h>\n",
+        ["i1", "i2"],
+        [],
+        {"i1/h.h", "i2/h.h"},
+    ),
     "conditions under user macros": (
-        {"i1/a.h": "#if MODE == 2\n#include <two.h>\n#elif defined(OTHER)\n#include <other.h>\n#endif\n",
-         "i1/two.h": "//2\n", "i1/other.h": "//o\n"},
-        "#include <a.h>\n", ["i1"], [], {"i1/a.h", "i1/two.h"}),
+        {
+            "i1/a.h": "#if MODE == 2\n#include <two.h>\n#elif defined(OTHER)\n#include <other.h>\n#endif\n",
+            "i1/two.h": "//2\n",
+            "i1/other.h": "//o\n",
+        },
+        "#include <a.h>\n",
+        ["i1"],
+        [],
+        {"i1/a.h", "i1/two.h"},
+    ),
     "elifdef": (
-        {"i1/a.h": "#ifdef NOPE\n#include <x.h>\n#elifdef MODE\n#include <two.h>\n#endif\n",
-         "i1/two.h": "//2\n"},
-        "#include <a.h>\n", ["i1"], [], {"i1/a.h", "i1/two.h"}),
+        {
+            "i1/a.h": "#ifdef NOPE\n#include <x.h>\n#elifdef MODE\n#include <two.h>\n#endif\n",
+            "i1/two.h": "//2\n",
+        },
+        "#include <a.h>\n",
+        ["i1"],
+        [],
+        {"i1/a.h", "i1/two.h"},
+    ),
 }
 
 
@@ -81,7 +153,9 @@ def _gcc(root, inc, isys):
         cmd += ["-I", str(root / d)]
     for d in isys:
         cmd += ["-isystem", str(root / d)]
-    out = subprocess.run(cmd + [str(root / "main" / "k.cu")], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        cmd + [str(root / "main" / "k.cu")], capture_output=True, text=True, check=True
+    ).stdout
     deps = out.replace("\\\n", " ").split(":", 1)[1].split()
     return {os.path.relpath(p, root) for p in deps[1:]}
 
@@ -116,6 +190,7 @@ def test_no_source_dir_means_no_own_directory_for_main(tree):
 
 def test_header_sources_are_asked_lazily_in_policy_order():
     from cupy_rawcode.toolchain import choose_system_dirs
+
     asked = []
     wheel = {"cccl": ["/w/cccl"], "cuda": ["/w/cuda"], "curand": ["/w/curand"], "crt": ["/w/nvcc"]}
     offers = {"wheel": wheel, "nvrtc": {"cccl": ["/n"]}}
@@ -123,40 +198,72 @@ def test_header_sources_are_asked_lazily_in_policy_order():
     def offer(source):
         asked.append(source)
         return offers.get(source, {})
+
     dirs = choose_system_dirs(("wheel", "nvrtc", "cupy"), offer, "/shim")
     assert [(d.tag, d.path, d.origin) for d in dirs] == [
-        ("cccl", "/w/cccl", "wheel"), ("cuda", "/w/cuda", "wheel"), ("curand", "/w/curand", "wheel"),
-        ("crt", "/w/nvcc", "wheel"), ("shim", "/shim", "package")]
+        ("cccl", "/w/cccl", "wheel"),
+        ("cuda", "/w/cuda", "wheel"),
+        ("curand", "/w/curand", "wheel"),
+        ("crt", "/w/nvcc", "wheel"),
+        ("shim", "/shim", "package"),
+    ]
     assert "nvrtc" not in asked  # never extracted when an earlier source has everything
     asked.clear()
     dirs = choose_system_dirs(("cupy", "nvrtc", "wheel"), offer, "/shim")
-    assert [(d.tag, d.origin) for d in dirs] == [("cccl", "nvrtc"), ("cuda", "wheel"),
-                                                 ("curand", "wheel"), ("crt", "wheel"),
-                                                 ("shim", "package")]
+    assert [(d.tag, d.origin) for d in dirs] == [
+        ("cccl", "nvrtc"),
+        ("cuda", "wheel"),
+        ("curand", "wheel"),
+        ("crt", "wheel"),
+        ("shim", "package"),
+    ]
 
 
-@pytest.mark.parametrize("offers, expected", [
-    # CUDA 13 wheels share one include directory: one root, not three
-    ({"wheel": {"cuda": ["/cu13"], "curand": ["/cu13"], "crt": ["/cu13"]}},
-     [("cuda", "/cu13", "wheel")]),
-    # a library only the toolkit has comes from there, after the wheel's runtime headers
-    ({"wheel": {"cuda": ["/w/rt"], "curand": ["/w/rand"]}, "toolkit": {"cuda": ["/tk"], "crt": ["/tk"]}},
-     [("cuda", "/w/rt", "wheel"), ("curand", "/w/rand", "wheel"), ("crt", "/tk", "toolkit")]),
-    # CuPy's CCCL first; CUDA headers from the next source that has them
-    ({"cupy": {"cccl": ["/c/libcudacxx", "/c/cub"]}, "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]}},
-     [("cccl", "/c/libcudacxx", "cupy"), ("cccl", "/c/cub", "cupy"), ("cuda", "/w/rt", "wheel")]),
-    # without CuPy: the wheel's CCCL
-    ({"cupy": {}, "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]}},
-     [("cccl", "/w/cccl", "wheel"), ("cuda", "/w/rt", "wheel")]),
-])
+@pytest.mark.parametrize(
+    "offers, expected",
+    [
+        # CUDA 13 wheels share one include directory: one root, not three
+        (
+            {"wheel": {"cuda": ["/cu13"], "curand": ["/cu13"], "crt": ["/cu13"]}},
+            [("cuda", "/cu13", "wheel")],
+        ),
+        # a library only the toolkit has comes from there, after the wheel's runtime headers
+        (
+            {
+                "wheel": {"cuda": ["/w/rt"], "curand": ["/w/rand"]},
+                "toolkit": {"cuda": ["/tk"], "crt": ["/tk"]},
+            },
+            [("cuda", "/w/rt", "wheel"), ("curand", "/w/rand", "wheel"), ("crt", "/tk", "toolkit")],
+        ),
+        # CuPy's CCCL first; CUDA headers from the next source that has them
+        (
+            {
+                "cupy": {"cccl": ["/c/libcudacxx", "/c/cub"]},
+                "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]},
+            },
+            [
+                ("cccl", "/c/libcudacxx", "cupy"),
+                ("cccl", "/c/cub", "cupy"),
+                ("cuda", "/w/rt", "wheel"),
+            ],
+        ),
+        # without CuPy: the wheel's CCCL
+        (
+            {"cupy": {}, "wheel": {"cccl": ["/w/cccl"], "cuda": ["/w/rt"]}},
+            [("cccl", "/w/cccl", "wheel"), ("cuda", "/w/rt", "wheel")],
+        ),
+    ],
+)
 def test_library_roots_come_from_the_first_source_that_has_them(offers, expected):
     from cupy_rawcode.toolchain import DEFAULT_SOURCES, choose_system_dirs
+
     dirs = choose_system_dirs(DEFAULT_SOURCES, offers, "/shim")
     assert [(d.tag, d.path, d.origin) for d in dirs] == expected + [("shim", "/shim", "package")]
 
 
 def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
     from cupy_rawcode.toolchain import BUNDLED_MIN, nvrtc_version, source_dirs
+
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "c"))
     if nvrtc_version() < BUNDLED_MIN:
         assert source_dirs("nvrtc") == {}  # older NVRTC: the source offers nothing
@@ -164,9 +271,11 @@ def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
     dirs = source_dirs("nvrtc")
     assert os.path.isfile(os.path.join(dirs["cccl"][0], "cub", "block", "block_reduce.cuh"))
     assert os.path.isfile(os.path.join(dirs["cuda"][0], "cuda_fp16.h"))
+    from conftest import corpus
+
     from cupy_rawcode.program import compile_request
     from cupy_rawcode.request import make_request
-    from conftest import corpus
+
     monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "nvrtc")
     r = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))
     assert r.code[:4] == b"\x7fELF" and r.header_count > 100

@@ -1,12 +1,12 @@
 """Standard header shims: each supported header compiles with its main names, each declaration
 stub compiles when included and fails with a hint when one of its names is used, user and real
 headers win over shims, and the README's list is generated from them."""
-import re
+
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 import cupy_rawcode
 from cupy_rawcode import shims
 from cupy_rawcode.toolchain import toolchain
@@ -14,80 +14,88 @@ from cupy_rawcode.toolchain import toolchain
 # header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
 USES = {
     "type_traits": "static_assert(std::is_same<int, int>::value && std::is_floating_point_v<float>"
-                   " && !std::is_pointer<int>::value, \"\");"
-                   " using T = std::conditional_t<true, std::decay_t<const int&>, float>;"
-                   " static_assert(std::is_same_v<T, int>, \"\"); q[0] = std::is_signed<T>::value;",
+    ' && !std::is_pointer<int>::value, "");'
+    " using T = std::conditional_t<true, std::decay_t<const int&>, float>;"
+    ' static_assert(std::is_same_v<T, int>, ""); q[0] = std::is_signed<T>::value;',
     "limits": "p[0] = std::numeric_limits<float>::max() + std::numeric_limits<float>::epsilon();"
-              " q[0] = std::numeric_limits<int>::max(); p[1] = std::numeric_limits<double>::lowest();",
+    " q[0] = std::numeric_limits<int>::max(); p[1] = std::numeric_limits<double>::lowest();",
     "utility": "std::pair<int, float> a = std::make_pair(1, 2.0f); std::swap(q[0], q[1]);"
-               " auto b = std::move(a); p[0] = b.second + std::forward<int>(b.first);"
-               " static_assert(std::integer_sequence<int, 1, 2>::size() == 2, \"\");",
+    " auto b = std::move(a); p[0] = b.second + std::forward<int>(b.first);"
+    ' static_assert(std::integer_sequence<int, 1, 2>::size() == 2, "");',
     "tuple": "std::tuple<int, float> t = std::make_tuple(1, 2.0f); auto [a, b] = t;"
-             " q[0] = std::get<0>(t) + a + std::tuple_size<decltype(t)>::value; int x; float y;"
-             " std::tie(x, y) = t; p[0] = b + y + x;",
+    " q[0] = std::get<0>(t) + a + std::tuple_size<decltype(t)>::value; int x; float y;"
+    " std::tie(x, y) = t; p[0] = b + y + x;",
     "array": "std::array<int, 4> a{1, 2, 3, 4}; q[0] = a[2] + (int)a.size() + a.back();",
     "complex": "std::complex<float> z(p[0], 1.0f); z = z * std::conj(z); p[1] = std::abs(z) + z.real();",
     "functional": "q[0] = std::plus<int>()(1, 2) + std::multiplies<int>()(3, 4)"
-                  " + std::less<int>()(1, 2) + std::greater<>()(2, 1);",
+    " + std::less<int>()(1, 2) + std::greater<>()(2, 1);",
     "iterator": "int a[4] = {1, 2, 3, 4}; auto it = std::begin(a); std::advance(it, 2);"
-                " q[0] = *it + (int)std::distance(std::begin(a), std::end(a));"
-                " q[1] = *std::reverse_iterator<int*>(std::end(a));"
-                " static_assert(std::is_same<std::iterator_traits<int*>::value_type, int>::value, \"\");",
+    " q[0] = *it + (int)std::distance(std::begin(a), std::end(a));"
+    " q[1] = *std::reverse_iterator<int*>(std::end(a));"
+    ' static_assert(std::is_same<std::iterator_traits<int*>::value_type, int>::value, "");',
     "initializer_list": "std::initializer_list<int> il = {1, 2, 3}; q[0] = (int)il.size() + *il.begin();",
     "numeric": "int a[3] = {1, 2, 3}; q[0] = std::accumulate(a, a + 3, 0) + std::gcd(12, 18)"
-               " + std::lcm(4, 6); std::iota(a, a + 3, 5); q[1] = a[2];",
+    " + std::lcm(4, 6); std::iota(a, a + 3, 5); q[1] = a[2];",
     "memory": "q[0] = *std::addressof(q[1]);"
-              " static_assert(std::is_same<std::pointer_traits<int*>::element_type, int>::value, \"\");",
+    ' static_assert(std::is_same<std::pointer_traits<int*>::element_type, int>::value, "");',
     "new": "float* f = new (p) float(3.0f); p[1] = *f;",
     "algorithm": "q[0] = std::min(q[1], q[2]) + std::max(1, 2) + std::clamp(q[3], 0, 10);"
-                 " int a[4] = {4, 1, 3, 2}; q[1] = *std::min_element(a, a + 4)"
-                 " + *std::max_element(a, a + 4); std::fill(a, a + 2, 7); std::swap(a[0], a[3]);"
-                 " q[2] = (int)(std::find(a, a + 4, 3) - a) + std::count(a, a + 4, 7);"
-                 " int s[3] = {1, 3, 5}; q[3] = (int)(std::lower_bound(s, s + 3, 3) - s);",
+    " int a[4] = {4, 1, 3, 2}; q[1] = *std::min_element(a, a + 4)"
+    " + *std::max_element(a, a + 4); std::fill(a, a + 2, 7); std::swap(a[0], a[3]);"
+    " q[2] = (int)(std::find(a, a + 4, 3) - a) + std::count(a, a + 4, 7);"
+    " int s[3] = {1, 3, 5}; q[3] = (int)(std::lower_bound(s, s + 3, 3) - s);",
     "bit": "q[0] = std::popcount(7u) + std::countl_zero(1u) + (int)std::bit_width(8u);"
-           " p[0] = std::bit_cast<float>(q[1]);",
+    " p[0] = std::bit_cast<float>(q[1]);",
     "span": "std::span<float> s(p, 4); p[0] = s[1] + (float)s.size() + s.subspan(1).front();",
     "optional": "std::optional<int> o = 3; std::optional<int> e = std::nullopt;"
-                " q[0] = o.value_or(0) + e.value_or(5) + o.has_value();",
+    " q[0] = o.value_or(0) + e.value_or(5) + o.has_value();",
     "variant": "std::variant<int, float> v = 1.0f; p[0] = std::get<float>(v);"
-               " q[0] = std::holds_alternative<float>(v) + (int)v.index();",
+    " q[0] = std::holds_alternative<float>(v) + (int)v.index();",
     "ratio": "using R = std::ratio_add<std::ratio<1, 3>, std::ratio<1, 6>>; q[0] = R::num * 10 + R::den;",
     "atomic": "std::atomic_ref<int> a(q[0]); a.fetch_add(1); q[1] = a.load();",
     "chrono": "std::chrono::duration<int> d(2); q[0] = (int)std::chrono::milliseconds(d).count();",
     "bitset": "std::bitset<8> b(5); q[0] = (int)b.count() + b.test(0);",
-    "concepts": "static_assert(std::same_as<int, int> && std::integral<int>, \"\");",
+    "concepts": 'static_assert(std::same_as<int, int> && std::integral<int>, "");',
     "expected": "std::expected<int, int> e = 3; std::expected<int, int> u = std::unexpected<int>(4);"
-                " q[0] = e.value() + u.error();",
+    " q[0] = e.value() + u.error();",
     "mdspan": "std::mdspan<float, std::dextents<int, 2>> m(p, 2, 3); p[0] = m(1, 2) + m.extent(1);",
     "source_location": "q[0] = (int)std::source_location::current().line();",
-    "barrier": "static_assert(sizeof(std::barrier<>) > 0, \"\");",
-    "latch": "static_assert(sizeof(std::latch) > 0, \"\");",
-    "semaphore": "static_assert(sizeof(std::binary_semaphore) > 0, \"\");",
+    "barrier": 'static_assert(sizeof(std::barrier<>) > 0, "");',
+    "latch": 'static_assert(sizeof(std::latch) > 0, "");',
+    "semaphore": 'static_assert(sizeof(std::binary_semaphore) > 0, "");',
     "numbers": "p[0] = std::numbers::pi_v<float> + (float)std::numbers::e;",
-    "string_view": "std::string_view s(\"abc\"); q[0] = (int)s.size() + s[1];",
+    "string_view": 'std::string_view s("abc"); q[0] = (int)s.size() + s[1];',
     "cstdint": "int64_t a = 1; std::int32_t b = 2; uint8_t c = 3; std::uintptr_t d = 4;"
-               " q[0] = (int)(a + b + c + d) + (INT32_MAX > 0);",
+    " q[0] = (int)(a + b + c + d) + (INT32_MAX > 0);",
     "cstddef": "size_t a = 1; std::size_t b = 2; ptrdiff_t c = 3; std::nullptr_t n = nullptr;"
-               " std::byte y{4}; q[0] = (int)(a + b + c) + (n == nullptr) + std::to_integer<int>(y);",
+    " std::byte y{4}; q[0] = (int)(a + b + c) + (n == nullptr) + std::to_integer<int>(y);",
     "climits": "q[0] = INT_MAX - CHAR_BIT + (LLONG_MAX > 0) + (UINT_MAX > 0) + SHRT_MIN;",
     "cfloat": "p[0] = FLT_MAX - FLT_MIN + (float)DBL_EPSILON + FLT_EPSILON + FLT_MANT_DIG;",
     "cmath": "p[0] = std::sin(p[1]) + std::sqrt(p[2]) + std::fabs(p[3]) + std::pow(p[4], 2.0f)"
-             " + std::floor(p[5]) + std::fmax(p[6], p[7]) + std::isnan(p[8]) + std::exp(p[9]);"
-             " double d = std::sqrt(2.0) + std::log(3.0) + std::abs(-1.0) + std::erf(0.5) + std::exp2(2.0);"
-             " int e; p[10] = (float)d + sinf(p[1]) + std::frexp(1.5f, &e) + std::lgamma(p[2]);",
+    " + std::floor(p[5]) + std::fmax(p[6], p[7]) + std::isnan(p[8]) + std::exp(p[9]);"
+    " double d = std::sqrt(2.0) + std::log(3.0) + std::abs(-1.0) + std::erf(0.5) + std::exp2(2.0);"
+    " int e; p[10] = (float)d + sinf(p[1]) + std::frexp(1.5f, &e) + std::lgamma(p[2]);",
     "cassert": "assert(q[0] >= 0);",
     "cstdlib": "q[0] = std::abs(q[1]) + (int)std::labs(-3L) + abs(q[2]);",
     "cstring": "std::memcpy(p, p + 1, sizeof(float)); std::memset(q, 0, sizeof(int)); memcpy(p, p + 2, 4);",
-    "cstdio": "std::printf(\"%d\\n\", q[0]); printf(\"%f\\n\", p[0]);",
+    "cstdio": 'std::printf("%d\\n", q[0]); printf("%f\\n", p[0]);',
     "ctime": "clock_t t = std::clock(); q[0] = (int)(t + clock64());",
     "cstdarg": "std::va_list a; q[0] = (int)sizeof(a) + (int)sizeof(va_list);",
 }
 C_NAMES = shims.C_HEADERS
-_C_GLOBAL = {"cstdint": "int32_t g = 1; q[0] = g;", "cstddef": "size_t g = 1; q[0] = (int)g;",
-             "climits": "q[0] = INT_MAX;", "cfloat": "p[0] = FLT_MAX;", "cmath": "p[0] = sinf(p[1]);",
-             "cassert": "assert(q[0] >= 0);", "cstdlib": "q[0] = abs(q[1]);",
-             "cstring": "memset(q, 0, 4);", "cstdio": "printf(\"x\");", "ctime": "q[0] = (int)clock();",
-             "cstdarg": "va_list a; q[0] = (int)sizeof(a);"}
+_C_GLOBAL = {
+    "cstdint": "int32_t g = 1; q[0] = g;",
+    "cstddef": "size_t g = 1; q[0] = (int)g;",
+    "climits": "q[0] = INT_MAX;",
+    "cfloat": "p[0] = FLT_MAX;",
+    "cmath": "p[0] = sinf(p[1]);",
+    "cassert": "assert(q[0] >= 0);",
+    "cstdlib": "q[0] = abs(q[1]);",
+    "cstring": "memset(q, 0, 4);",
+    "cstdio": 'printf("x");',
+    "ctime": "q[0] = (int)clock();",
+    "cstdarg": "va_list a; q[0] = (int)sizeof(a);",
+}
 
 
 def _kernel(includes, body):
@@ -119,7 +127,8 @@ JITIFY_HEADERS = (
     "cstdint stdio.h cstdio stdlib.h cstdlib string.h cstring stdarg.h cstdarg time.h ctime "
     "algorithm array complex initializer_list iostream istream iterator limits mutex ostream "
     "sstream exception stdexcept string tuple utility type_traits vector memory.h functional map "
-    "stack iomanip typeinfo memory new sys/time.h numeric cxxabi.h").split()
+    "stack iomanip typeinfo memory new sys/time.h numeric cxxabi.h"
+).split()
 
 # stub header -> a use of one of its names (inside `__global__ void k(float* p, int* q)`)
 STUB_USES = {
@@ -130,9 +139,9 @@ STUB_USES = {
     "ostream": "std::ostream& o = *(std::ostream*)p; o << q[0];",
     "iostream": "std::cout << q[0] << std::endl;",
     "sstream": "std::ostringstream s; s << p[0];",
-    "fstream": "std::ofstream f(\"out.txt\");",
+    "fstream": 'std::ofstream f("out.txt");',
     "iomanip": "q[0] = (int)sizeof(std::setw(3));",
-    "string": "std::string s(\"abc\"); q[0] = (int)s.size();",
+    "string": 'std::string s("abc"); q[0] = (int)s.size();',
     "vector": "std::vector<int> v; v.push_back(q[0]);",
     "deque": "std::deque<int> d;",
     "list": "std::list<int> l;",
@@ -144,18 +153,18 @@ STUB_USES = {
     "stack": "std::stack<int> s; s.push(1);",
     "queue": "std::priority_queue<int> h;",
     "exception": "std::exception e;",
-    "stdexcept": "std::runtime_error e(\"bad\");",
+    "stdexcept": 'std::runtime_error e("bad");',
     "typeinfo": "q[0] = (int)sizeof(std::type_info);",
     "mutex": "std::mutex m; std::lock_guard<std::mutex> g(m);",
     "thread": "std::thread t;",
     "condition_variable": "std::condition_variable c;",
     "future": "std::future<int> f;",
-    "regex": "std::regex r(\"a+\");",
+    "regex": 'std::regex r("a+");',
     "locale": "std::locale l;",
     "filesystem": "std::filesystem::path f;",
     "random": "std::mt19937 g(1); q[0] = (int)g();",
     "sys/time.h": "timeval t; gettimeofday(&t, 0); q[0] = (int)t.tv_sec;",
-    "cxxabi.h": "q[0] = (int)(abi::__cxa_demangle(\"x\", 0, 0, 0) != 0);",
+    "cxxabi.h": 'q[0] = (int)(abi::__cxa_demangle("x", 0, 0, 0) != 0);',
 }
 
 
@@ -172,8 +181,11 @@ def test_every_jitify_header_is_a_shim_or_a_stub():
 def test_header_compiles_when_included(name):
     """Included and unused, as a library header includes it: compiles, and after a stub the
     std:: integer types a real <iostream> or <vector> makes reachable are there."""
-    body = "std::size_t n = 2; std::int32_t m = 3; q[0] = (int)(n + m);" if name in shims.STUBS \
+    body = (
+        "std::size_t n = 2; std::int32_t m = 3; q[0] = (int)(n + m);"
+        if name in shims.STUBS
         else "q[0] = 1;"
+    )
     cupy_rawcode.compile(_kernel([name], body), arch="sm_90")
 
 
@@ -185,7 +197,7 @@ def test_all_stubs_together_with_every_shim(stubs_first):
     names = sorted(shims.STUBS) + shim_names if stubs_first else shim_names + sorted(shims.STUBS)
     body = "p[0] = std::sin(p[1]) + std::abs(std::complex<float>(p[2], 1.0f));"
     if "string_view" in shim_names:
-        body += " q[0] = (int)std::char_traits<char>::length(\"abc\") + (int)std::string_view(\"ab\").size();"
+        body += ' q[0] = (int)std::char_traits<char>::length("abc") + (int)std::string_view("ab").size();'
     cupy_rawcode.compile(_kernel(names, body), arch="sm_90")
 
 
@@ -196,33 +208,51 @@ def test_a_stub_name_used_fails_with_the_hint(name):
     assert f"<{name}> has no device implementation: {shims.STUBS[name].advice}" in str(e.value)
 
 
-@pytest.mark.parametrize("log, hints", [
-    ('kernel.cu(3): error: incomplete type "std::vector<int, cuda::std::__4::allocator<int>>" '
-     'is not allowed\n  std::vector<int> v;\n', ["vector"]),
-    ('kernel.cu(3): error: namespace "std" has no member "cout"\n', ["iostream"]),
-    ('kernel.cu(3): error: incomplete type "std::stack<int, std::deque<int, '
-     'cuda::std::__4::allocator<int>>>" is not allowed\n', ["stack"]),
-    ('kernel.cu(3): error: no operator "<<" matches these operands\n'
-     '            operand types are: std::ostringstream << float\n', ["sstream"]),
-    ('kernel.cu(3): error: identifier "gettimeofday" is undefined\n', ["sys/time.h"]),
-    ('kernel.cu(3): error: namespace "abi" has no member "__cxa_demangle"\n', ["cxxabi.h"]),
-    ('kernel.cu(3): error: incomplete type "std::string" is not allowed\n'
-     'kernel.cu(4): error: incomplete type "std::mutex" is not allowed\n'
-     'kernel.cu(5): error: incomplete type "std::string" is not allowed\n', ["string", "mutex"]),
-    # not a stub's name: cuda::std's own, a warning, the echoed source line, another identifier
-    ('kernel.cu(3): error: incomplete type "cuda::std::__4::vector" is not allowed\n', []),
-    ('kernel.cu(3): warning: variable "std::string" was declared but never referenced\n', []),
-    ('kernel.cu(3): error: identifier "foo" is undefined\n    std::string s; foo();\n', []),
-    ('kernel.cu(3): error: identifier "vector" is undefined\n', []),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "log, hints",
+    [
+        (
+            'kernel.cu(3): error: incomplete type "std::vector<int, cuda::std::__4::allocator<int>>" '
+            "is not allowed\n  std::vector<int> v;\n",
+            ["vector"],
+        ),
+        ('kernel.cu(3): error: namespace "std" has no member "cout"\n', ["iostream"]),
+        (
+            'kernel.cu(3): error: incomplete type "std::stack<int, std::deque<int, '
+            'cuda::std::__4::allocator<int>>>" is not allowed\n',
+            ["stack"],
+        ),
+        (
+            'kernel.cu(3): error: no operator "<<" matches these operands\n'
+            "            operand types are: std::ostringstream << float\n",
+            ["sstream"],
+        ),
+        ('kernel.cu(3): error: identifier "gettimeofday" is undefined\n', ["sys/time.h"]),
+        ('kernel.cu(3): error: namespace "abi" has no member "__cxa_demangle"\n', ["cxxabi.h"]),
+        (
+            'kernel.cu(3): error: incomplete type "std::string" is not allowed\n'
+            'kernel.cu(4): error: incomplete type "std::mutex" is not allowed\n'
+            'kernel.cu(5): error: incomplete type "std::string" is not allowed\n',
+            ["string", "mutex"],
+        ),
+        # not a stub's name: cuda::std's own, a warning, the echoed source line, another identifier
+        ('kernel.cu(3): error: incomplete type "cuda::std::__4::vector" is not allowed\n', []),
+        ('kernel.cu(3): warning: variable "std::string" was declared but never referenced\n', []),
+        ('kernel.cu(3): error: identifier "foo" is undefined\n    std::string s; foo();\n', []),
+        ('kernel.cu(3): error: identifier "vector" is undefined\n', []),
+        ("", []),
+    ],
+)
 def test_stub_hints_name_the_header_of_the_name_used(log, hints):
-    expected = "\n".join(f"<{h}> has no device implementation: {shims.STUBS[h].advice}" for h in hints)
+    expected = "\n".join(
+        f"<{h}> has no device implementation: {shims.STUBS[h].advice}" for h in hints
+    )
     assert shims.stub_hints(log) == expected
 
 
 def _other_roots():
     from cupy_rawcode.toolchain import source_dirs
+
     roots = []
     for source in ("cupy", "toolkit"):
         try:
@@ -237,24 +267,32 @@ def _other_roots():
 @pytest.mark.parametrize("source", _other_roots())
 def test_all_shims_together_under_other_cccl_roots(source, monkeypatch):
     """CuPy's bundled CCCL and the toolkit's (when present) as well as the wheel's."""
-    monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", source)  # CCCL from there, CUDA from the wheel
+    monkeypatch.setenv(
+        "CUPY_RAWCODE_HEADER_SOURCES", source
+    )  # CCCL from there, CUDA from the wheel
     names = [n for n in USES if _cccl_has(n)]
     body = " ".join("{ " + USES[n] + " }" for n in names)
     cupy_rawcode.compile(_kernel(names + sorted(C_NAMES), body), arch="sm_90")
 
 
-@pytest.mark.parametrize("includes", [
-    ["type_traits", "type_traits"],
-    ["type_traits", "cuda/std/type_traits"],
-    ["cuda/std/type_traits", "type_traits"],
-    ["cuda/std/tuple", "tuple", "utility", "cuda/std/utility"],
-    ["cmath", "math.h", "complex", "cuda/std/cmath"],
-])
+@pytest.mark.parametrize(
+    "includes",
+    [
+        ["type_traits", "type_traits"],
+        ["type_traits", "cuda/std/type_traits"],
+        ["cuda/std/type_traits", "type_traits"],
+        ["cuda/std/tuple", "tuple", "utility", "cuda/std/utility"],
+        ["cmath", "math.h", "complex", "cuda/std/cmath"],
+    ],
+)
 def test_shims_mix_with_cuda_std_in_any_order(includes):
-    body = ("static_assert(std::is_same<std::pair<int, int>, cuda::std::pair<int, int>>::value, \"\");"
-            if "utility" in includes else
-            "static_assert(std::is_same<int, cuda::std::remove_cv_t<const int>>::value, \"\");"
-            if "type_traits" in includes else "p[0] = std::sin(p[1]);")
+    body = (
+        'static_assert(std::is_same<std::pair<int, int>, cuda::std::pair<int, int>>::value, "");'
+        if "utility" in includes
+        else 'static_assert(std::is_same<int, cuda::std::remove_cv_t<const int>>::value, "");'
+        if "type_traits" in includes
+        else "p[0] = std::sin(p[1]);"
+    )
     cupy_rawcode.compile(_kernel(includes, body), arch="sm_90")
 
 
@@ -288,12 +326,17 @@ def test_include_dir_is_what_the_table_renders():
     include = ROOT / "include"
     on_disk = {str(p.relative_to(include)) for p in include.rglob("*") if p.is_file()}
     rendered = shims.files()
-    assert on_disk - {"cupy_rawcode/workaround.h"} == set(rendered), \
+    assert on_disk - {"cupy_rawcode/workaround.h"} == set(rendered), (
         "run: python -m cupy_rawcode.shims --write"
+    )
     for rel, text in rendered.items():
-        assert (include / rel).read_text() == text, f"{rel} is stale: python -m cupy_rawcode.shims --write"
+        assert (include / rel).read_text() == text, (
+            f"{rel} is stale: python -m cupy_rawcode.shims --write"
+        )
 
 
 def test_readme_lists_the_headers_from_the_table():
     readme = (ROOT / "README.md").read_text()
-    assert shims.markdown() in readme, "README header list is stale: python -m cupy_rawcode.shims --markdown"
+    assert shims.markdown() in readme, (
+        "README header list is stale: python -m cupy_rawcode.shims --markdown"
+    )

@@ -1,21 +1,31 @@
 """The speed paths change nothing but time: compile overlapped with the header scan,
 NVRTC's automatic precompiled headers, and a miss that never imports cuda.core."""
+
 import os
 
 import pytest
-
 from conftest import CORPUS, corpus
+
 import cupy_rawcode
 from cupy_rawcode import nvrtc, program
 from cupy_rawcode.nvrtc import _Pch, include_prefix
 from cupy_rawcode.request import make_request
 
 
-@pytest.mark.parametrize("source, prefix", [
-    ("#include <a.h>\n#include <b.h>\n__global__ void k() {}\n", "#include <a.h>\n#include <b.h>"),
-    ("// c\n\n#include <a.h>\n#define X 1\nint y;\n#include <c.h>\n", "// c\n#include <a.h>\n#define X 1"),
-    ("__global__ void k() {}\n", ""),
-])
+@pytest.mark.parametrize(
+    "source, prefix",
+    [
+        (
+            "#include <a.h>\n#include <b.h>\n__global__ void k() {}\n",
+            "#include <a.h>\n#include <b.h>",
+        ),
+        (
+            "// c\n\n#include <a.h>\n#define X 1\nint y;\n#include <c.h>\n",
+            "// c\n#include <a.h>\n#define X 1",
+        ),
+        ("__global__ void k() {}\n", ""),
+    ],
+)
 def test_include_prefix(source, prefix):
     assert include_prefix(source) == prefix
 
@@ -38,20 +48,26 @@ SERIES = [_src("e", i) for i in range(5)]
 NONE = 'extern "C" __global__ void k() {}\n'
 
 
-@pytest.mark.parametrize("mode, sequence, expected", [
-    # a repeated prefix creates (2nd), then reuses (3rd); the live PCH is reused later too
-    ("auto", [A1, A2, A2, B, A1], [False, True, True, False, True]),
-    # pairs: the first pair's PCH is never reused, so pairs stop creating one
-    ("auto", [A1, A2] + PAIRS, [False, True] + [False] * 6),
-    # after that waste a series creates at its 3rd, reuses from its 4th, and runs of 2 pay again
-    ("auto", [A1, A2] + PAIRS + SERIES + PAIRS[:2],
-     [False, True] + [False] * 6 + [False, False, True, True, True] + [False, True]),
-    # distinct prefixes never ask; nothing included, nothing to precompile
-    ("auto", [_src(h, 0) for h in "abcdef"], [False] * 6),
-    ("auto", [NONE] * 4, [False] * 4),
-    ("0", [A1, A2, A2], [False, False, False]),
-    ("1", [A1, B], [True, True]),
-])
+@pytest.mark.parametrize(
+    "mode, sequence, expected",
+    [
+        # a repeated prefix creates (2nd), then reuses (3rd); the live PCH is reused later too
+        ("auto", [A1, A2, A2, B, A1], [False, True, True, False, True]),
+        # pairs: the first pair's PCH is never reused, so pairs stop creating one
+        ("auto", [A1, A2] + PAIRS, [False, True] + [False] * 6),
+        # after that waste a series creates at its 3rd, reuses from its 4th, and runs of 2 pay again
+        (
+            "auto",
+            [A1, A2] + PAIRS + SERIES + PAIRS[:2],
+            [False, True] + [False] * 6 + [False, False, True, True, True] + [False, True],
+        ),
+        # distinct prefixes never ask; nothing included, nothing to precompile
+        ("auto", [_src(h, 0) for h in "abcdef"], [False] * 6),
+        ("auto", [NONE] * 4, [False] * 4),
+        ("0", [A1, A2, A2], [False, False, False]),
+        ("1", [A1, B], [True, True]),
+    ],
+)
 def test_pch_is_asked_for_only_when_it_can_pay(monkeypatch, mode, sequence, expected):
     monkeypatch.setenv("CUPY_RAWCODE_PCH", mode)
     pch = _Pch()
@@ -79,9 +95,15 @@ def test_a_miss_compiles_without_importing_cuda_core(tmp_path, name):
     import json
     import subprocess
     import sys
+
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    out = subprocess.run([sys.executable, "-c", _MISS_MODULES, str(CORPUS / name)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _MISS_MODULES, str(CORPUS / name)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     modules = json.loads(out)
     assert "cuda.bindings.nvrtc" in modules and not any(m.startswith("cuda.core") for m in modules)
 
@@ -117,7 +139,9 @@ def test_missing_header_is_the_resolvers_error_even_with_overlap(monkeypatch):
 @pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 300_000])
 def test_scan_file_reads_whole_files_of_any_size(tmp_path, size):
     import hashlib
+
     from cupy_rawcode import scan
+
     body = (b"#include <x.h>\n" + b"/" * 60 + b"\n") * (size // 76 + 1)
     path = tmp_path / "h.h"
     path.write_bytes(body[:size])
@@ -125,11 +149,14 @@ def test_scan_file_reads_whole_files_of_any_size(tmp_path, size):
     assert s.digest == hashlib.sha256(body[:size]).hexdigest()
 
 
-@pytest.mark.parametrize("source, overlapped", [
-    ("__global__ void k() {}\n", False),  # nothing to scan: no thread hand-off
-    ("#include <a.h>\n__global__ void k() {}\n", True),
-    ("#  include \"a.h\"\n", True),
-])
+@pytest.mark.parametrize(
+    "source, overlapped",
+    [
+        ("__global__ void k() {}\n", False),  # nothing to scan: no thread hand-off
+        ("#include <a.h>\n__global__ void k() {}\n", True),
+        ('#  include "a.h"\n', True),
+    ],
+)
 def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
     assert program._worth_overlapping(_req(source)) is overlapped
     assert program._worth_overlapping(_req(source, options=("-include", "a.h")))
@@ -137,6 +164,7 @@ def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
 
 def test_a_miss_looks_for_the_manifest_once(monkeypatch):
     from cupy_rawcode import manifest
+
     calls = []
     real = manifest.lookup
     monkeypatch.setattr(manifest, "lookup", lambda *a: calls.append(1) or real(*a))
@@ -165,10 +193,15 @@ def test_a_hit_while_the_overlapped_compile_imports_cuda_core(tmp_path):
     import os
     import subprocess
     import sys
+
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
     for step in ("fill", "hit"):
-        p = subprocess.run([sys.executable, "-c", _HIT_WHILE_COMPILE_IMPORTS, step], env=env,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-c", _HIT_WHILE_COMPILE_IMPORTS, step],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "ok"
 
@@ -189,13 +222,31 @@ def test_a_warm_hit_imports_nothing_only_a_miss_needs(tmp_path):
     import os
     import subprocess
     import sys
+
     from conftest import CORPUS
+
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", _HIT_MODULES, str(CORPUS / "block_reduce.cu")],
-                                      env=env, capture_output=True, text=True, check=True).stdout)
-            for _ in range(2)]
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _HIT_MODULES, str(CORPUS / "block_reduce.cu")],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
     assert [r["hit"] for r in runs] == [False, True]
     assert "cupy_rawcode.nvrtc" in runs[0]["modules"]
-    miss_only = {"cupy_rawcode.nvrtc", "cupy_rawcode.strip", "cupy_rawcode.closure",
-                 "cupy_rawcode.scan", "cupy_rawcode.fsutil", "pcpp", "cuda.core"}
+    miss_only = {
+        "cupy_rawcode.nvrtc",
+        "cupy_rawcode.strip",
+        "cupy_rawcode.closure",
+        "cupy_rawcode.scan",
+        "cupy_rawcode.fsutil",
+        "pcpp",
+        "cuda.core",
+    }
     assert not miss_only & set(runs[1]["modules"])

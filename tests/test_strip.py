@@ -1,14 +1,15 @@
 """Stripping unreferenced library globals (strip.py): the rules in tables, then real compiles
 (CPU: NVRTC and nvJitLink need no GPU)."""
+
 import logging
 
 import pytest
-
 from conftest import corpus
+
 from cupy_rawcode import cli, nvrtc, strip
-from cupy_rawcode.program import compile as rc_compile, compile_request
-from cupy_rawcode.request import context, make_request
-from cupy_rawcode.request import cache_key
+from cupy_rawcode.program import compile as rc_compile
+from cupy_rawcode.program import compile_request
+from cupy_rawcode.request import cache_key, context, make_request
 from cupy_rawcode.strip import data_symbols, in_library, wanted
 
 CUB = "_ZN3cub17CUB_200802_SM_9006detail9ConstantsILi4EE5valueE"
@@ -16,22 +17,26 @@ STD = "_ZN4cuda3std3__417integral_constantIbLb1EE5valueE"
 INTERNAL = "_ZN35_INTERNAL_00000000_9_kernel_cu_kern4cuda3std3__48in_placeE"
 
 
-@pytest.mark.parametrize("name, library", [
-    (STD, True),
-    (CUB, True),
-    ("_ZN6thrust6detail4trueE", True),
-    ("_ZNSt17integral_constantIbLb1EE5valueE", True),
-    ("_ZN15__cccl_internal30__is_non_narrowing_convertibleIffvE5valueE", True),
-    ("_ZN2nv6target3sm_E", True),
-    (INTERNAL, True),                                              # internal linkage, library inside
-    ("_ZN35_INTERNAL_00000000_9_kernel_cu_kern4user6tablesE", False),
-    ("_ZN4user5tableE", False),                                    # a user namespace
-    ("_ZN5cudax4flagE", False),                                    # a prefix of 'cuda' is not 'cuda'
-    ("_ZN3Cfg1NE", False),                                         # a user class's constexpr member
-    ("_ZL7counter", False),
-    ("counter", False),                                            # extern "C"
-    ("_ZN", False), ("_ZNx", False),                               # malformed: never a library
-])
+@pytest.mark.parametrize(
+    "name, library",
+    [
+        (STD, True),
+        (CUB, True),
+        ("_ZN6thrust6detail4trueE", True),
+        ("_ZNSt17integral_constantIbLb1EE5valueE", True),
+        ("_ZN15__cccl_internal30__is_non_narrowing_convertibleIffvE5valueE", True),
+        ("_ZN2nv6target3sm_E", True),
+        (INTERNAL, True),  # internal linkage, library inside
+        ("_ZN35_INTERNAL_00000000_9_kernel_cu_kern4user6tablesE", False),
+        ("_ZN4user5tableE", False),  # a user namespace
+        ("_ZN5cudax4flagE", False),  # a prefix of 'cuda' is not 'cuda'
+        ("_ZN3Cfg1NE", False),  # a user class's constexpr member
+        ("_ZL7counter", False),
+        ("counter", False),  # extern "C"
+        ("_ZN", False),
+        ("_ZNx", False),  # malformed: never a library
+    ],
+)
 def test_in_library(name, library):
     assert in_library(name) is library
 
@@ -40,67 +45,94 @@ def _ptx(*lines: str) -> str:
     return "\n".join([".version 8.8", ".target sm_90", ".address_size 64", "", *lines, ""])
 
 
-BODY = [".visible .entry kern(", ".param .u64 kern_param_0", ")", "{",
-        "\tmov.u64 \t%rd1, {ref};", "\tret;", "}"]
+BODY = [
+    ".visible .entry kern(",
+    ".param .u64 kern_param_0",
+    ")",
+    "{",
+    "\tmov.u64 \t%rd1, {ref};",
+    "\tret;",
+    "}",
+]
 
 
 def _body(ref: str) -> list[str]:
     return [line.replace("{ref}", ref) for line in BODY]
 
 
-@pytest.mark.parametrize("decls, ref, keep, gone", [
-    # removed: a library global nothing names
-    ([f".global .align 1 .u8 {STD} = 1;"], "0", (), {STD}),
-    ([f".global .align 4 .b8 {CUB}[4] = {{4, 0, 0, 0}};"], "0", (), {CUB}),
-    ([f".global .align 1 .b8 {INTERNAL}[1];"], "0", (), {INTERNAL}),
-    # kept: named by code
-    ([f".global .align 1 .u8 {STD} = 1;"], STD, (), set()),
-    # kept: named only by another global's initializer (which is itself referenced)
-    ([f".global .align 1 .u8 {STD} = 1;", f".global .align 8 .u64 _ZN4user1pE = generic({STD});"],
-     "_ZN4user1pE", (), set()),
-    # kept: a user variable nobody references (get_global may want it)
-    ([".global .align 4 .u32 _ZN4user5tableE;"], "0", (), set()),
-    # kept: visible, extern or weak library declarations
-    ([f".visible .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
-    ([f".extern .global .align 1 .u8 {STD};"], "0", (), set()),
-    ([f".weak .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
-    # kept: a lowered name expression
-    ([f".global .align 1 .u8 {STD} = 1;"], "0", (STD,), set()),
-    # mixed: only the unreferenced library one goes
-    ([f".global .align 1 .u8 {STD} = 1;", f".global .align 4 .b8 {CUB}[4];"], CUB, (), {STD}),
-])
+@pytest.mark.parametrize(
+    "decls, ref, keep, gone",
+    [
+        # removed: a library global nothing names
+        ([f".global .align 1 .u8 {STD} = 1;"], "0", (), {STD}),
+        ([f".global .align 4 .b8 {CUB}[4] = {{4, 0, 0, 0}};"], "0", (), {CUB}),
+        ([f".global .align 1 .b8 {INTERNAL}[1];"], "0", (), {INTERNAL}),
+        # kept: named by code
+        ([f".global .align 1 .u8 {STD} = 1;"], STD, (), set()),
+        # kept: named only by another global's initializer (which is itself referenced)
+        (
+            [
+                f".global .align 1 .u8 {STD} = 1;",
+                f".global .align 8 .u64 _ZN4user1pE = generic({STD});",
+            ],
+            "_ZN4user1pE",
+            (),
+            set(),
+        ),
+        # kept: a user variable nobody references (get_global may want it)
+        ([".global .align 4 .u32 _ZN4user5tableE;"], "0", (), set()),
+        # kept: visible, extern or weak library declarations
+        ([f".visible .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
+        ([f".extern .global .align 1 .u8 {STD};"], "0", (), set()),
+        ([f".weak .global .align 1 .u8 {STD} = 1;"], "0", (), set()),
+        # kept: a lowered name expression
+        ([f".global .align 1 .u8 {STD} = 1;"], "0", (STD,), set()),
+        # mixed: only the unreferenced library one goes
+        ([f".global .align 1 .u8 {STD} = 1;", f".global .align 4 .b8 {CUB}[4];"], CUB, (), {STD}),
+    ],
+)
 def test_strip_removes_exactly_the_unreferenced_library_globals(decls, ref, keep, gone):
     ptx = _ptx(*decls, *_body(ref))
     out, removed = strip.strip(ptx, frozenset(keep))
     assert removed == len(gone)
     for line in decls:
-        name = next(w for w in line.replace(";", " ").replace("[", " ").split() if w.startswith("_Z"))
+        name = next(
+            w for w in line.replace(";", " ").replace("[", " ").split() if w.startswith("_Z")
+        )
         assert (line in out) is (name not in gone), line
     assert all(line in out for line in _body(ref))
 
 
-@pytest.mark.parametrize("arch, virtual", [
-    ("sm_90", "compute_90"), ("sm_90a", "compute_90a"), ("sm_100f", "compute_100f"),
-    ("compute_80", "compute_80"),
-])
+@pytest.mark.parametrize(
+    "arch, virtual",
+    [
+        ("sm_90", "compute_90"),
+        ("sm_90a", "compute_90a"),
+        ("sm_100f", "compute_100f"),
+        ("compute_80", "compute_80"),
+    ],
+)
 def test_virtual_arch_of_the_ptx_step(arch, virtual):
     assert nvrtc.virtual_arch(arch) == virtual
 
 
-@pytest.mark.parametrize("options, target, is_ptx, on", [
-    ((), "cubin", False, True),
-    (("-ftz=true",), "cubin", False, True),             # CuPy's default, front end only
-    (("--use_fast_math", "-restrict", "--diag-suppress=177"), "cubin", False, True),
-    ((), "ptx", False, True),
-    ((), "ltoir", False, False),                         # LTO IR is linked elsewhere
-    ((), "cubin", True, False),                          # PTX input is the user's own
-    (("-G",), "cubin", False, False),                    # options that change ptxas's work
-    (("-lineinfo",), "cubin", False, False),
-    (("-maxrregcount=32",), "cubin", False, False),
-    (("-Xptxas", "-v"), "cubin", False, False),
-    (("-rdc=true",), "cubin", False, False),
-    (("--some-future-flag",), "cubin", False, False),    # unknown: keep NVRTC's cubin
-])
+@pytest.mark.parametrize(
+    "options, target, is_ptx, on",
+    [
+        ((), "cubin", False, True),
+        (("-ftz=true",), "cubin", False, True),  # CuPy's default, front end only
+        (("--use_fast_math", "-restrict", "--diag-suppress=177"), "cubin", False, True),
+        ((), "ptx", False, True),
+        ((), "ltoir", False, False),  # LTO IR is linked elsewhere
+        ((), "cubin", True, False),  # PTX input is the user's own
+        (("-G",), "cubin", False, False),  # options that change ptxas's work
+        (("-lineinfo",), "cubin", False, False),
+        (("-maxrregcount=32",), "cubin", False, False),
+        (("-Xptxas", "-v"), "cubin", False, False),
+        (("-rdc=true",), "cubin", False, False),
+        (("--some-future-flag",), "cubin", False, False),  # unknown: keep NVRTC's cubin
+    ],
+)
 def test_wanted(options, target, is_ptx, on):
     assert wanted(options, target, is_ptx) is on
 
@@ -133,8 +165,9 @@ def test_cub_cubin_keeps_no_library_globals_and_its_kernel(name, tmp_path, monke
 
 
 def test_stripped_ptx_target_has_no_unreferenced_library_globals(tmp_path):
-    ptx = bytes(rc_compile(corpus("block_reduce.cu"), arch="sm_90", target="ptx",
-                           cache_dir=tmp_path).code).decode()
+    ptx = bytes(
+        rc_compile(corpus("block_reduce.cu"), arch="sm_90", target="ptx", cache_dir=tmp_path).code
+    ).decode()
     assert ".entry kern(" in ptx
     assert strip.strip(ptx) == (ptx, 0)  # nothing left to strip
     assert ptx.count("\n.global") < 5
@@ -159,6 +192,7 @@ def test_user_globals_survive_even_unreferenced(tmp_path):
 def test_without_a_matching_nvjitlink_nvrtc_makes_the_cubin(tmp_path, monkeypatch, caplog):
     """nvJitLink of another CUDA release (or none): the cubin is NVRTC's, whole, with one log
     line, and the compile still succeeds."""
+
     class OtherRelease(strip._NvJitLink):
         def get(self):
             self.loaded, self.module, self.version = True, object(), (9, 9)
@@ -216,12 +250,24 @@ def test_a_cubin_never_needs_more_stack_or_registers_than_nvrtcs_own():
     # nvJitLink assembles relocatable code (ptxas -c): it keeps buf[] in 128 bytes of local
     # memory, where NVRTC's whole-program ptxas keeps it in registers; NVRTC's cubin is used
     from cuda.core import Program, ProgramOptions
+
     req = make_request(LOCAL_ARRAY, arch="sm_90")
     result = compile_request(req)
-    own = Program(LOCAL_ARRAY, "c++", ProgramOptions(
-        arch="sm_90", std="c++17", device_as_default_execution_space=True,
-        include_path=[d.path for d in context(req).dirs],
-        pre_include=["cupy_rawcode/workaround.h"])).compile("cubin").code
+    own = (
+        Program(
+            LOCAL_ARRAY,
+            "c++",
+            ProgramOptions(
+                arch="sm_90",
+                std="c++17",
+                device_as_default_execution_space=True,
+                include_path=[d.path for d in context(req).dirs],
+                pre_include=["cupy_rawcode/workaround.h"],
+            ),
+        )
+        .compile("cubin")
+        .code
+    )
     assert strip.function_resources(result.code) == strip.function_resources(bytes(own))
     assert strip.function_resources(result.code)["k"][1:] == (0, 0)  # no stack frame
     assert result.made["kept"].startswith("nvJitLink's cubin needed more")
@@ -229,14 +275,17 @@ def test_a_cubin_never_needs_more_stack_or_registers_than_nvrtcs_own():
     assert "kept" not in block.made and not strip.uses_stack(block.code)
 
 
-@pytest.mark.parametrize("mine, theirs, expected", [
-    ({"k": (32, 0, 0)}, {"k": (32, 0, 0)}, True),
-    ({"k": (31, 128, 128)}, {"k": (39, 0, 0)}, False),   # fewer registers, but local memory
-    ({"k": (40, 0, 0)}, {"k": (39, 0, 0)}, False),
-    ({"k": (30, 0, 0)}, {"k": (39, 0, 0)}, True),
-    ({"k": (30, 16, 16)}, {"k": (39, 16, 32)}, True),
-    ({"k": (30, 0, 0)}, {"k": (39, 0, 0), "g": (8, 0, 0)}, False),  # a function missing
-])
+@pytest.mark.parametrize(
+    "mine, theirs, expected",
+    [
+        ({"k": (32, 0, 0)}, {"k": (32, 0, 0)}, True),
+        ({"k": (31, 128, 128)}, {"k": (39, 0, 0)}, False),  # fewer registers, but local memory
+        ({"k": (40, 0, 0)}, {"k": (39, 0, 0)}, False),
+        ({"k": (30, 0, 0)}, {"k": (39, 0, 0)}, True),
+        ({"k": (30, 16, 16)}, {"k": (39, 16, 32)}, True),
+        ({"k": (30, 0, 0)}, {"k": (39, 0, 0), "g": (8, 0, 0)}, False),  # a function missing
+    ],
+)
 def test_no_worse(monkeypatch, mine, theirs, expected):
     monkeypatch.setattr(strip, "function_resources", lambda c: mine if c == b"mine" else theirs)
     assert strip.no_worse(b"mine", b"theirs") is expected

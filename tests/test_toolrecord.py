@@ -1,5 +1,6 @@
 """The toolchain record (toolrecord.py): used while nothing it stamps changed, rediscovered when
 anything did, never trusted when broken; and a warm process keys without loading NVRTC."""
+
 import json
 import os
 import subprocess
@@ -25,13 +26,19 @@ def setup(tmp_path, monkeypatch):
         d.mkdir(parents=True)
     lib.write_bytes(b"\x7fELF nvrtc")
     version.write_text("#define CCCL_VERSION 2008002\n")
-    monkeypatch.setattr(sys, "path", [str(site)] + [p for p in sys.path
-                                                    if not p.endswith("site-packages")])
+    monkeypatch.setattr(
+        sys, "path", [str(site)] + [p for p in sys.path if not p.endswith("site-packages")]
+    )
     for var in toolrecord.ENV_VARS:
         monkeypatch.delenv(var, raising=False)
-    tc = Toolchain((12, 9), (SearchDir("cccl", str(cccl), "wheel"),
-                             SearchDir("cuda", str(cuda), "wheel")),
-                   "2.8.2", SOURCES, (80, 90), str(lib))
+    tc = Toolchain(
+        (12, 9),
+        (SearchDir("cccl", str(cccl), "wheel"), SearchDir("cuda", str(cuda), "wheel")),
+        "2.8.2",
+        SOURCES,
+        (80, 90),
+        str(lib),
+    )
     toolrecord.save(tc)
     return {"tc": tc, "lib": lib, "version": version, "site": site, "cuda": cuda}
 
@@ -46,13 +53,15 @@ INVALID_WHEN = {
     "the NVRTC library is replaced": lambda s, mp: s["lib"].write_bytes(b"\x7fELF nvrtc 2"),
     "the NVRTC library is touched": lambda s, mp: _bump(s["lib"]),
     "CCCL's version header changes": lambda s, mp: s["version"].write_text(
-        "#define CCCL_VERSION 3001000\n"),
+        "#define CCCL_VERSION 3001000\n"
+    ),
     "a package is installed (site-packages mtime)": lambda s, mp: (s["site"] / "new").mkdir(),
     "a header directory disappears": lambda s, mp: s["cuda"].rename(s["cuda"].with_name("gone")),
     "CUDA_HOME is set": lambda s, mp: mp.setenv("CUDA_HOME", "/opt/cuda"),
     "LD_LIBRARY_PATH changes": lambda s, mp: mp.setenv("LD_LIBRARY_PATH", "/x"),
     "sys.path gains a site-packages": lambda s, mp: mp.setattr(
-        sys, "path", sys.path + [str(s["site"].parent / "other" / "site-packages")]),
+        sys, "path", sys.path + [str(s["site"].parent / "other" / "site-packages")]
+    ),
     "the record is not JSON": lambda s, mp: toolrecord.record_path(SOURCES).write_bytes(b"{"),
     "the record has another schema": lambda s, mp: _rewrite(schema="cupy-rawcode-toolchain-0"),
     "the record lacks a field": lambda s, mp: _rewrite(drop="dirs"),
@@ -108,8 +117,12 @@ print(k, toolchain().from_record,
 
 def test_warm_process_keys_without_pathfinder_or_nvrtc(tmp_path):
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    runs = [subprocess.run([sys.executable, "-c", _WARM], env=env, capture_output=True,
-                           text=True, check=True).stdout.split() for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _WARM], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
     first, second = runs
     assert first[0] == second[0]  # the same key from discovery and from the record
     assert first[1:] == ["False", "True", "True"]

@@ -1,6 +1,7 @@
 """warmup() and its worker-process pool (pool.py) without a GPU: later compiles are hits, in this
 process and a new one; failures are reported and not cached; a background warmup and a racing
 first compile share one compile; workers are counted, checked, and end with the program."""
+
 import os
 import signal
 import subprocess
@@ -9,8 +10,8 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import CORPUS, ROOT
+
 import cupy_rawcode
 from cupy_rawcode import config, kernel, pool, program
 from cupy_rawcode.precompile import Summary
@@ -64,8 +65,13 @@ def test_four_kernels_two_workers_are_hits_here_and_in_a_new_process(compiles):
             cupy_rawcode.RawKernel(src, "k%d" % i).compile(arch="{ARCH}")
         print("\\n".join(line.split()[1] for line in log.getvalue().splitlines()))
     """)
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["hit"] * 4
     again = cupy_rawcode.warmup(*ks, arch=ARCH, workers=2)
@@ -91,7 +97,7 @@ def test_background_warmup_and_a_racing_compile_compile_once(compiles):
     k = cupy_rawcode.RawKernel(tiny(7), "k7")
     handle = cupy_rawcode.warmup(k, arch=ARCH, workers=1, background=True)
     assert not handle.done()  # a worker process is still starting
-    k.compile(arch=ARCH)      # waits for the worker's compile, then hits
+    k.compile(arch=ARCH)  # waits for the worker's compile, then hits
     s = handle.wait()
     assert handle.done()
     assert labels(s.compiled) == ["k7"]
@@ -112,25 +118,36 @@ def test_background_failure_then_the_launch_raises_as_alone(compiles):
 def test_tuples_modules_and_what_is_already_compiled(compiles, tmp_path):
     module = cupy_rawcode.RawModule(
         code="template <int N> __global__ void f(float* x) { x[threadIdx.x] *= N; }\n",
-        name_expressions=["f<3>"])
+        name_expressions=["f<3>"],
+    )
     k = cupy_rawcode.RawKernel(tiny(1), "k1")
     k.compile(arch=ARCH)  # compiled in this process: nothing to do
     compiles.clear()
     cubin = tmp_path / "x.cubin"
     cubin.write_bytes(b"\0")
-    s = cupy_rawcode.warmup(k, module, (tiny(2), ("-DX=1",)), (tiny(3),),
-                            cupy_rawcode.RawModule(path=str(cubin)), arch=ARCH, workers=2)
+    s = cupy_rawcode.warmup(
+        k,
+        module,
+        (tiny(2), ("-DX=1",)),
+        (tiny(3),),
+        cupy_rawcode.RawModule(path=str(cubin)),
+        arch=ARCH,
+        workers=2,
+    )
     assert labels(s.compiled) == ["RawModule #1", "kernels[2]", "kernels[3]"]
     assert labels(s.cached) == ["RawModule(%s)" % cubin, "k1"]
     module.compile(arch=ARCH)
     assert compiles == []
 
 
-@pytest.mark.parametrize("args, error, message", [
-    ((object(),), TypeError, "argument 0: expected a RawKernel"),
-    (((1, 2),), TypeError, "argument 0: a tuple is"),
-    (((tiny(0), (), (), "x"),), TypeError, "a tuple is"),
-])
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        ((object(),), TypeError, "argument 0: expected a RawKernel"),
+        (((1, 2),), TypeError, "argument 0: a tuple is"),
+        (((tiny(0), (), (), "x"),), TypeError, "a tuple is"),
+    ],
+)
 def test_bad_kernels(args, error, message):
     with pytest.raises(error, match=message):
         cupy_rawcode.warmup(*args, arch=ARCH)
@@ -142,9 +159,17 @@ def test_bad_workers_is_a_clear_value_error(workers):
         cupy_rawcode.warmup((tiny(0),), arch=ARCH, workers=workers)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("3", 3), (" 16 ", 16), ("0", ValueError), ("-2", ValueError), ("many", ValueError),
-    ("2.5", ValueError)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("3", 3),
+        (" 16 ", 16),
+        ("0", ValueError),
+        ("-2", ValueError),
+        ("many", ValueError),
+        ("2.5", ValueError),
+    ],
+)
 def test_workers_variable(monkeypatch, value, expected):
     monkeypatch.setenv("CUPY_RAWCODE_WORKERS", value)
     if expected is ValueError:
@@ -156,8 +181,9 @@ def test_workers_variable(monkeypatch, value, expected):
         assert pool.default_workers(2) == min(expected, 2)
 
 
-@pytest.mark.parametrize("arch, message", [
-    ("gpu90", "gpu90"), ([], "arch=\\[\\]"), ([1], "arch=\\[1\\]")])
+@pytest.mark.parametrize(
+    "arch, message", [("gpu90", "gpu90"), ([], "arch=\\[\\]"), ([1], "arch=\\[1\\]")]
+)
 def test_bad_arch(arch, message):
     with pytest.raises(ValueError, match=message):
         cupy_rawcode.warmup((tiny(0),), arch=arch)
@@ -166,14 +192,17 @@ def test_bad_arch(arch, message):
 GiB = 1 << 30
 
 
-@pytest.mark.parametrize("cores, available, tasks, expected", [
-    (16, 128 * GiB, 20, 16),      # cores bound
-    (16, 128 * GiB, 4, 4),        # no more workers than tasks
-    (16, 2 * GiB, 20, 5),         # memory bound: 400 MB a compile
-    (16, 100 << 20, 20, 1),       # never fewer than one
-    (2, None, 20, 2),             # memory unknown: cores
-    (1, 64 * GiB, 0, 1),
-])
+@pytest.mark.parametrize(
+    "cores, available, tasks, expected",
+    [
+        (16, 128 * GiB, 20, 16),  # cores bound
+        (16, 128 * GiB, 4, 4),  # no more workers than tasks
+        (16, 2 * GiB, 20, 5),  # memory bound: 400 MB a compile
+        (16, 100 << 20, 20, 1),  # never fewer than one
+        (2, None, 20, 2),  # memory unknown: cores
+        (1, 64 * GiB, 0, 1),
+    ],
+)
 def test_workers_for(cores, available, tasks, expected):
     assert pool.workers_for(cores, available, tasks) == expected
 
@@ -190,16 +219,24 @@ def test_default_workers_fit_this_machine(monkeypatch):
 def test_a_script_without_main_guard_runs_its_top_level_once(tmp_path):
     marker = tmp_path / "ran"
     script = tmp_path / "app.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import cupy_rawcode
         with open({str(marker)!r}, "a") as f:
             f.write("top level\\n")
         srcs = [{tiny(0)!r}, {tiny(1)!r}, {tiny(2)!r}]
         s = cupy_rawcode.warmup(*[(s,) for s in srcs], arch="{ARCH}", workers=3)
         print(len(s.compiled), s.workers)
-    """))
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=120)
+    """)
+    )
+    p = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["3", "3"]
     assert marker.read_text() == "top level\n"
@@ -208,14 +245,20 @@ def test_a_script_without_main_guard_runs_its_top_level_once(tmp_path):
 def slow_source() -> str:
     """A radix sort kernel instantiated 56 times: about 7 s of compiling on the CI host."""
     src = (CORPUS / "radix_sort.cu").read_text()
-    for a, b in [('extern "C" __global__ void kern(', "template <int B, int I> __global__ void kern("),
-                 ("BlockRadixSort<float, 128, 4>", "BlockRadixSort<float, B, I>"),
-                 ("float items[4]", "float items[I]"), ("j < 4", "j < I"),
-                 ("threadIdx.x * 4", "threadIdx.x * I")]:
+    for a, b in [
+        ('extern "C" __global__ void kern(', "template <int B, int I> __global__ void kern("),
+        ("BlockRadixSort<float, 128, 4>", "BlockRadixSort<float, B, I>"),
+        ("float items[4]", "float items[I]"),
+        ("j < 4", "j < I"),
+        ("threadIdx.x * 4", "threadIdx.x * I"),
+    ]:
         assert a in src
         src = src.replace(a, b)
-    return src + "".join(f"template __global__ void kern<{b}, {i}>(const float*, float*, int);\n"
-                         for b in (32, 64, 96, 128, 160, 192, 256) for i in range(1, 9))
+    return src + "".join(
+        f"template __global__ void kern<{b}, {i}>(const float*, float*, int);\n"
+        for b in (32, 64, 96, 128, 160, 192, 256)
+        for i in range(1, 9)
+    )
 
 
 _DYING = textwrap.dedent("""
@@ -252,9 +295,13 @@ def test_workers_end_with_the_program(how, tmp_path):
     (an exception runs atexit; os._exit and SIGKILL close the workers' stdin)."""
     src = tmp_path / "slow.cu"
     src.write_text(slow_source())
-    p = subprocess.Popen([sys.executable, "-c", _DYING, how, str(src)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", _DYING, how, str(src)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     out, err = p.communicate(timeout=120)
     pids = [int(x) for x in out.split()]
     assert len(pids) == 2, err
@@ -279,6 +326,7 @@ def _check_launch(k, name):
     import cupy as cp
     import numpy as np
     from test_gpu import run_corpus_kernel
+
     got, want = run_corpus_kernel(k, name, cp)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
@@ -286,8 +334,7 @@ def _check_launch(k, name):
 @pytest.mark.gpu
 def test_gpu_warmup_then_first_launches_are_hits_and_match_numpy(compiles):
     nonce = f"\n// warmup {time.time_ns()}\n"  # fresh for CuPy's and NVRTC's caches too
-    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern")
-          for n in GPU_KERNELS}
+    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern") for n in GPU_KERNELS}
     s = cupy_rawcode.warmup(*ks.values(), workers=2)
     assert s.ok and len(s.compiled) == len(GPU_KERNELS), str(s)
     assert compiles == []
@@ -299,8 +346,7 @@ def test_gpu_warmup_then_first_launches_are_hits_and_match_numpy(compiles):
 @pytest.mark.gpu
 def test_gpu_background_warmup_and_racing_launches_compile_once(compiles):
     nonce = f"\n// background {time.time_ns()}\n"
-    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern")
-          for n in GPU_KERNELS}
+    ks = {n: cupy_rawcode.RawKernel((CORPUS / n).read_text() + nonce, "kern") for n in GPU_KERNELS}
     handle = cupy_rawcode.warmup(*ks.values(), workers=2, background=True)
     for n, k in ks.items():  # launches race the workers: each waits for its own compile
         _check_launch(k, n)

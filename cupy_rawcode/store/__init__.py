@@ -4,16 +4,18 @@
 The default stack, in lookup order: memory LRU, the cache directory, read-only bundles
 (CUPY_RAWCODE_BUNDLES), then Redis (CUPY_RAWCODE_REDIS_URL). A hit below copies the entry into
 the layers above it; a compile writes to every layer."""
+
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 
 def warn(msg: str, *args) -> None:
     """Log a warning on the 'cupy_rawcode' logger (logging is imported only when one is due:
     it is not on the path of a cache hit)."""
     import logging
+
     logging.getLogger("cupy_rawcode").warning(msg, *args)
 
 
@@ -34,9 +36,10 @@ class Layered:
     def __init__(self, layers: list[Backend]):
         self.layers = layers
 
-    def get(self, key: str, validate) -> tuple[object, str] | None:
+    def get(self, key: str, validate) -> tuple[Any, str] | None:
         """(decoded entry, layer name) from the first layer holding a valid entry."""
         from .entry import EntryError
+
         for i, layer in enumerate(self.layers):
             data = layer.get(key)
             if data is None:
@@ -44,8 +47,12 @@ class Layered:
             try:
                 value = validate(data)
             except EntryError as e:
-                warn("cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
-                     key[:16], layer.name, e)
+                warn(
+                    "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
+                    key[:16],
+                    layer.name,
+                    e,
+                )
                 continue
             for upper in self.layers[:i]:
                 upper.put(key, data)
@@ -56,6 +63,7 @@ class Layered:
         """(code, metadata, layer name) of the first valid entry for ``key``, counted as a hit;
         None when no layer holds one."""
         from .entry import decode
+
         found = self.get(key, lambda data: decode(key, data))
         if found is None:
             return None
@@ -75,38 +83,63 @@ class Layered:
                 rec(hit)
 
     def layer(self, name: str):
-        return next((l for l in self.layers if l.name == name), None)
+        return next((layer for layer in self.layers if layer.name == name), None)
 
 
-def make_store(cache_dir=None, *, max_size=None, memory_entries: int | None = None,
-               bundles=None, redis_url: str | None = None, redis_ttl: int | None = None,
-               redis_timeout: float | None = None) -> Layered:
+def make_store(
+    cache_dir=None,
+    *,
+    max_size=None,
+    memory_entries: int | None = None,
+    bundles=None,
+    redis_url: str | None = None,
+    redis_ttl: int | None = None,
+    redis_timeout: float | None = None,
+) -> Layered:
     """The layered store; every argument left None comes from the environment (config.py)."""
     from .. import config
     from .directory import DirectoryStore
     from .memory import MemoryStore
+
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
-    layers: list = [MemoryStore(config.memory_cache_entries() if memory_entries is None
-                                else memory_entries),
-                    DirectoryStore(cache_dir, max_bytes)]
+    layers: list = [
+        MemoryStore(config.memory_cache_entries() if memory_entries is None else memory_entries),
+        DirectoryStore(cache_dir, max_bytes),
+    ]
     for path in config.bundles() if bundles is None else bundles:
         from .bundle import BundleStore
+
         layers.append(BundleStore(path))
     url = config.redis_url() if redis_url is None else redis_url
     if url:
         from .redis import RedisStore
-        layers.append(RedisStore(url, ttl=config.redis_ttl() if redis_ttl is None else redis_ttl,
-                                 timeout=config.redis_timeout() if redis_timeout is None
-                                 else redis_timeout))
+
+        layers.append(
+            RedisStore(
+                url,
+                ttl=config.redis_ttl() if redis_ttl is None else redis_ttl,
+                timeout=config.redis_timeout() if redis_timeout is None else redis_timeout,
+            )
+        )
     return Layered(layers)
 
 
 @functools.lru_cache(maxsize=8)
-def _store_for(cache_dir: str, max_size: int, bundles: tuple[str, ...], redis_url: str | None,
-               memory_entries: int) -> Layered:
-    return make_store(cache_dir, max_size=max_size, bundles=bundles, redis_url=redis_url or "",
-                      memory_entries=memory_entries)
+def _store_for(
+    cache_dir: str,
+    max_size: int,
+    bundles: tuple[str, ...],
+    redis_url: str | None,
+    memory_entries: int,
+) -> Layered:
+    return make_store(
+        cache_dir,
+        max_size=max_size,
+        bundles=bundles,
+        redis_url=redis_url or "",
+        memory_entries=memory_entries,
+    )
 
 
 _override: Layered | None = None
@@ -125,6 +158,11 @@ def default_store(cache_dir=None) -> Layered:
     if _override is not None and cache_dir is None:
         return _override
     from .. import config
-    return _store_for(str(config.cache_dir() if cache_dir is None else cache_dir),
-                      config.cache_max_size(), config.bundles(), config.redis_url(),
-                      config.memory_cache_entries())
+
+    return _store_for(
+        str(config.cache_dir() if cache_dir is None else cache_dir),
+        config.cache_max_size(),
+        config.bundles(),
+        config.redis_url(),
+        config.memory_cache_entries(),
+    )

@@ -5,12 +5,13 @@ length]}}, then the entries' bytes back to back. Each entry is the self-validati
 entry.py, so a damaged bundle can only cause misses; an unreadable index makes the whole
 bundle empty, with one warning.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..fsutil import atomic_write
 from . import warn
@@ -32,8 +33,9 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
         blobs.append(data)
         offset += len(data)
     head = json.dumps({"entries": index}, sort_keys=True).encode()
-    atomic_write(Path(path), b"".join([MAGIC, len(head).to_bytes(8, "little"), head, *blobs]),
-                 mode=0o644)
+    atomic_write(
+        Path(path), b"".join([MAGIC, len(head).to_bytes(8, "little"), head, *blobs]), mode=0o644
+    )
     return len(index)
 
 
@@ -45,7 +47,7 @@ def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int
             head = f.read(len(MAGIC) + 8)
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
                 raise BundleError("not a cupy-rawcode bundle")
-            hlen = int.from_bytes(head[len(MAGIC):], "little")
+            hlen = int.from_bytes(head[len(MAGIC) :], "little")
             if hlen > size:
                 raise BundleError("index length beyond the end of the file")
             raw = json.loads(f.read(hlen))
@@ -59,9 +61,12 @@ def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int
     if not isinstance(entries, dict):
         raise BundleError("index has no entries")
     for key, span in entries.items():
-        if (isinstance(span, list) and len(span) == 2 and all(type(v) is int and v >= 0
-                                                               for v in span)
-                and base + span[0] + span[1] <= size):
+        if (
+            isinstance(span, list)
+            and len(span) == 2
+            and all(type(v) is int and v >= 0 for v in span)
+            and base + span[0] + span[1] <= size
+        ):
             index[key] = (base + span[0], span[1])
     return index, size
 

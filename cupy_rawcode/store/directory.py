@@ -6,6 +6,7 @@ eviction takes the exclusive lock without waiting and skips an entry it cannot l
 removes an entry another process is reading. Hits and misses are counted by appending one byte
 to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 """
+
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
@@ -18,7 +19,7 @@ from . import warn
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 _warned = False
 _STALE_TMP_SECONDS = 3600
@@ -28,7 +29,8 @@ _RESCAN_SECONDS = 60.0
 class EntryInfo:
     """One published entry. (A plain class: this module is imported on a cache hit, and a
     NamedTuple definition costs ~0.1 ms there.)"""
-    __slots__ = ("key", "size", "used", "path")
+
+    __slots__ = ("key", "path", "size", "used")
 
     def __init__(self, key: str, size: int, used: float, path: Path):
         self.key, self.size, self.path = key, size, path
@@ -43,6 +45,7 @@ class DirectoryStore:
 
     def __init__(self, root: Path, max_bytes: int | None = None):
         from .. import config
+
         self.root = Path(root)
         self.max_bytes = config.cache_max_size() if max_bytes is None else max_bytes
         # total size as last scanned plus what this process wrote since; a full scan happens
@@ -79,13 +82,18 @@ class DirectoryStore:
     def put(self, key: str, data: bytes) -> None:
         global _warned
         from ..fsutil import atomic_write  # not imported on a hit
+
         try:
             atomic_write(self.path(key), data)  # makes missing directories 0700
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
-                warn("cupy-rawcode: cannot write the cache at %s (%s); "
-                     "kernels are kept in memory only", self.root, e.strerror or e)
+                warn(
+                    "cupy-rawcode: cannot write the cache at %s (%s); "
+                    "kernels are kept in memory only",
+                    self.root,
+                    e.strerror or e,
+                )
             return
         if self.max_bytes is not None:
             self._estimate += len(data)
@@ -94,14 +102,18 @@ class DirectoryStore:
             elif time.monotonic() > self._next_scan:
                 # other processes write too: recount now and then, off the compile's path
                 self._next_scan = time.monotonic() + _RESCAN_SECONDS
-                threading.Thread(target=self.prune, args=(self.max_bytes,), daemon=True,
-                                 name="cupy-rawcode-prune").start()
+                threading.Thread(
+                    target=self.prune,
+                    args=(self.max_bytes,),
+                    daemon=True,
+                    name="cupy-rawcode-prune",
+                ).start()
 
     # ------------------------------------------------------------ maintenance
 
     def entries(self) -> list[EntryInfo]:
         """Every published entry, least recently used first."""
-        out = []
+        out: list = []
         try:
             shards = list(os.scandir(self.entries_dir))
         except OSError:
@@ -153,6 +165,7 @@ class DirectoryStore:
         """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
         the number of entries removed."""
         import shutil
+
         n = 0
         for e in self.entries():
             n += _evict(e.path, wait=True)
@@ -168,6 +181,7 @@ class DirectoryStore:
         except FileNotFoundError:
             try:
                 from ..fsutil import make_private_dirs
+
                 make_private_dirs(path.parent)
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             except OSError:
@@ -183,7 +197,7 @@ class DirectoryStore:
 
     def counts(self) -> tuple[int, int] | None:
         """(hits, misses) recorded, or None when nothing was recorded."""
-        sizes = []
+        sizes: list[int | None] = []
         for name in ("hits", "misses"):
             try:
                 sizes.append(os.stat(self.root / "stats" / name).st_size)

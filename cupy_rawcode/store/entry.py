@@ -1,6 +1,7 @@
 """A cache entry as bytes: magic, JSON metadata (with the key and the code's size), code, and a
 SHA-256 of everything before it. Never pickled; any damage (truncation, a flipped bit in the
 metadata or the code, another key's entry, a foreign file) raises EntryError and is a miss."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,14 +30,14 @@ def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     body, digest = data[:-_DIGEST], data[-_DIGEST:]
     if hashlib.sha256(body).digest() != digest:
         raise EntryError("contents do not match their checksum")
-    hlen = int.from_bytes(body[n:n + 8], "little")
+    hlen = int.from_bytes(body[n : n + 8], "little")
     try:
-        meta = json.loads(body[n + 8:n + 8 + hlen])
+        meta = json.loads(body[n + 8 : n + 8 + hlen])
     except ValueError:
         raise EntryError("unreadable metadata") from None
     if not isinstance(meta, dict):
         raise EntryError("metadata is not an object")
-    code = body[n + 8 + hlen:]
+    code = body[n + 8 + hlen :]
     if meta.get("key") != key:
         raise EntryError("entry belongs to another key")
     if meta.get("size") != len(code):

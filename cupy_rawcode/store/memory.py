@@ -1,4 +1,5 @@
 """An in-process LRU of entry bytes, in front of the disk."""
+
 from __future__ import annotations
 
 import threading

@@ -5,6 +5,7 @@ pickles. Redis down, slow (past the timeout) or refusing: the call is a miss or 
 write, one warning per process, and the store rests for ``backoff`` seconds so a dead server
 does not cost a timeout per kernel. Needs the ``redis`` package (the ``redis`` extra).
 """
+
 from __future__ import annotations
 
 import threading
@@ -23,27 +24,44 @@ def _warn_once(url: str, error: BaseException) -> None:
         if _warned:
             return
         _warned = True
-    warn("cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the "
-         "local cache", url, type(error).__name__, error)
+    warn(
+        "cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the local cache",
+        url,
+        type(error).__name__,
+        error,
+    )
 
 
 class RedisStore:
     name = "redis"
 
-    def __init__(self, url: str, *, ttl: int | None = None, timeout: float = 0.5,
-                 backoff: float = 10.0, client=None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: int | None = None,
+        timeout: float = 0.5,
+        backoff: float = 10.0,
+        client=None,
+    ):
         self.url, self.ttl, self.backoff = url, ttl, backoff
         self._down_until = 0.0
         if client is None:
             try:
                 import redis
-                client = redis.Redis.from_url(url, socket_timeout=timeout,
-                                              socket_connect_timeout=timeout)
+
+                client = redis.Redis.from_url(
+                    url, socket_timeout=timeout, socket_connect_timeout=timeout
+                )
             except ImportError:
                 self._down_until = float("inf")
-                _warn_once(url, ImportError("the redis package is not installed: "
-                                            "pip install 'cupy-rawcode[redis]'"))
-            except Exception as e:  # noqa: BLE001 - a malformed URL: same as a dead server
+                _warn_once(
+                    url,
+                    ImportError(
+                        "the redis package is not installed: pip install 'cupy-rawcode[redis]'"
+                    ),
+                )
+            except Exception as e:
                 self._down_until = float("inf")
                 _warn_once(url, e)
         self.client = client
@@ -60,7 +78,7 @@ class RedisStore:
             return None
         try:
             data = self.client.get(PREFIX + key)
-        except Exception as e:  # noqa: BLE001 - any client failure is a miss, never an error
+        except Exception as e:
             self._failed(e)
             return None
         return data if isinstance(data, bytes) else None
@@ -70,5 +88,5 @@ class RedisStore:
             return
         try:
             self.client.set(PREFIX + key, data, ex=self.ttl)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self._failed(e)

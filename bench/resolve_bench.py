@@ -24,8 +24,9 @@ RUNS = 7
 CHILD = r"""
 import json, sys, time
 from cupy_rawcode import toolchain, request
-from cupy_rawcode.closure import resolve as resolve_any
-from cupy_rawcode.closure import make_context, resolve_fast
+from cupy_rawcode.resolver import resolve as resolve_any
+from cupy_rawcode.search import make_context
+from cupy_rawcode.fast import resolve_fast
 src = open(sys.argv[1]).read()
 mode = sys.argv[2]
 ctx = make_context(())                         # toolchain discovery, not timed
@@ -68,7 +69,7 @@ def main() -> None:
                 "target_s": target,
                 "pass": med <= target,
             }
-    from cupy_rawcode.toolchain import toolchain
+    from cupy_rawcode.toolrecord import toolchain
 
     tc = toolchain()
     result = {

@@ -48,7 +48,7 @@ if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     import cuda.core, concurrent.futures, cupy_rawcode.program, cupy_rawcode.closure
     import cupy_rawcode.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
     import cupy_rawcode.nvrtc, cupy_rawcode.strip, cupy_rawcode.fsutil  # a miss's modules
-    from cupy_rawcode.toolchain import toolchain
+    from cupy_rawcode.toolrecord import toolchain
     toolchain()
     out["setup"] = time.perf_counter() - t0
 if mode == "import":
@@ -61,7 +61,7 @@ if mode == "import":
            "first_use": time.perf_counter() - t3}
 elif mode == "floor":
     from cuda.core import Program, ProgramOptions
-    from cupy_rawcode.toolchain import toolchain
+    from cupy_rawcode.toolrecord import toolchain
     dirs = [d.path for d in toolchain().system_dirs if d.tag != "shim"]
     if "#include <type_traits>" in src or "#include <limits>" in src:
         dirs.append(str(toolchain().system_dirs[-1].path))  # std headers need the shims
@@ -142,7 +142,7 @@ if mode == "rawcode":
     import cupy_rawcode; ph["import cupy_rawcode"] = time.perf_counter()
     k = cupy_rawcode.RawKernel(src, "kern")
     if split:  # cold only: the discovery a first launch does anyway, timed apart
-        from cupy_rawcode.toolchain import toolchain
+        from cupy_rawcode.toolrecord import toolchain
         toolchain(); ph["toolchain discovery"] = time.perf_counter()
         from cupy_rawcode.kernel import _compute_capability
         k._build.device_code(_compute_capability()); ph["key + compile"] = time.perf_counter()
@@ -217,7 +217,7 @@ from many_kernels import kernels, shared_prefix
 series, arch = sys.argv[1], sys.argv[2]
 nonce = os.environ.get("BENCH_NONCE", "")
 import cupy_rawcode
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 toolchain()
 todo = kernels() if series == "distinct" else shared_prefix(12)
 times = []
@@ -695,7 +695,7 @@ def machine() -> dict:
     }
     sys.path.insert(0, str(ROOT))
     try:
-        from cupy_rawcode.toolchain import toolchain
+        from cupy_rawcode.toolrecord import toolchain
 
         tc = toolchain()
         info.update(

@@ -8,14 +8,14 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "resolve": ("closure", "resolve"),
+    "resolve": ("resolver", "resolve"),
     "Closure": ("closure", "Closure"),
     "Header": ("closure", "Header"),
     "ResolveError": ("closure", "ResolveError"),
     "MissingHeaderError": ("closure", "MissingHeaderError"),
     "cache_key": ("request", "cache_key"),
     "parse_options": ("options", "parse_options"),
-    "toolchain": ("toolchain", "toolchain"),
+    "toolchain": ("toolrecord", "toolchain"),
     "compile": ("program", "compile"),
     "CompileError": ("nvrtc", "CompileError"),
     "RawKernel": ("kernel", "RawKernel"),

@@ -19,7 +19,7 @@ def _read_source(path: str) -> str:
 
 
 def _cmd_deps(args, options) -> int:
-    from .closure import resolve
+    from .resolver import resolve
 
     src = _read_source(args.file)
     closure = resolve(

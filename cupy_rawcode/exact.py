@@ -19,9 +19,9 @@ import re
 import pcpp
 
 from . import scan as _scan
-from .closure import MAIN, Closure, Context, Header, Missing, MissingHeaderError, ResolveError, Step
+from .closure import MAIN, Closure, Header, Missing, MissingHeaderError, ResolveError, Step
 from .options import arch_number
-from .search import Found, find, searched
+from .search import Context, Found, find, searched
 
 _STD_CPLUSPLUS = {
     "c++03": "199711L",

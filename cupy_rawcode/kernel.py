@@ -101,7 +101,8 @@ def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, s
     -arch in the options wins, as in NVRTC."""
     if opts_arch is not None:
         return _arch_target(opts_arch)
-    from .toolchain import choose_arch, supported_archs
+    from .toolchain import choose_arch
+    from .toolrecord import supported_archs
 
     return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
 

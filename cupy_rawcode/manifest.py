@@ -74,7 +74,7 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
-    from .closure import resolve_fast  # not imported on a hit
+    from .fast import resolve_fast  # not imported on a hit
 
     mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes)

@@ -12,7 +12,8 @@
 import os
 
 from .options import Options, parse_options
-from .toolchain import SearchDir, Toolchain, toolchain
+from .toolchain import SearchDir, Toolchain
+from .toolrecord import toolchain
 
 
 class Found:

@@ -211,7 +211,7 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
 def _warn_once(why: str) -> None:
     if not nvjitlink.warned:
         nvjitlink.warned = True
-        from .store import warn
+        from .log import warn
 
         warn(
             "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "

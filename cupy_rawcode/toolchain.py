@@ -88,12 +88,6 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def supported_archs() -> tuple[int, ...]:
-    """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120)),
-    without loading NVRTC when the toolchain record knows them."""
-    return toolchain().supported_archs
-
-
 @functools.cache
 def _query_archs() -> tuple[int, ...]:
     from cuda.bindings import nvrtc
@@ -302,20 +296,3 @@ def discover(sources: tuple[str, ...]) -> Toolchain:
     return Toolchain(
         nvrtc_version(), dirs, cccl_version(dirs), sources, _query_archs(), nvrtc_library()
     )
-
-
-@functools.lru_cache(maxsize=16)
-def _toolchain(sources: tuple[str, ...]) -> Toolchain:
-    from . import toolrecord
-
-    tc = toolrecord.load(sources)
-    if tc is None:
-        tc = discover(sources)
-        tc = tc._replace(stamps=toolrecord.save(tc))
-    return tc
-
-
-def toolchain(header_sources: str | tuple[str, ...] | None = None) -> Toolchain:
-    """The toolchain for a search policy: once per process and policy, from the on-disk record
-    (toolrecord.py) when it is still valid, else discovered and recorded."""
-    return _toolchain(parse_sources(header_sources))

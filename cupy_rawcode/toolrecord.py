@@ -8,10 +8,14 @@ each header directory (the shims included) and CCCL's version header, every site
 directory on ``sys.path`` (a ``pip install`` changes its mtime) and the toolkit's include
 directory, plus the environment variables the search reads. Any difference means discovery
 runs again and the record is replaced. ``cupy-rawcode cache clear`` removes records.
+
+``toolchain()`` is the one way in: the record when it still holds, else discovery
+(toolchain.py) and a new record.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -20,6 +24,7 @@ from pathlib import Path
 from . import config
 from .key import digest_fields
 from .stamps import stamp
+from .toolchain import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
 SCHEMA = "cupy-rawcode-toolchain-3"  # 2: CuPy's include root; 3: the curand and crt roots
 ENV_VARS = config.TOOLCHAIN_ENV
@@ -41,8 +46,6 @@ def record_path(sources: tuple[str, ...]) -> Path:
 
 def watched_paths(tc) -> list[str]:
     """Every path whose change could change what discovery finds."""
-    from .toolchain import toolkit_home
-
     paths = [tc.nvrtc_library] if tc.nvrtc_library else []
     for d in tc.system_dirs:  # the shims included: they are always the last root
         paths.append(d.path)
@@ -86,8 +89,6 @@ def save(tc) -> tuple:
 
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
-    from .toolchain import SearchDir, Toolchain
-
     try:
         data = json.loads(record_path(sources).read_bytes())
         if data.get("schema") != SCHEMA or data["env"] != environment():
@@ -109,3 +110,24 @@ def load(sources: tuple[str, ...]):
         return tc._replace(stamps=stamps)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or malformed: discover again
+
+
+@functools.lru_cache(maxsize=16)
+def _toolchain(sources: tuple[str, ...]) -> Toolchain:
+    tc = load(sources)
+    if tc is None:
+        tc = discover(sources)
+        tc = tc._replace(stamps=save(tc))
+    return tc
+
+
+def toolchain(header_sources: str | tuple[str, ...] | None = None) -> Toolchain:
+    """The toolchain for a search policy: once per process and policy, from the on-disk record
+    (this module) when it is still valid, else discovered and recorded."""
+    return _toolchain(parse_sources(header_sources))
+
+
+def supported_archs() -> tuple[int, ...]:
+    """The SM numbers the NVRTC in use can emit code for (e.g. (50, ..., 90, 100, 120)),
+    without loading NVRTC when the toolchain record knows them."""
+    return toolchain().supported_archs

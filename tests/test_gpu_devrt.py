@@ -7,7 +7,8 @@ import pytest
 from test_devrt import PARENT, nvrtc_compile
 
 from cupy_rawcode.devrt import link
-from cupy_rawcode.toolchain import nvrtc_version, supported_archs
+from cupy_rawcode.toolchain import nvrtc_version
+from cupy_rawcode.toolrecord import supported_archs
 
 pytestmark = pytest.mark.gpu
 

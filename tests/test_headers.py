@@ -9,7 +9,7 @@ import pytest
 import cupy_rawcode
 from cupy_rawcode import cudaheaders
 from cupy_rawcode.closure import MissingHeaderError
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 
 # header -> device code using it (inside `__global__ void k(float* p, __half* h, unsigned long long s)`)
 USES = {

@@ -14,7 +14,7 @@ from conftest import corpus
 from cupy_rawcode import index, manifest, stamps, toolrecord
 from cupy_rawcode.kernel import RawKernel, RawModule
 from cupy_rawcode.request import cache_key
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 
 CC = 90  # compiled for sm_90 without a GPU: NVRTC needs none
 

@@ -9,7 +9,7 @@ from conftest import ROOT, corpus
 
 from cupy_rawcode.key import digest_fields, encode_fields, key_fields
 from cupy_rawcode.request import cache_key
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 
 SRC = corpus("block_reduce.cu")
 

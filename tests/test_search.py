@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from cupy_rawcode.closure import MissingHeaderError, resolve
+from cupy_rawcode.closure import MissingHeaderError
+from cupy_rawcode.resolver import resolve
 
 GCC = shutil.which("gcc")
 

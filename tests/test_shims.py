@@ -9,7 +9,7 @@ from conftest import ROOT
 
 import cupy_rawcode
 from cupy_rawcode import shims
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 
 # header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
 USES = {

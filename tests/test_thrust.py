@@ -6,7 +6,7 @@ import pytest
 
 import cupy_rawcode
 from cupy_rawcode.hints import THRUST_ALGORITHMS, thrust_algorithm_hint
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 
 # Thrust's unannotated helpers need -default-device, which every compile now passes by default
 # as CuPy does (issue 16): the kernels here pass no option for it.

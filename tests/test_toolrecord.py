@@ -108,7 +108,7 @@ def test_unwritable_cache_still_works(setup, tmp_path, monkeypatch):
 _WARM = r"""
 import sys
 from cupy_rawcode import cache_key
-from cupy_rawcode.toolchain import toolchain
+from cupy_rawcode.toolrecord import toolchain
 k = cache_key('#include <cub/block/block_reduce.cuh>\n', arch='sm_90')
 print(k, toolchain().from_record,
       'cuda.pathfinder' in sys.modules, 'cuda.bindings.nvrtc' in sys.modules)

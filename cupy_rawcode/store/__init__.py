@@ -10,15 +10,6 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-
-def warn(msg: str, *args) -> None:
-    """Log a warning on the 'cupy_rawcode' logger (logging is imported only when one is due:
-    it is not on the path of a cache hit)."""
-    import logging
-
-    logging.getLogger("cupy_rawcode").warning(msg, *args)
-
-
 if TYPE_CHECKING:  # for type checkers only: defining a Protocol costs ~0.1 ms on a cache hit
     from typing import Protocol
 
@@ -47,6 +38,8 @@ class Layered:
             try:
                 value = validate(data)
             except EntryError as e:
+                from ..log import warn
+
                 warn(
                     "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
                     key[:16],

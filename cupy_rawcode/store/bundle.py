@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..fsutil import atomic_write
-from . import warn
+from ..log import warn
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 

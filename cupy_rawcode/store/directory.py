@@ -14,8 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-from . import warn
-
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
@@ -88,6 +86,8 @@ class DirectoryStore:
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
+                from ..log import warn
+
                 warn(
                     "cupy-rawcode: cannot write the cache at %s (%s); "
                     "kernels are kept in memory only",

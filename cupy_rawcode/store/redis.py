@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from . import warn
+from ..log import warn
 
 PREFIX = "cupy-rawcode:entry:"
 _warned = False

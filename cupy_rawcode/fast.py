@@ -1,0 +1,175 @@
+"""Fast mode: follow every include in every branch from the source (a superset of what NVRTC
+reads, enough for the cache key), expanding computed includes from the macros seen."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from . import scan as _scan
+from .closure import MAIN, Closure, Header, Missing, ResolveError, Step
+from .search import Context, Found, find, searched
+
+_ID = re.compile(r"[A-Za-z_]\w*")
+
+
+def expand_computed(
+    text: str, table: dict[str, set[str]], limit: int = 64
+) -> list[tuple[str, bool]]:
+    """Every header name a computed include can take, using all values seen for each macro."""
+    results, done = {text}, set[str]()
+    for _ in range(24):
+        pending = results - done
+        if not pending:
+            break
+        for t in pending:
+            m = next((m for m in _ID.finditer(t) if m.group() in table), None)
+            if m is None:
+                done.add(t)
+                continue
+            results.discard(t)
+            for v in sorted(table[m.group()]):
+                if len(results) < limit:
+                    results.add(t[: m.start()] + v + t[m.end() :])
+    names = []
+    for t in sorted(done):
+        t = t.strip()
+        if len(t) > 2 and ((t[0] == "<" and t[-1] == ">") or (t[0] == '"' and t[-1] == '"')):
+            names.append((re.sub(r"\s+", "", t[1:-1]) if t[0] == "<" else t[1:-1], t[0] == "<"))
+    return names
+
+
+@dataclass
+class _Node:
+    found: Found | None
+    scan: _scan.FileScan
+    chain: tuple[Step, ...]
+    parent: _Node | None
+    pos: int  # byte offset of the #include in parent
+
+
+def _live(node: _Node, pos: int, kind: str) -> bool:
+    """Whether an include is reached unconditionally along its first-found chain (a miss there
+    is an error NVRTC will hit); probes and computed includes never are."""
+    if kind.startswith(("probe", "computed")):
+        return False
+    at: _Node | None = node
+    while at is not None:
+        if at.scan.conditional(pos):
+            return False
+        pos, at = at.pos, at.parent
+    return True
+
+
+_UNSEEN = object()
+
+
+def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
+    """Superset closure by lexical scan: every branch, every probe, every computed-include value."""
+    memo: dict[str, bool] = {}
+    found_memo: dict[tuple, Any] = {}
+    table: dict[str, set[str]] = defaultdict(set)
+    for name, value in ctx.opts.macros:
+        if value is not None:
+            table[name].add(value)
+    nodes: dict[str, _Node] = {}
+    file_ids: dict[str, tuple] = {}
+    missing: dict[tuple, Missing] = {}
+    deferred: list[tuple[_Node, _scan.Include]] = []
+    pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
+    n_pre = pre.count("\n")
+    main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
+    work = [main]
+
+    def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
+        pf = parent.found
+        nxt = pf is not None and inc.kind.endswith("next")
+        after = pf.index if pf is not None and nxt else None
+        # what decides the answer: the name, the search start, and for a quoted include the
+        # includer's directory (and the root it is named under)
+        fkey = (
+            (name, angled, after)
+            if angled or nxt or (pf is None and ctx.source_dir is None)
+            else (
+                name,
+                angled,
+                after,
+                pf.tag if pf else None,
+                pf.path.rpartition("/")[0] if pf else ctx.source_dir,
+                pf.rel.rpartition("/")[0] if pf else "",
+            )
+        )
+        found = found_memo.get(fkey, _UNSEEN)
+        if found is _UNSEEN:
+            found = found_memo[fkey] = find(
+                name,
+                angled=angled,
+                includer=pf,
+                source_dir=ctx.source_dir,
+                dirs=ctx.dirs,
+                next_after=after,
+                memo=memo,
+            )
+        if found is not None and found.path in nodes:
+            return  # the common case: made no Step
+        includer_name = pf.logical if pf else MAIN
+        step = Step(includer_name, inc.line)
+        if parent is main:  # pre-included headers come first, from the command line
+            line = inc.line - n_pre
+            step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
+        if found is None:
+            key = (name, angled, includer_name, nxt)
+            if key not in missing:
+                missing[key] = Missing(
+                    name,
+                    angled,
+                    parent.chain + (step,),
+                    tuple(searched(angled, pf, ctx.source_dir, ctx.dirs, after)),
+                    not _live(parent, inc.pos, inc.kind),
+                )
+            return
+        try:
+            fid, fscan = _scan.scan_file(found.path)
+        except OSError as e:
+            raise ResolveError(
+                f"cannot read {found.path} ({e.strerror}), included from "
+                + " -> ".join(map(str, parent.chain + (step,)))
+            ) from None
+        except _scan.ScanError as e:
+            raise ResolveError(
+                f"{e} (included from " + " -> ".join(map(str, parent.chain + (step,))) + ")"
+            ) from None
+        file_ids[found.path] = fid
+        node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
+        for n, v in fscan.defines:
+            table[n].add(v)
+        work.append(node)
+
+    def visit(node: _Node) -> None:
+        for inc in node.scan.includes:
+            if inc.kind.startswith("computed"):
+                deferred.append((node, inc))
+                for name, angled in expand_computed(inc.name, table):
+                    add(node, inc, name, angled)
+            else:
+                add(node, inc, inc.name, inc.angled)
+
+    seen_tables = -1
+    while work:
+        while work:
+            visit(work.pop())
+        # computed includes may name macros defined in files scanned after them: retry
+        size = sum(len(v) for v in table.values())
+        if size != seen_tables:
+            seen_tables = size
+            for node, inc in list(deferred):
+                for name, angled in expand_computed(inc.name, table):
+                    add(node, inc, name, angled)
+    headers = tuple(
+        Header(n.found.logical, n.found.path, n.found.tag, n.scan.digest, n.chain)
+        for n in nodes.values()
+        if n.found is not None  # every node but the main source's has its file
+    )
+    return Closure(headers, tuple(missing.values()), "fast", ctx.dirs, file_ids)

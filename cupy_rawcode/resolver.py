@@ -1,0 +1,32 @@
+"""resolve(): the header closure of a source, found in fast mode (fast.py: every include in every
+branch, a superset for the cache key) or exact mode (exact.py: conditions evaluated like
+NVRTC)."""
+
+from __future__ import annotations
+
+from .closure import Closure
+from .fast import resolve_fast
+from .search import make_context
+
+
+def resolve(
+    source: str,
+    options=(),
+    *,
+    exact: bool = False,
+    arch: str | None = None,
+    source_dir: str | None = None,
+    header_sources=None,
+    pre_includes: tuple[str, ...] = (),
+) -> Closure:
+    """The header closure of ``source`` under ``options`` (see module docstring).
+
+    Exact mode raises MissingHeaderError for a live include that matches nothing; fast mode
+    records misses in ``Closure.missing`` (``raise_for_missing`` raises for unconditional ones).
+    """
+    ctx = make_context(options, source_dir=source_dir, header_sources=header_sources)
+    if exact:
+        from .exact import resolve_exact  # pcpp: imported only for exact mode
+
+        return resolve_exact(source, ctx, arch=arch, pre_includes=pre_includes)
+    return resolve_fast(source, ctx, pre_includes=pre_includes)

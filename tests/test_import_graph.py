@@ -1,0 +1,151 @@
+"""The package's import graph has no cycle, counting imports inside functions as well as at
+module level: each stage imports only the stages below it, so shared types live in the stage
+that owns them. The graph is read with ``ast``, so no module is imported to build it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "cupy_rawcode"
+ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+
+
+def module_names(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every module and package ``__init__`` under root."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        is_init = parts[-1] == "__init__"
+        if is_init:
+            parts = parts[:-1]
+        out[".".join([package, *parts])] = path
+    return out
+
+
+def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute name of ``from <level dots><name> import ...`` written in ``module``."""
+    if level == 0:
+        return name or ""
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules that ``module`` imports anywhere in its file (functions included).
+    ``from X import y`` counts as an import of X.y when that is a module, else of X; a parent
+    package reached only because a submodule is imported is not counted."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, is_package, node.level, node.module)
+            targets = []
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.append(sub if sub in modules else base)
+        else:
+            continue
+        for t in targets:
+            # `import cupy_rawcode.a.b` names the module a.b (the longest known prefix)
+            while t and t not in modules:
+                t = t.rpartition(".")[0]
+            if t and t != module:
+                found.add(t)
+    return found
+
+
+def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+    modules = module_names(root, package)
+    return {m: imports_of(m, p, modules) for m, p in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as [a, b, ..., a], or None (depth-first search, deterministic order)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+@pytest.mark.parametrize(
+    "graph, cycle",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
+        ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"b"}}, ["b", "c", "b"]),
+        ({"a": {"a2"}, "a2": set(), "x": {"y"}, "y": {"z"}, "z": {"x"}}, ["x", "y", "z", "x"]),
+    ],
+)
+def test_find_cycle(graph, cycle):
+    assert find_cycle(graph) == cycle
+
+
+@pytest.mark.parametrize(
+    "files, graph",
+    [
+        # module level, inside a function, relative and absolute
+        (
+            {
+                "__init__.py": "def f():\n    from .a import x\n",
+                "a.py": "import pkg.b\n",
+                "b.py": "from . import c\n",
+                "c.py": "def g():\n    from pkg.a import y\n",
+            },
+            {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}},
+        ),
+        # a subpackage: `from .. import name` is its parent's __init__, `from .x` a sibling
+        (
+            {
+                "__init__.py": "",
+                "s/__init__.py": "from .m import K\n",
+                "s/m.py": "from .. import config\nfrom ..config import V\n",
+                "config.py": "from .s import m\n",
+            },
+            {
+                "pkg": set(),
+                "pkg.s": {"pkg.s.m"},
+                "pkg.s.m": {"pkg.config"},
+                "pkg.config": {"pkg.s.m"},
+            },
+        ),
+    ],
+)
+def test_import_graph_reads_every_kind_of_import(tmp_path, files, graph):
+    for name, text in files.items():
+        (tmp_path / "pkg" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pkg" / name).write_text(text)
+    assert import_graph(tmp_path / "pkg", "pkg") == graph
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph()
+    assert len(graph) > 20  # the walk found the package
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())

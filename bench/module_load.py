@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-from cupy_rawcode.strip import data_symbols  # noqa: E402
+from cupy_rawcode.compiler.strip import data_symbols  # noqa: E402
 
 CHILD = r"""
 import json, sys, time

@@ -23,10 +23,11 @@ RUNS = 7
 
 CHILD = r"""
 import json, sys, time
-from cupy_rawcode import toolchain, request
-from cupy_rawcode.resolver import resolve as resolve_any
-from cupy_rawcode.search import make_context
-from cupy_rawcode.fast import resolve_fast
+from cupy_rawcode.toolkit import discovery as toolchain
+from cupy_rawcode.key import request
+from cupy_rawcode.headers.resolver import resolve as resolve_any
+from cupy_rawcode.headers.search import make_context
+from cupy_rawcode.headers.fast import resolve_fast
 src = open(sys.argv[1]).read()
 mode = sys.argv[2]
 ctx = make_context(())                         # toolchain discovery, not timed
@@ -69,7 +70,7 @@ def main() -> None:
                 "target_s": target,
                 "pass": med <= target,
             }
-    from cupy_rawcode.toolrecord import toolchain
+    from cupy_rawcode.toolkit.record import toolchain
 
     tc = toolchain()
     result = {

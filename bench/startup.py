@@ -45,23 +45,23 @@ if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     # Not timed, the same for every mode: imports and finding the header roots (the floor
     # needs the same include paths). Reported separately under "import" and "setup".
     t0 = time.perf_counter()
-    import cuda.core, concurrent.futures, cupy_rawcode.program, cupy_rawcode.closure
-    import cupy_rawcode.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
-    import cupy_rawcode.nvrtc, cupy_rawcode.strip, cupy_rawcode.fsutil  # a miss's modules
-    from cupy_rawcode.toolrecord import toolchain
+    import cuda.core, concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure
+    import cupy_rawcode.headers.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
+    import cupy_rawcode.compiler.nvrtc, cupy_rawcode.compiler.strip, cupy_rawcode.fsutil  # a miss's modules
+    from cupy_rawcode.toolkit.record import toolchain
     toolchain()
     out["setup"] = time.perf_counter() - t0
 if mode == "import":
     t0 = time.perf_counter(); import cupy; t1 = time.perf_counter()
     import cupy_rawcode; t2 = time.perf_counter()
     import cuda.core; t3 = time.perf_counter()
-    import concurrent.futures, cupy_rawcode.program, cupy_rawcode.closure, cupy_rawcode.manifest
+    import concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure, cupy_rawcode.headers.manifest
     import cupy_rawcode.store.directory, cupy_rawcode.store.memory, cupy_rawcode.kernel
     out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1, "cuda_core": t3 - t2,
            "first_use": time.perf_counter() - t3}
 elif mode == "floor":
     from cuda.core import Program, ProgramOptions
-    from cupy_rawcode.toolrecord import toolchain
+    from cupy_rawcode.toolkit.record import toolchain
     dirs = [d.path for d in toolchain().system_dirs if d.tag != "shim"]
     if "#include <type_traits>" in src or "#include <limits>" in src:
         dirs.append(str(toolchain().system_dirs[-1].path))  # std headers need the shims
@@ -70,8 +70,8 @@ elif mode == "floor":
     out["seconds"] = time.perf_counter() - t0
 elif mode == "rawcode-compile":
     import cupy_rawcode
-    from cupy_rawcode import program
-    from cupy_rawcode.request import make_request
+    from cupy_rawcode.compiler import program
+    from cupy_rawcode.key.request import make_request
     t0 = time.perf_counter()
     r = program.compile_request(make_request(src, arch=arch))
     out.update(seconds=time.perf_counter() - t0, hit=r.hit, key_s=r.key_seconds)
@@ -79,8 +79,8 @@ elif mode == "inproc":
     # Cold compiles of unique sources, alternating bare NVRTC and cupy-rawcode in one process
     # after one untimed warm-up of each: the per-kernel cost without first-call costs.
     from cuda.core import Program, ProgramOptions
-    from cupy_rawcode import program
-    from cupy_rawcode.request import make_request
+    from cupy_rawcode.compiler import program
+    from cupy_rawcode.key.request import make_request
     dirs = [d.path for d in toolchain().system_dirs]
     floor, ours = [], []
     for i in range(6):
@@ -142,7 +142,7 @@ if mode == "rawcode":
     import cupy_rawcode; ph["import cupy_rawcode"] = time.perf_counter()
     k = cupy_rawcode.RawKernel(src, "kern")
     if split:  # cold only: the discovery a first launch does anyway, timed apart
-        from cupy_rawcode.toolrecord import toolchain
+        from cupy_rawcode.toolkit.record import toolchain
         toolchain(); ph["toolchain discovery"] = time.perf_counter()
         from cupy_rawcode.kernel import _compute_capability
         k._build.device_code(_compute_capability()); ph["key + compile"] = time.perf_counter()
@@ -217,7 +217,7 @@ from many_kernels import kernels, shared_prefix
 series, arch = sys.argv[1], sys.argv[2]
 nonce = os.environ.get("BENCH_NONCE", "")
 import cupy_rawcode
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.toolkit.record import toolchain
 toolchain()
 todo = kernels() if series == "distinct" else shared_prefix(12)
 times = []
@@ -695,7 +695,7 @@ def machine() -> dict:
     }
     sys.path.insert(0, str(ROOT))
     try:
-        from cupy_rawcode.toolrecord import toolchain
+        from cupy_rawcode.toolkit.record import toolchain
 
         tc = toolchain()
         info.update(

@@ -31,7 +31,8 @@ gc.callbacks.append(lambda phase, info: gcs.append((info["generation"], time.per
 t0 = time.perf_counter()
 import cupy_rawcode
 # what a warm hit imports (tests/test_index.py pins that it is no more than this)
-from cupy_rawcode import kernel, config, key, stamps, index, store
+from cupy_rawcode import kernel, config, key, store
+from cupy_rawcode.key import stamps, index
 from cupy_rawcode.store import directory, entry, memory
 t_imp = time.perf_counter() - t0
 T = {}

@@ -8,25 +8,25 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "resolve": ("resolver", "resolve"),
-    "Closure": ("closure", "Closure"),
-    "Header": ("closure", "Header"),
-    "ResolveError": ("closure", "ResolveError"),
-    "MissingHeaderError": ("closure", "MissingHeaderError"),
-    "cache_key": ("request", "cache_key"),
-    "parse_options": ("options", "parse_options"),
-    "toolchain": ("toolrecord", "toolchain"),
-    "compile": ("program", "compile"),
-    "CompileError": ("nvrtc", "CompileError"),
+    "resolve": ("headers.resolver", "resolve"),
+    "Closure": ("headers.closure", "Closure"),
+    "Header": ("headers.closure", "Header"),
+    "ResolveError": ("headers.closure", "ResolveError"),
+    "MissingHeaderError": ("headers.closure", "MissingHeaderError"),
+    "cache_key": ("key.request", "cache_key"),
+    "parse_options": ("headers.options", "parse_options"),
+    "toolchain": ("toolkit.record", "toolchain"),
+    "compile": ("compiler.program", "compile"),
+    "CompileError": ("compiler.nvrtc", "CompileError"),
     "RawKernel": ("kernel", "RawKernel"),
     "RawModule": ("kernel", "RawModule"),
     "SignatureWarning": ("kernel", "SignatureWarning"),
-    "Signature": ("signature", "Signature"),
+    "Signature": ("launch.signature", "Signature"),
     "install": ("jitify_compat", "install"),
     "set_store": ("store", "set_store"),
     "make_store": ("store", "make_store"),
     "uninstall": ("jitify_compat", "uninstall"),
-    "warmup": ("precompile", "warmup"),
+    "warmup": ("parallel.precompile", "warmup"),
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

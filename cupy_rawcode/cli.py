@@ -19,7 +19,7 @@ def _read_source(path: str) -> str:
 
 
 def _cmd_deps(args, options) -> int:
-    from .resolver import resolve
+    from .headers.resolver import resolve
 
     src = _read_source(args.file)
     closure = resolve(
@@ -42,7 +42,7 @@ def _cmd_deps(args, options) -> int:
 
 
 def _cmd_key(args, options) -> int:
-    from .request import cache_key
+    from .key.request import cache_key
 
     src = _read_source(args.file)
     print(
@@ -59,7 +59,7 @@ def _cmd_key(args, options) -> int:
 
 
 def _cmd_env(args, options) -> int:
-    from .search import make_context
+    from .headers.search import make_context
 
     ctx = make_context(options)
     tc = ctx.toolchain
@@ -70,7 +70,8 @@ def _cmd_env(args, options) -> int:
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from . import config, toolrecord
+    from . import config
+    from .toolkit import record as toolrecord
 
     print(f"cache           {config.cache_dir()}")
     print(
@@ -81,8 +82,8 @@ def _cmd_env(args, options) -> int:
 
 
 def _cmd_compile(args, options) -> int:
-    from .program import compile_request
-    from .request import make_request
+    from .compiler.program import compile_request
+    from .key.request import make_request
 
     src = _read_source(args.file)
     req = make_request(
@@ -184,7 +185,7 @@ def _cmd_cache(args, options) -> int:
 
 
 def _cmd_prebuild(args, options) -> int:
-    from .prebuild import jobs_for, prebuild
+    from .parallel.prebuild import jobs_for, prebuild
 
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     if not archs:
@@ -335,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .closure import ResolveError
+    from .headers.closure import ResolveError
 
     args, options = build_parser().parse_known_args(argv)
     try:

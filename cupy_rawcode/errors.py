@@ -114,7 +114,9 @@ def compile_message(
         msg += f"\nfull source and options written to {dump_path}"
     if note:
         msg += f"\n({note})"
-    from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
+    from .compiler.hints import (
+        compile_hints,  # e.g. a declaration stub's name used: what to use instead
+    )
 
     hints = compile_hints(log, source)
     return msg + "\n" + hints if hints else msg
@@ -122,7 +124,7 @@ def compile_message(
 
 @functools.cache
 def _classes() -> dict[str, Any]:
-    from .closure import MissingHeaderError
+    from .headers.closure import MissingHeaderError
 
     bases: tuple[Any, Any] = _cupy_classes()  # CuPy's classes are untyped
     CompileException, JitifyException = bases

@@ -92,8 +92,8 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
     JitifyException as well, as CuPy's jitify=True raises."""
     from . import errors
+    from .headers.options import parse_options
     from .kernel import _arch_target, _device_target, _load_module, build
-    from .options import parse_options
 
     opts = parse_options(options)
     # an -arch option wins; else CuPy's arch argument; else the current device
@@ -137,9 +137,9 @@ def _compile_dropping(
     missing include in the source itself is the user's own mistake: it raises as it is."""
     import warnings
 
-    from .closure import MAIN
+    from .headers.closure import MAIN
+    from .headers.options import parse_options
     from .kernel import build
-    from .options import parse_options
 
     missing = tuple(error.missing)
     if not missing or any(m.chain[-1].file == MAIN for m in missing):

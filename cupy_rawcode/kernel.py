@@ -72,7 +72,7 @@ def _check_options(options) -> tuple[str, ...]:
 
 def parse_options(options):
     """options.parse_options, imported on first use (a warm hit never needs it)."""
-    from .options import parse_options as parse
+    from .headers.options import parse_options as parse
 
     return parse(options)
 
@@ -101,8 +101,8 @@ def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, s
     -arch in the options wins, as in NVRTC."""
     if opts_arch is not None:
         return _arch_target(opts_arch)
-    from .toolchain import choose_arch
-    from .toolrecord import supported_archs
+    from .toolkit.discovery import choose_arch
+    from .toolkit.record import supported_archs
 
     return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
 
@@ -140,8 +140,8 @@ def compile_for(
     ``opts`` overrides ``arch``; with ``index_id``, the key goes in the warm index (index.py)
     for the next process. warmup()'s worker processes call this too, so they fill the cache
     with exactly what a launch looks up."""
-    from .program import compile_request
-    from .request import make_request
+    from .compiler.program import compile_request
+    from .key.request import make_request
 
     req = make_request(
         source,
@@ -154,7 +154,7 @@ def compile_for(
     )
     result = compile_request(req)
     if index_id is not None:
-        from . import index
+        from .key import index
 
         index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)
     return req, result
@@ -206,7 +206,7 @@ def _await_warmup(plan_id: str) -> None:
 def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
     """(arch, code) through the warm index: the key it recorded for these inputs, read from the
     store; None when the index does not know them (or the store lost the entry)."""
-    from . import index
+    from .key import index
     from .store import default_store
 
     t0 = time.perf_counter()
@@ -306,7 +306,7 @@ class _Build:
                 return found
             text, where = source or self.source()
             if pending:
-                from .index import index_id as plan_id
+                from .key.index import index_id as plan_id
 
                 _await_warmup(plan_id(text, self.options, arch, self.name_expressions or (), where))
             code = build(
@@ -332,7 +332,7 @@ class _Build:
             if arch is not None:
                 return self.compiled[arch]
             source, where = self.source()
-            from .index import index_id
+            from .key.index import index_id
 
             iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
             if pending:
@@ -505,14 +505,14 @@ class RawKernel:
                 )
             values = args
         else:
-            from .bind import bind
+            from .launch.bind import bind
 
             values = bind(sig, args, kwargs, check_pointers=self.check_pointers)
         self(grid, block, values, shared_mem=shared_mem, stream=stream)
 
     @property
     def signature(self):
-        """The parsed parameters (a ``cupy_rawcode.signature.Signature``), or None with a
+        """The parsed parameters (a ``cupy_rawcode.launch.signature.Signature``), or None with a
         warning when the declaration cannot be parsed safely (launch is then positional)."""
         if self._signature is _UNPARSED:
             self._signature = self._parse_signature()
@@ -521,8 +521,8 @@ class RawKernel:
     def _parse_signature(self):
         import warnings
 
-        from .bind import signature_for
-        from .signature import SignatureError
+        from .launch.bind import signature_for
+        from .launch.signature import SignatureError
 
         self._signature_error = None
         try:
@@ -608,7 +608,7 @@ class RawKernel:
 
 
 def _arch_target(arch: str) -> tuple[str, str]:
-    from .options import Options, normalize_arch
+    from .headers.options import Options, normalize_arch
 
     a = normalize_arch(arch, Options())
     return a, ("ptx" if a.startswith("compute_") else "cubin")

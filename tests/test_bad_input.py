@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from cupy_rawcode.closure import MissingHeaderError, ResolveError
-from cupy_rawcode.request import cache_key
-from cupy_rawcode.resolver import resolve
+from cupy_rawcode.headers.closure import MissingHeaderError, ResolveError
+from cupy_rawcode.headers.resolver import resolve
+from cupy_rawcode.key.request import cache_key
 
 
 def test_missing_header_names_header_chain_and_dirs(tree):

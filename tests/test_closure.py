@@ -5,7 +5,7 @@ import shutil
 import pytest
 from conftest import corpus
 
-from cupy_rawcode.resolver import resolve
+from cupy_rawcode.headers.resolver import resolve
 
 KERNELS = ["block_reduce.cu", "block_scan.cu", "radix_sort.cu", "warp_reduce.cu", "complex.cu"]
 

@@ -12,8 +12,8 @@ import pytest
 
 import cupy_rawcode
 from cupy_rawcode import errors, jitify_compat, kernel
-from cupy_rawcode.closure import MissingHeaderError
-from cupy_rawcode.options import parse_options, with_cupy_defaults
+from cupy_rawcode.headers.closure import MissingHeaderError
+from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
 
 ARCH = "sm_90"
 UNUSED = 'extern "C" __global__ void k(float* x) { int unused = 3; x[threadIdx.x] = 1.0f; }\n'
@@ -293,7 +293,7 @@ def test_logs_under_pch_have_no_pch_text(monkeypatch):
     ],
 )
 def test_clean_log(log, expected):
-    from cupy_rawcode.nvrtc import clean_log
+    from cupy_rawcode.compiler.nvrtc import clean_log
 
     assert clean_log(log) == expected
 

@@ -6,9 +6,10 @@ import struct
 
 import pytest
 
-from cupy_rawcode import config, devrt, strip
-from cupy_rawcode.devrt import LinkError, link, link_field, search, wants_rdc
-from cupy_rawcode.toolchain import nvrtc_version
+from cupy_rawcode import config
+from cupy_rawcode.compiler import devrt, strip
+from cupy_rawcode.compiler.devrt import LinkError, link, link_field, search, wants_rdc
+from cupy_rawcode.toolkit.discovery import nvrtc_version
 
 PARENT = r"""
 extern "C" __global__ void child(float* x, int n) {

@@ -13,7 +13,7 @@ from conftest import CORPUS, ROOT, corpus
 
 import cupy_rawcode
 from cupy_rawcode import kernel as kernel_module
-from cupy_rawcode import program
+from cupy_rawcode.compiler import program
 
 pytestmark = pytest.mark.gpu
 
@@ -235,7 +235,7 @@ def test_translate_cucomplex_runs():
 _CHILD = r"""
 import json, pickle, sys
 import numpy as np, cupy as cp
-from cupy_rawcode import program
+from cupy_rawcode.compiler import program
 calls = []
 orig = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]

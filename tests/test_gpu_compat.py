@@ -24,7 +24,8 @@ import pytest
 from conftest import ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode import jitify_compat, program
+from cupy_rawcode import jitify_compat
+from cupy_rawcode.compiler import program
 
 pytestmark = [
     pytest.mark.gpu,
@@ -297,7 +298,7 @@ import io, json, sys, warnings
 warnings.simplefilter("ignore", DeprecationWarning)
 import cupy, cupy.cuda.compiler
 import cupy_rawcode
-from cupy_rawcode import program
+from cupy_rawcode.compiler import program
 calls = []
 real = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), real(*a))[1]

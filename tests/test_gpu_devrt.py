@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_devrt import PARENT, nvrtc_compile
 
-from cupy_rawcode.devrt import link
-from cupy_rawcode.toolchain import nvrtc_version
-from cupy_rawcode.toolrecord import supported_archs
+from cupy_rawcode.compiler.devrt import link
+from cupy_rawcode.toolkit.discovery import nvrtc_version
+from cupy_rawcode.toolkit.record import supported_archs
 
 pytestmark = pytest.mark.gpu
 

@@ -7,9 +7,9 @@ import os
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import cudaheaders
-from cupy_rawcode.closure import MissingHeaderError
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.headers.closure import MissingHeaderError
+from cupy_rawcode.toolkit import cudaheaders
+from cupy_rawcode.toolkit.record import toolchain
 
 # header -> device code using it (inside `__global__ void k(float* p, __half* h, unsigned long long s)`)
 USES = {

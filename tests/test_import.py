@@ -21,7 +21,7 @@ def test_import_loads_no_heavy_modules():
 
 def test_lazy_exports_resolve_to_functions():
     import cupy_rawcode
-    import cupy_rawcode.closure  # importing the module must not shadow the function
+    import cupy_rawcode.headers.closure
 
     assert callable(cupy_rawcode.resolve) and cupy_rawcode.resolve.__name__ == "resolve"
     assert cupy_rawcode.compile.__name__ == "compile"

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import corpus
 
-from cupy_rawcode import index, manifest, stamps, toolrecord
+from cupy_rawcode.headers import manifest
 from cupy_rawcode.kernel import RawKernel, RawModule
-from cupy_rawcode.request import cache_key
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.key import index, stamps
+from cupy_rawcode.key.request import cache_key
+from cupy_rawcode.toolkit import record as toolrecord
+from cupy_rawcode.toolkit.record import toolchain
 
 CC = 90  # compiled for sm_90 without a GPU: NVRTC needs none
 
@@ -132,7 +134,9 @@ MISS_WHEN = {
         sys, "path", sys.path + [str(r / "env" / "site-packages")]
     ),
     "the package's version changes": lambda r, mp: mp.setattr(index, "__version__", "9.9.9"),
-    "a package module changes": lambda r, mp: _stamp_changed(mp, "key.py"),
+    "a package module changes": lambda r, mp: _stamp_changed(mp, "kernel.py"),
+    "a subpackage module changes": lambda r, mp: _stamp_changed(mp, "headers/closure.py"),
+    "a subpackage's __init__ changes": lambda r, mp: _stamp_changed(mp, "key/__init__.py"),
     "the index entry is removed": lambda r, mp: _for_each_entry(lambda p: p.unlink()),
     "the index entry is not JSON": lambda r, mp: _for_each_entry(lambda p: p.write_bytes(b"{")),
     "the index entry has another schema": lambda r, mp: _rewrite(schema="cupy-rawcode-index-0"),
@@ -189,10 +193,12 @@ def _restore_touched_files():
 def _stamp_changed(monkeypatch, module):
     """As if ``module`` had been edited: its recorded stamp no longer matches."""
     real = index.package_stamps
+    suffix = os.sep + os.path.join("cupy_rawcode", *module.split("/"))
+    assert any(p.endswith(suffix) for p, *_ in real()), f"{module} is not stamped"
 
     def edited():
         return [
-            (p, size, mtime - 1, ino) if os.path.basename(p) == module else (p, size, mtime, ino)
+            (p, size, mtime - 1, ino) if p.endswith(suffix) else (p, size, mtime, ino)
             for p, size, mtime, ino in real()
         ]
 
@@ -232,7 +238,8 @@ def test_the_index_misses_when(case, user_headers, monkeypatch):
         "__global__ void kern(float* y) { y[0] = SCALE + SHIFT; }\n"
     )
     opts = (f"-I{user_headers / 'inc'}",)
-    recorded_wrong = case == "a package module changes"  # the change is made before recording
+    # a changed package module is changed before recording
+    recorded_wrong = "module changes" in case or "__init__" in case
     if recorded_wrong:
         MISS_WHEN[case](user_headers, monkeypatch)
     RawKernel(src, "kern", options=opts)._build.device_code(CC)
@@ -339,8 +346,8 @@ HIT_PATH = {
     "cupy_rawcode.kernel",
     "cupy_rawcode.config",
     "cupy_rawcode.key",
-    "cupy_rawcode.stamps",
-    "cupy_rawcode.index",
+    "cupy_rawcode.key.stamps",
+    "cupy_rawcode.key.index",
     "cupy_rawcode.store",
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.memory",
@@ -366,7 +373,7 @@ def test_a_warm_process_imports_only_the_hit_path(tmp_path):
         )
         for _ in range(2)
     ]
-    assert "cupy_rawcode.request" in runs[0]["modules"]  # the first process keys the full way
+    assert "cupy_rawcode.key.request" in runs[0]["modules"]  # the first process keys the full way
     assert set(runs[1]["modules"]) == HIT_PATH
     assert runs[0]["size"] == runs[1]["size"] > 0
 

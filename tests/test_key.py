@@ -8,8 +8,8 @@ import pytest
 from conftest import ROOT, corpus
 
 from cupy_rawcode.key import digest_fields, encode_fields, key_fields
-from cupy_rawcode.request import cache_key
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.key.request import cache_key
+from cupy_rawcode.toolkit.record import toolchain
 
 SRC = corpus("block_reduce.cu")
 
@@ -122,7 +122,8 @@ def test_fields_are_length_prefixed_not_concatenated():
 
 _COUNT_SCANS = r"""
 import sys, json
-from cupy_rawcode import scan, exact, request
+from cupy_rawcode.headers import scan, exact
+from cupy_rawcode.key import request
 calls = []
 orig = scan.scan_file
 scan.scan_file = lambda p: (calls.append(p), orig(p))[1]
@@ -164,7 +165,7 @@ def test_manifest_sees_a_changed_header(tree, tmp_path):
 
 def test_corrupt_manifest_is_a_miss(tmp_path):
     k1 = cache_key(SRC, arch="sm_90")
-    from cupy_rawcode import manifest
+    from cupy_rawcode.headers import manifest
 
     manifest._memo.clear()
     for p in (tmp_path / "cache" / "manifests").rglob("*.json"):
@@ -184,7 +185,7 @@ def test_corrupt_manifest_is_a_miss(tmp_path):
     ],
 )
 def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, stamps):
-    from cupy_rawcode import manifest
+    from cupy_rawcode.headers import manifest
 
     manifest._memo.clear()  # this process may know the manifest already: write it here
     k1 = cache_key(SRC, arch="sm_90")

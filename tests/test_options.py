@@ -1,6 +1,6 @@
 import pytest
 
-from cupy_rawcode.options import is_arch, normalize_arch, parse_options
+from cupy_rawcode.headers.options import is_arch, normalize_arch, parse_options
 
 
 @pytest.mark.parametrize(

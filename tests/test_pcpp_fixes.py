@@ -1,6 +1,6 @@
 """Each pcpp 1.30 defect (facts.md) fixed in exact mode, one test each."""
 
-from cupy_rawcode.resolver import resolve
+from cupy_rawcode.headers.resolver import resolve
 
 
 def _reads(tree, header_text, extra=None):

@@ -8,9 +8,9 @@ import sys
 import pytest
 from conftest import ROOT, corpus
 
-from cupy_rawcode.nvrtc import CompileError
-from cupy_rawcode.program import compile_request
-from cupy_rawcode.request import make_request
+from cupy_rawcode.compiler.nvrtc import CompileError
+from cupy_rawcode.compiler.program import compile_request
+from cupy_rawcode.key.request import make_request
 from cupy_rawcode.store import Layered
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.memory import MemoryStore
@@ -34,8 +34,8 @@ def test_corpus_compiles_to_cubin(name, tmp_path):
 
 _CHILD = r"""
 import json, sys
-from cupy_rawcode import program
-from cupy_rawcode.request import make_request
+from cupy_rawcode.compiler import program
+from cupy_rawcode.key.request import make_request
 calls = []
 orig = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from cupy_rawcode.closure import MissingHeaderError
-from cupy_rawcode.resolver import resolve
+from cupy_rawcode.headers.closure import MissingHeaderError
+from cupy_rawcode.headers.resolver import resolve
 
 GCC = shutil.which("gcc")
 
@@ -190,7 +190,7 @@ def test_no_source_dir_means_no_own_directory_for_main(tree):
 
 
 def test_header_sources_are_asked_lazily_in_policy_order():
-    from cupy_rawcode.toolchain import choose_system_dirs
+    from cupy_rawcode.toolkit.discovery import choose_system_dirs
 
     asked = []
     wheel = {"cccl": ["/w/cccl"], "cuda": ["/w/cuda"], "curand": ["/w/curand"], "crt": ["/w/nvcc"]}
@@ -256,14 +256,14 @@ def test_header_sources_are_asked_lazily_in_policy_order():
     ],
 )
 def test_library_roots_come_from_the_first_source_that_has_them(offers, expected):
-    from cupy_rawcode.toolchain import DEFAULT_SOURCES, choose_system_dirs
+    from cupy_rawcode.toolkit.discovery import DEFAULT_SOURCES, choose_system_dirs
 
     dirs = choose_system_dirs(DEFAULT_SOURCES, offers, "/shim")
     assert [(d.tag, d.path, d.origin) for d in dirs] == expected + [("shim", "/shim", "package")]
 
 
 def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
-    from cupy_rawcode.toolchain import BUNDLED_MIN, nvrtc_version, source_dirs
+    from cupy_rawcode.toolkit.discovery import BUNDLED_MIN, nvrtc_version, source_dirs
 
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "c"))
     if nvrtc_version() < BUNDLED_MIN:
@@ -274,8 +274,8 @@ def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
     assert os.path.isfile(os.path.join(dirs["cuda"][0], "cuda_fp16.h"))
     from conftest import corpus
 
-    from cupy_rawcode.program import compile_request
-    from cupy_rawcode.request import make_request
+    from cupy_rawcode.compiler.program import compile_request
+    from cupy_rawcode.key.request import make_request
 
     monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "nvrtc")
     r = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))

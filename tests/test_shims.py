@@ -8,8 +8,8 @@ import pytest
 from conftest import ROOT
 
 import cupy_rawcode
-from cupy_rawcode import shims
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.toolkit import shims
+from cupy_rawcode.toolkit.record import toolchain
 
 # header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
 USES = {
@@ -251,7 +251,7 @@ def test_stub_hints_name_the_header_of_the_name_used(log, hints):
 
 
 def _other_roots():
-    from cupy_rawcode.toolchain import source_dirs
+    from cupy_rawcode.toolkit.discovery import source_dirs
 
     roots = []
     for source in ("cupy", "toolkit"):
@@ -327,16 +327,16 @@ def test_include_dir_is_what_the_table_renders():
     on_disk = {str(p.relative_to(include)) for p in include.rglob("*") if p.is_file()}
     rendered = shims.files()
     assert on_disk - {"cupy_rawcode/workaround.h"} == set(rendered), (
-        "run: python -m cupy_rawcode.shims --write"
+        "run: python -m cupy_rawcode.toolkit.shims --write"
     )
     for rel, text in rendered.items():
         assert (include / rel).read_text() == text, (
-            f"{rel} is stale: python -m cupy_rawcode.shims --write"
+            f"{rel} is stale: python -m cupy_rawcode.toolkit.shims --write"
         )
 
 
 def test_readme_lists_the_headers_from_the_table():
     readme = (ROOT / "README.md").read_text()
     assert shims.markdown() in readme, (
-        "README header list is stale: python -m cupy_rawcode.shims --markdown"
+        "README header list is stale: python -m cupy_rawcode.toolkit.shims --markdown"
     )

@@ -6,9 +6,9 @@ import warnings
 import numpy
 import pytest
 
-from cupy_rawcode.bind import bind, user_header_texts
-from cupy_rawcode.options import parse_options
-from cupy_rawcode.signature import NO_DEFAULT, SignatureError, evaluate, parse_signature
+from cupy_rawcode.headers.options import parse_options
+from cupy_rawcode.launch.bind import bind, user_header_texts
+from cupy_rawcode.launch.signature import NO_DEFAULT, SignatureError, evaluate, parse_signature
 
 PRELUDE = r"""
 #define REAL float

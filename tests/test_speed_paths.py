@@ -7,9 +7,9 @@ import pytest
 from conftest import CORPUS, corpus
 
 import cupy_rawcode
-from cupy_rawcode import nvrtc, program
-from cupy_rawcode.nvrtc import _Pch, include_prefix
-from cupy_rawcode.request import make_request
+from cupy_rawcode.compiler import nvrtc, program
+from cupy_rawcode.compiler.nvrtc import _Pch, include_prefix
+from cupy_rawcode.key.request import make_request
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_missing_header_is_the_resolvers_error_even_with_overlap(monkeypatch):
 def test_scan_file_reads_whole_files_of_any_size(tmp_path, size):
     import hashlib
 
-    from cupy_rawcode import scan
+    from cupy_rawcode.headers import scan
 
     body = (b"#include <x.h>\n" + b"/" * 60 + b"\n") * (size // 76 + 1)
     path = tmp_path / "h.h"
@@ -163,7 +163,7 @@ def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
 
 
 def test_a_miss_looks_for_the_manifest_once(monkeypatch):
-    from cupy_rawcode import manifest
+    from cupy_rawcode.headers import manifest
 
     calls = []
     real = manifest.lookup
@@ -174,8 +174,9 @@ def test_a_miss_looks_for_the_manifest_once(monkeypatch):
 
 _HIT_WHILE_COMPILE_IMPORTS = r"""
 import shutil, sys
-from cupy_rawcode import config, program
-from cupy_rawcode.request import make_request
+from cupy_rawcode import config
+from cupy_rawcode.compiler import program
+from cupy_rawcode.key.request import make_request
 src = "#include <cuda/std/cstdint>\n__global__ void k(int* p) { *p = 1; }\n"
 if sys.argv[1] == "fill":
     program.compile_request(make_request(src, arch="sm_90"))
@@ -208,8 +209,8 @@ def test_a_hit_while_the_overlapped_compile_imports_cuda_core(tmp_path):
 
 _HIT_MODULES = r"""
 import json, sys
-from cupy_rawcode import program
-from cupy_rawcode.request import make_request
+from cupy_rawcode.compiler import program
+from cupy_rawcode.key.request import make_request
 r = program.compile_request(make_request(open(sys.argv[1]).read(), arch="sm_90"))
 print(json.dumps({"hit": r.hit, "modules": sorted(m for m in sys.modules if m.startswith(("cupy_rawcode", "pcpp", "cuda.core")))}))
 """
@@ -239,12 +240,12 @@ def test_a_warm_hit_imports_nothing_only_a_miss_needs(tmp_path):
         for _ in range(2)
     ]
     assert [r["hit"] for r in runs] == [False, True]
-    assert "cupy_rawcode.nvrtc" in runs[0]["modules"]
+    assert "cupy_rawcode.compiler.nvrtc" in runs[0]["modules"]
     miss_only = {
-        "cupy_rawcode.nvrtc",
-        "cupy_rawcode.strip",
-        "cupy_rawcode.closure",
-        "cupy_rawcode.scan",
+        "cupy_rawcode.compiler.nvrtc",
+        "cupy_rawcode.compiler.strip",
+        "cupy_rawcode.headers.closure",
+        "cupy_rawcode.headers.scan",
         "cupy_rawcode.fsutil",
         "pcpp",
         "cuda.core",

@@ -5,8 +5,8 @@ algorithms taking an execution policy fail with the one-sentence hint."""
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.hints import THRUST_ALGORITHMS, thrust_algorithm_hint
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.compiler.hints import THRUST_ALGORITHMS, thrust_algorithm_hint
+from cupy_rawcode.toolkit.record import toolchain
 
 # Thrust's unannotated helpers need -default-device, which every compile now passes by default
 # as CuPy does (issue 16): the kernels here pass no option for it.
@@ -91,7 +91,7 @@ def test_thrust_device_code_compiles_under_the_default_policy(name):
 def test_the_default_policy_uses_cupys_cccl_when_cupy_has_one():
     import importlib.util
 
-    from cupy_rawcode.toolchain import DEFAULT_SOURCES, source_dirs
+    from cupy_rawcode.toolkit.discovery import DEFAULT_SOURCES, source_dirs
 
     assert DEFAULT_SOURCES[0] == "cupy"
     if importlib.util.find_spec("cupy") is None or not source_dirs("cupy").get("cccl"):

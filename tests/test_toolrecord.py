@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from cupy_rawcode import toolrecord
-from cupy_rawcode.toolchain import SearchDir, Toolchain
+from cupy_rawcode.toolkit import record as toolrecord
+from cupy_rawcode.toolkit.discovery import SearchDir, Toolchain
 
 SOURCES = ("wheel", "toolkit")
 
@@ -108,7 +108,7 @@ def test_unwritable_cache_still_works(setup, tmp_path, monkeypatch):
 _WARM = r"""
 import sys
 from cupy_rawcode import cache_key
-from cupy_rawcode.toolrecord import toolchain
+from cupy_rawcode.toolkit.record import toolchain
 k = cache_key('#include <cub/block/block_reduce.cuh>\n', arch='sm_90')
 print(k, toolchain().from_record,
       'cuda.pathfinder' in sys.modules, 'cuda.bindings.nvrtc' in sys.modules)

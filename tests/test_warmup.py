@@ -13,8 +13,10 @@ import pytest
 from conftest import CORPUS, ROOT
 
 import cupy_rawcode
-from cupy_rawcode import config, kernel, pool, program
-from cupy_rawcode.precompile import Summary
+from cupy_rawcode import config, kernel
+from cupy_rawcode.compiler import program
+from cupy_rawcode.parallel import pool
+from cupy_rawcode.parallel.precompile import Summary
 
 ARCH = "sm_80"
 
@@ -56,7 +58,7 @@ def test_four_kernels_two_workers_are_hits_here_and_in_a_new_process(compiles):
     assert compiles == []  # every compile here was a cache hit
     script = textwrap.dedent(f"""
         import io, logging, cupy_rawcode
-        from cupy_rawcode import program
+        from cupy_rawcode.compiler import program
         program._nvrtc_compile = lambda *a: (_ for _ in ()).throw(AssertionError("compiled"))
         log = io.StringIO()
         logging.basicConfig(stream=log, level=logging.INFO, format="%(message)s")
@@ -264,7 +266,7 @@ def slow_source() -> str:
 _DYING = textwrap.dedent("""
     import os, signal, sys, time
     import cupy_rawcode
-    from cupy_rawcode import pool
+    from cupy_rawcode.parallel import pool
     src = open(sys.argv[2]).read()
     h = cupy_rawcode.warmup(*[(src + "// variant %d\\n" % i,) for i in range(2)], arch="sm_80",
                             workers=2, background=True)

@@ -1,4 +1,6 @@
-"""Storage: bytes in, bytes out. Backends implement ``get(key) -> bytes | None`` and
+"""Stage 4, the store: takes a key and gives the entry's bytes, or stores them.
+
+Storage: bytes in, bytes out. Backends implement ``get(key) -> bytes | None`` and
 ``put(key, data)``; entry.py turns compiled code + JSON metadata into self-validating bytes.
 
 The default stack, in lookup order: memory LRU, the cache directory, read-only bundles

@@ -20,7 +20,7 @@ off; the rules' version is a key field (key.strip_field).
 
 import threading
 
-from . import config
+from .. import config
 
 LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_internal"})
 
@@ -211,7 +211,7 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
 def _warn_once(why: str) -> None:
     if not nvjitlink.warned:
         nvjitlink.warned = True
-        from .log import warn
+        from ..log import warn
 
         warn(
             "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "

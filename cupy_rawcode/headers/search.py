@@ -11,9 +11,9 @@
 
 import os
 
+from ..toolkit.discovery import SearchDir, Toolchain
+from ..toolkit.record import toolchain
 from .options import Options, parse_options
-from .toolchain import SearchDir, Toolchain
-from .toolrecord import toolchain
 
 
 class Found:

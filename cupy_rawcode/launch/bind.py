@@ -130,9 +130,9 @@ def _pointer(t, v, where: str, check: bool):
 def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
     """Texts of the user's own headers the source includes (from its directory and ``-I``),
     followed transitively; system roots are not read. Unreadable files are skipped."""
-    from .scan import scan_bytes
-    from .search import find
-    from .toolchain import SearchDir
+    from ..headers.scan import scan_bytes
+    from ..headers.search import find
+    from ..toolkit.discovery import SearchDir
 
     dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
     out, seen = [], set()

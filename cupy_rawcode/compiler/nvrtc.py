@@ -6,8 +6,8 @@ import os
 import re
 import threading
 
-from . import config
-from .request import Request
+from .. import config
+from ..key.request import Request
 
 PCH_WORDS = (
     "precompiled header",
@@ -19,7 +19,7 @@ PCH_WORDS = (
 
 def __getattr__(name: str):
     if name == "CompileError":  # errors.py builds it on first use (it imports CuPy)
-        from . import errors
+        from .. import errors
 
         return errors.CompileError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -332,7 +332,7 @@ def _compile_error(
     note: str | None = None,
 ):
     """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
-    from . import errors
+    from .. import errors
 
     if dump and dump_path is None:
         dump_path = _dump(req, flags)

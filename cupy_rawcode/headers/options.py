@@ -74,7 +74,7 @@ def with_cupy_defaults(opts: Options) -> Options:
     ``--device-as-default-execution-space`` and ``-ftz=true`` (unless an -ftz option is given).
     CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
     is a search root of its own: toolchain.py.)"""
-    from . import config
+    from .. import config
 
     if not config.cupy_options():
         return opts

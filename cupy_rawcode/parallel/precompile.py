@@ -103,7 +103,7 @@ class Warmup:
 def _builds(kernels) -> list[tuple[Any, str, Any]]:
     """(kernel as given, label, kernel._Build) for each argument; a tuple is
     (source[, options[, name_expressions]]) and becomes a RawModule."""
-    from .kernel import RawKernel, RawModule
+    from ..kernel import RawKernel, RawModule
 
     out: list[tuple[Any, str, Any]] = []
     for i, k in enumerate(kernels):
@@ -136,7 +136,7 @@ def _builds(kernels) -> list[tuple[Any, str, Any]]:
 def _archs(arch) -> list[tuple[str, int | None]]:
     """[(label, compute capability or None)]: the current device's when ``arch`` is None, else
     each explicit architecture (normalized, so a bad one fails here, naming it)."""
-    from .kernel import _arch_target, _compute_capability
+    from ..kernel import _arch_target, _compute_capability
 
     if arch is None:
         cc = _compute_capability()
@@ -152,9 +152,9 @@ def _archs(arch) -> list[tuple[str, int | None]]:
 
 def _in_cache(plan_id: str) -> bool:
     """Whether the warm index knows these inputs and the store holds a valid entry for them."""
-    from . import index
-    from .store import default_store
-    from .store.entry import decode
+    from ..key import index
+    from ..store import default_store
+    from ..store.entry import decode
 
     found = index.lookup(plan_id)
     if found is None:
@@ -166,8 +166,8 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
     """(cached, failed, [(item, task)]): what warmup() has to compile. A kernel already compiled
     in this process or found through the warm index is cached; one whose source cannot be read
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
-    from .index import index_id
-    from .kernel import _arch_target
+    from ..kernel import _arch_target
+    from ..key.index import index_id
 
     cached, failed, todo, seen = [], [], [], set()
     archs = _archs(arch)
@@ -221,12 +221,12 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""
     if workers is not None:
-        from .config import check_workers
+        from ..config import check_workers
 
         check_workers("workers", workers)
     t0 = time.perf_counter()
     cached, failed, todo = plan(kernels, arch)
-    from . import kernel
+    from .. import kernel
 
     events = {}
     for _, task in todo:
@@ -264,7 +264,7 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
 
 def _release(plan_id: str | None, events: dict) -> None:
     """The compile of ``plan_id`` has ended: wake launches waiting for it."""
-    from . import kernel
+    from .. import kernel
 
     event = events.pop(plan_id, None)
     if event is not None:

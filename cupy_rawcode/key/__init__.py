@@ -1,4 +1,9 @@
-"""The cache key: labelled, length-prefixed fields, schema version first, hashed with SHA-256.
+"""Stage 3, the key: takes a normalized request and its header closure (request.py) and gives
+the cache key; the warm index (index.py) maps a kernel's inputs as given straight to it, checked
+by file stamps (stamps.py). The key itself is built here, so that a warm hit loads no more
+modules than it needs.
+
+The cache key: labelled, length-prefixed fields, schema version first, hashed with SHA-256.
 
 It covers exactly what the compiler receives: source, normalized options (include directories as
 tags, never paths), NVRTC version, arch, output kind, sorted name expressions and the closure's
@@ -21,7 +26,7 @@ def strip_field() -> tuple[str, str]:
     """The key field of strip.py's post-processing: its rules' version, or 'off'
     (CUPY_RAWCODE_STRIP=0). Whether it applies to a request follows from the other fields
     (options, target, input kind), so strip.py is not imported to key a hit."""
-    from . import config
+    from .. import config
 
     return ("strip", STRIP_RULES if config.strip() else "off")
 

@@ -30,7 +30,7 @@ import re
 from collections import namedtuple
 from pathlib import Path
 
-from . import config
+from .. import config
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
 KNOWN_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
@@ -72,9 +72,9 @@ class Toolchain(
 
 def shim_dir() -> Path:
     """The package's ``include/`` (installed inside the package, or at the repo root)."""
-    here = Path(__file__).resolve().parent
-    installed = here / "include"
-    return installed if installed.is_dir() else here.parent / "include"
+    package = Path(__file__).resolve().parents[1]  # cupy_rawcode/ (this file is in toolkit/)
+    installed = package / "include"
+    return installed if installed.is_dir() else package.parent / "include"
 
 
 @functools.cache

@@ -7,10 +7,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from . import config
-from .request import Request, compute_key, context, make_request
-from .store import Layered, default_store
-from .store.entry import encode
+from .. import config
+from ..key.request import Request, compute_key, context, make_request
+from ..store import Layered, default_store
+from ..store.entry import encode
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -149,7 +149,7 @@ def compile_request(
 
 def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
-    from . import errors
+    from .. import errors
     from .nvrtc import nvrtc_flags
 
     flags = nvrtc_flags(req, ctx)
@@ -160,7 +160,7 @@ def _missing_header(e, req: Request, ctx):
 
 
 def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> Result:
-    from .manifest import lookup
+    from ..headers.manifest import lookup
 
     dump = config.dump_source() if dump is None else dump
     t0 = time.perf_counter()
@@ -173,7 +173,7 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         keyed = compute_key(req, ctx, known)
     except BaseException as e:
         _forget(req, early)
-        from .closure import MissingHeaderError  # imported already when it raised one
+        from ..headers.closure import MissingHeaderError  # imported already when it raised one
 
         if isinstance(e, MissingHeaderError):
             raise _missing_header(e, req, ctx) from None

@@ -85,8 +85,10 @@ def candidate_dirs() -> Iterator[str]:
        picks it): ``lib64/`` then ``lib/``;
     3. CuPy's ``cupy.cuda.get_cuda_path()`` (``lib64/`` then ``lib/``) when CuPy is installed.
     """
-    from . import config
-    from .toolchain import toolkit_home  # (the package's own 'toolchain' attribute is a function)
+    from .. import config
+    from ..toolkit.discovery import (
+        toolkit_home,  # (the package's own 'toolchain' attribute is a function)
+    )
 
     yield from _pathfinder_dirs()
     for site in config.site_dirs():

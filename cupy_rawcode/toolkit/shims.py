@@ -13,8 +13,8 @@ Math names reach std:: through using-directives, never a using-declaration of a 
 function: a direct ``std::abs`` would hide ``cuda::std::abs(complex)`` when a kernel includes
 both ``<cmath>`` and ``<complex>``.
 
-This table is the single source: ``python -m cupy_rawcode.shims --write`` renders ``include/``
-and ``--markdown`` the README's list; a test checks both are up to date.
+This table is the single source: ``python -m cupy_rawcode.toolkit.shims --write`` renders
+``include/`` and ``--markdown`` the README's list; a test checks both are up to date.
 """
 
 from __future__ import annotations
@@ -619,6 +619,6 @@ def write(root: Path) -> None:
 
 if __name__ == "__main__":  # pragma: no cover - developer tool
     if "--write" in sys.argv:
-        write(Path(__file__).resolve().parent.parent / "include")
+        write(Path(__file__).resolve().parents[2] / "include")
     if "--markdown" in sys.argv:
         sys.stdout.write(markdown())

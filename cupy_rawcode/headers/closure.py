@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .toolchain import SearchDir
+from ..toolkit.discovery import SearchDir
 
 MAIN = "<source>"
 
@@ -73,7 +73,7 @@ def _hint(name: str) -> str:
             "<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
             "cupy-rawcode searches CuPy's include directory when CuPy is installed"
         )
-    from .cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
+    from ..toolkit.cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
 
     return missing_hint(name)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .shims import stub_hints
+from ..toolkit.shims import stub_hints
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch
 # (thrust/detail/execute_with_allocator.h, pointer.h, the system backends) declares explicitly

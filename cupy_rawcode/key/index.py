@@ -22,13 +22,13 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__, config
-from .key import SCHEMA as KEY_SCHEMA
-from .key import digest_fields, strip_field
+from .. import __version__, config
+from . import SCHEMA as KEY_SCHEMA
+from . import digest_fields, strip_field
 from .stamps import check, merge, stamp, take
 
 SCHEMA = "cupy-rawcode-index-2"  # 2: stamps digest the values only
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
 _memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps still checked)
 
 
@@ -95,11 +95,13 @@ def lookup(iid: str) -> Found | None:
 
 
 def package_stamps() -> list:
-    """The (path, size, mtime_ns, inode) of this package's directory and modules: the code that
-    computes keys."""
-    paths = [_PACKAGE]
-    for d in (_PACKAGE, os.path.join(_PACKAGE, "store")):
-        paths += [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".py")]
+    """The (path, size, mtime_ns, inode) of this package's directories and modules, every
+    subpackage included: the code that computes keys."""
+    paths = []
+    for d, subdirs, files in os.walk(_PACKAGE):
+        subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))
+        paths.append(d)  # a module added or removed changes its directory
+        paths += [os.path.join(d, n) for n in sorted(files) if n.endswith(".py")]
     return [stamp(p) for p in paths]
 
 
@@ -120,7 +122,7 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
     path = _path(iid)
     _memo.pop(path, None)
     try:
-        from .fsutil import atomic_write  # not imported on a hit
+        from ..fsutil import atomic_write  # not imported on a hit
 
         atomic_write(path, json.dumps(data).encode())
     except OSError:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import config
-from .key import closure_digest, digest_fields
-from .stamps import check, take
+from .. import config
+from ..key import closure_digest, digest_fields
+from ..key.stamps import check, take
 
 SCHEMA = "cupy-rawcode-manifest-6"  # 5: stamps.py records; 6: their digest covers values only
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
@@ -89,7 +89,7 @@ def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=
     }
     _memo[mid] = data
     try:
-        from .fsutil import atomic_write  # not imported on a hit
+        from ..fsutil import atomic_write  # not imported on a hit
 
         atomic_write(_path(mid), json.dumps(data).encode())
     except OSError:

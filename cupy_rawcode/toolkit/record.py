@@ -21,10 +21,10 @@ import os
 import sys
 from pathlib import Path
 
-from . import config
-from .key import digest_fields
-from .stamps import stamp
-from .toolchain import SearchDir, Toolchain, discover, parse_sources, toolkit_home
+from .. import config
+from ..key import digest_fields
+from ..key.stamps import stamp
+from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
 SCHEMA = "cupy-rawcode-toolchain-3"  # 2: CuPy's include root; 3: the curand and crt roots
 ENV_VARS = config.TOOLCHAIN_ENV
@@ -79,7 +79,7 @@ def save(tc) -> tuple:
         "stamps": [list(s) for s in stamps],
     }
     try:
-        from .fsutil import atomic_write  # not imported on a hit
+        from ..fsutil import atomic_write  # not imported on a hit
 
         atomic_write(record_path(tc.sources), json.dumps(data).encode())
     except OSError:

@@ -5,10 +5,10 @@ import os
 import re
 from collections import namedtuple
 
-from .devrt import link_field
-from .key import closure_digest, digest_fields, key_fields, strip_field
-from .manifest import NOT_LOOKED_UP, closure_digests
-from .options import Options, normalize_arch, parse_options, with_cupy_defaults
+from ..compiler.devrt import link_field
+from ..headers.manifest import NOT_LOOKED_UP, closure_digests
+from ..headers.options import Options, normalize_arch, parse_options, with_cupy_defaults
+from . import closure_digest, digest_fields, key_fields, strip_field
 from .stamps import take
 
 TARGETS = ("cubin", "ptx", "ltoir")
@@ -94,7 +94,7 @@ def make_request(
 
 def context(req: Request):
     """The search context (options + toolchain directories): cheap, no header is read."""
-    from .search import make_context
+    from ..headers.search import make_context
 
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 

@@ -1,7 +1,7 @@
 """Worker processes that compile through the cache, for warmup() and prebuild.
 
 NVRTC runs one compile at a time per process (facts.md: threads gave 0.7-0.8x), so using the
-cores needs processes. Each worker is ``python -m cupy_rawcode.pool``, started with
+cores needs processes. Each worker is ``python -m cupy_rawcode.parallel.pool``, started with
 ``subprocess``: never ``fork`` (it would copy the parent's CUDA context and locks) and never
 multiprocessing's ``spawn`` (it re-imports the user's ``__main__``, so a script without an
 ``if __name__ == "__main__"`` guard would run again in every worker).
@@ -103,7 +103,7 @@ def run_task(task: Task) -> Outcome:
     Any failure becomes the outcome's error text: one kernel never stops the others."""
     t0 = time.perf_counter()
     try:
-        from .kernel import _arch_target, _device_target, compile_for, parse_options
+        from ..kernel import _arch_target, _device_target, compile_for, parse_options
 
         opts = parse_options(task.options)
         if task.device is not None:
@@ -175,7 +175,7 @@ def available_memory() -> int | None:
 def default_workers(tasks: int) -> int:
     """CUPY_RAWCODE_WORKERS when set, else what the machine can take (workers_for), never
     more than there are tasks."""
-    from . import config
+    from .. import config
 
     configured = config.workers()
     if configured is not None:
@@ -187,7 +187,7 @@ def resolve_workers(workers, tasks: int) -> int:
     """The ``workers`` argument checked (a clear ValueError), or the default when None."""
     if workers is None:
         return default_workers(tasks)
-    from .config import check_workers
+    from ..config import check_workers
 
     return max(1, min(check_workers("workers", workers), max(tasks, 1)))
 
@@ -229,14 +229,15 @@ def _stop(proc: subprocess.Popen, wait: float = 2.0) -> None:
 
 
 def _package_parent() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # the directory holding cupy_rawcode/ (this file is cupy_rawcode/parallel/pool.py)
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _hello() -> dict:
     """What a worker needs to compile as this process would: its module path, and the cache
     directory of this process's store (set_store's, or the environment's)."""
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
-    from .store import default_store
+    from ..store import default_store
 
     disk = default_store().layer("disk")
     if disk is not None:
@@ -258,7 +259,7 @@ class _Worker:
             [_package_parent()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cupy_rawcode.pool"],
+            [sys.executable, "-m", "cupy_rawcode.parallel.pool"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.errfile,
@@ -449,7 +450,7 @@ def main() -> None:
     hello = json.loads(lines.get())
     sys.path[:] = hello.get("sys_path") or sys.path
     if hello.get("cache_dir"):
-        from .store import make_store, set_store
+        from ..store import make_store, set_store
 
         set_store(make_store(hello["cache_dir"], max_size=hello.get("max_size")))
     while True:

@@ -777,7 +777,55 @@ def table(rows, tgts, info) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chart(rows, path: Path) -> None:
+# the charts a reader looks at first: one panel per scenario, bars grouped by kernel, one colour
+# per mode; the target drawn over cupy-rawcode's bar as a multiple of the mode it is judged by
+PANELS = (
+    # scenario, title, (mode, label) in bar order, target: (limit, judged against) or None
+    (
+        "cold",
+        "cold compile, fresh process",
+        (
+            ("floor", "bare NVRTC (floor)"),
+            ("rawcode-compile", "cupy-rawcode"),
+            ("cupy-launch", "CuPy"),
+        ),
+        (1.05, "floor", "rawcode-compile"),
+    ),
+    (
+        "warm",
+        "warm first launch, new process",
+        (("rawcode-launch", "cupy-rawcode"), ("cupy-launch", "CuPy")),
+        (0.8, "cupy-launch", "rawcode-launch"),
+    ),
+    (
+        "process-cold",
+        "whole process, cold",
+        (("rawcode-process", "cupy-rawcode"), ("cupy-process", "CuPy")),
+        (1.05, "cupy-process", "rawcode-process"),
+    ),
+    (
+        "process-warm",
+        "whole process, warm",
+        (("rawcode-process", "cupy-rawcode"), ("cupy-process", "CuPy")),
+        (1.05, "cupy-process", "rawcode-process"),
+    ),
+    (
+        "many",
+        "20 distinct kernels defined then launched, cold",
+        (("cupy", "CuPy"), ("rawcode", "cupy-rawcode"), ("warmup-default", "warmup()")),
+        (0.2, "cupy", "warmup-default"),
+    ),
+)
+COLOURS = {
+    "bare NVRTC (floor)": "#7f7f7f",
+    "cupy-rawcode": "#1f77b4",
+    "warmup()": "#2ca02c",
+    "CuPy": "#ff7f0e",
+}
+
+
+def chart(rows, info: dict, path: Path) -> None:
+    """Bars grouped by kernel, one colour per mode, titled with the machine and the date."""
     try:
         import matplotlib
 
@@ -786,22 +834,55 @@ def chart(rows, path: Path) -> None:
     except ImportError:
         print("matplotlib missing: no chart")
         return
-    cold = [
-        r for r in rows if r["scenario"] in ("cold", "warm", "nth", "nth-nopch") and "median" in r
-    ]
-    labels = [f"{r['scenario']} {r['mode']}\n{r['kernel']}" for r in cold]
-    fig, ax = plt.subplots(figsize=(10, max(4, 0.32 * len(cold))))
-    ax.barh(
-        range(len(cold)),
-        [r["median"] for r in cold],
-        xerr=[[r["median"] - r["min"] for r in cold], [r["max"] - r["median"] for r in cold]],
+    med = {(r["scenario"], r["mode"], r["kernel"]): r for r in rows if r.get("median")}
+    panels = [p for p in PANELS if any(k[0] == p[0] and k[1] in dict(p[2]) for k in med)]
+    if not panels:
+        return
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), squeeze=False)
+    for ax, (scenario, title, modes, target) in zip(axes[:, 0], panels, strict=True):
+        kernels = sorted({k for s, m, k in med if s == scenario and m in dict(modes)})
+        width = 0.8 / len(modes)
+        for m, (mode, label) in enumerate(modes):
+            xs, ys, lo, hi = [], [], [], []
+            for i, k in enumerate(kernels):
+                r = med.get((scenario, mode, k))
+                if r is None:
+                    continue
+                xs.append(i + (m - (len(modes) - 1) / 2) * width)
+                ys.append(r["median"])
+                lo.append(r["median"] - r["min"])
+                hi.append(r["max"] - r["median"])
+            ax.bar(xs, ys, width, yerr=[lo, hi], label=label, color=COLOURS[label], capsize=2)
+        if target:
+            limit, against, over = target
+            ours = [mode for mode, _ in modes].index(over)
+            for i, k in enumerate(kernels):
+                ref = med.get((scenario, against, k))
+                if ref is None:
+                    continue
+                x = i + (ours - (len(modes) - 1) / 2) * width
+                ax.hlines(limit * ref["median"], x - width / 2, x + width / 2, colors="black")
+            ax.plot([], [], color="black", label=f"target: {limit}x {dict(modes)[against]}")
+        ax.set_xticks(range(len(kernels)), kernels, fontsize=8)
+        ax.set_ylabel("seconds (median, min-max)")
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    machine = info.get("gpu") or f"{info.get('cpu_count')}-core host, no GPU"
+    fig.suptitle(
+        f"cupy-rawcode startup: {machine}, NVRTC {info.get('nvrtc')}, CCCL {info.get('cccl')}, "
+        f"{str(info.get('date', ''))[:10]}",
+        fontsize=11,
     )
-    ax.set_yticks(range(len(cold)), labels, fontsize=6)
-    ax.set_xscale("log")
-    ax.set_xlabel("seconds (median, min-max)")
-    ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def rechart(json_path: Path) -> None:
+    """Draw the chart of a results JSON again (no GPU needed)."""
+    data = json.loads(json_path.read_text())
+    chart(data["rows"], data["machine"], json_path.with_suffix(".png"))
 
 
 def main(argv=None) -> int:
@@ -834,7 +915,14 @@ def main(argv=None) -> int:
         help="combine the rows of earlier runs (same machine) into one report; "
         "where two runs measured the same thing, the first file given wins",
     )
+    ap.add_argument(
+        "--rechart", nargs="+", metavar="JSON", help="only draw the charts of these results again"
+    )
     args = ap.parse_args(argv)
+    if args.rechart:
+        for p in args.rechart:
+            rechart(Path(p))
+        return 0
     kind = args.name or ("cpu" if args.compile_only else "gpu")
     if args.merge:
         runs = [json.loads(Path(p).read_text()) for p in args.merge]
@@ -953,7 +1041,7 @@ def report(rows, info, args, kind: str, compile_only: bool) -> int:
     )
     text = table(rows, tgts, info)
     (out / f"startup-{kind}.md").write_text(text)
-    chart(rows, out / f"startup-{kind}.png")
+    chart(rows, info, out / f"startup-{kind}.png")
     if os.environ.get("OUT"):  # the device machine's folder that comes back
         import shutil
 

@@ -5,6 +5,7 @@ and compile errors that show the failing lines. Not imported on a cache hit."""
 import os
 import re
 import threading
+from typing import NamedTuple
 
 from .. import config
 from ..key.request import Request
@@ -158,16 +159,16 @@ def _dump(req: Request, options: list[str]) -> str:
     return path
 
 
-class Compiled:
+class Compiled(NamedTuple):
     """What NVRTC made: ``code`` (bytes of ``target``), ``symbols`` (name expression -> lowered
     name), ``made`` (how: a dict for the entry's metadata, ``stripped`` and ``assembler`` where
     they apply) and ``log`` (NVRTC's log, warnings included, without PCH messages: stored with
     the entry and replayed on every hit)."""
 
-    __slots__ = ("code", "log", "made", "symbols")
-
-    def __init__(self, code: bytes, symbols: dict, made: dict, log: str):
-        self.code, self.symbols, self.made, self.log = code, symbols, made, log
+    code: bytes
+    symbols: dict
+    made: dict
+    log: str
 
 
 def compile_program(req: Request, ctx, dump: bool) -> Compiled:

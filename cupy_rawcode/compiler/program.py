@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 class Result:
     """What a compile request gave: the code bytes and symbols (enough to load into CuPy without
-    importing cuda.core), and where they came from. (A plain class: a dataclass costs ~1 ms to
-    define, and this module is on the path of every hit the warm index does not answer.)"""
+    importing cuda.core), and where they came from. A plain class: it validates its input and
+    builds the ObjectCode on first use."""
 
     __slots__ = (
         "_keyed",

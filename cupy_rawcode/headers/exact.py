@@ -305,11 +305,11 @@ class _Walker:
         self.pp = _Pcpp(self._has_include)
         for name, value in nvrtc_macros(arch, ctx.opts.std, ctx.toolchain.nvrtc_version).items():
             self.pp.define(f"{name} {value}")
-        for name, value in ctx.opts.macros:
-            if value is None:
-                self.pp.undef(name)
+        for macro, body in ctx.opts.macros:
+            if body is None:
+                self.pp.undef(macro)
             else:
-                self.pp.define(f"{name} {value}")
+                self.pp.define(f"{macro} {body}")
         self.memo: dict[str, bool] = {}
         self.headers: dict[str, Header] = {}
         self.file_ids: dict[str, tuple] = {}

@@ -2,7 +2,7 @@
 
 import os
 import re
-from collections import namedtuple
+from typing import NamedTuple
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
@@ -30,20 +30,20 @@ _FLAGS = {
 }
 
 
-class Options(
-    namedtuple(
-        "Options",
-        "include_dirs isystem_dirs macros std arch pre_includes default_device passthrough",
-        defaults=((), (), (), "c++17", None, (), False, ()),
-    )
-):
+class Options(NamedTuple):
     """Normalized compile options. Paths are absolute; macros keep only their final state.
     Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((name, value) pairs,
     value None for -U), ``std``, ``arch`` (or None), ``pre_includes``, ``default_device`` (bool),
-    ``passthrough`` (options handed to NVRTC as they are). (collections.namedtuple: a third of
-    typing.NamedTuple's cost to define, on the path of every cache hit.)"""
+    ``passthrough`` (options handed to NVRTC as they are)."""
 
-    __slots__ = ()
+    include_dirs: tuple[str, ...] = ()
+    isystem_dirs: tuple[str, ...] = ()
+    macros: tuple[tuple[str, str | None], ...] = ()
+    std: str = "c++17"
+    arch: str | None = None
+    pre_includes: tuple[str, ...] = ()
+    default_device: bool = False
+    passthrough: tuple[str, ...] = ()
 
     @property
     def defines(self) -> list[str]:

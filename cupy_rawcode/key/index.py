@@ -1,6 +1,6 @@
 """The warm index: a kernel's inputs as given -> the cache key they compiled under, so that a new
 process finds its entry without importing the key path (options, search, toolchain, manifest,
-request, program: ~2.5 ms of imports on the device host).
+request, program).
 
 An index entry is keyed by the raw inputs (source as compiled, options as given, the device's
 compute capability or an explicit arch, name expressions, source directory) and by everything
@@ -34,7 +34,7 @@ _memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps 
 
 class Found:
     """An index hit: the cache ``key`` and the ``arch``/``target`` chosen for it, with the
-    closure's header ``count``. (A plain class: this module is on every warm hit.)"""
+    closure's header ``count`` (a plain slotted class, as on every module of the warm-hit path)."""
 
     __slots__ = ("arch", "count", "key", "target")
 

@@ -3,7 +3,7 @@
 import hashlib
 import os
 import re
-from collections import namedtuple
+from typing import Any, NamedTuple
 
 from ..compiler.devrt import link_field
 from ..headers.manifest import NOT_LOOKED_UP, closure_digests
@@ -16,19 +16,20 @@ WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shi
 _PTX = r"\s*(//.*\n\s*)*\.version\s"  # compiled only for a source that has ".version"
 
 
-class Request(
-    namedtuple(
-        "Request",
-        "source options arch target name_expressions source_dir header_sources source_name",
-        defaults=(None, None, None),
-    )
-):
+class Request(NamedTuple):
     """One compile in normalized form: ``source``, ``options`` (Options), ``arch`` ('sm_90'),
     ``target`` (one of TARGETS), ``name_expressions`` (tuple of str), ``source_dir`` (str or
     None), ``header_sources`` (as toolchain() takes them, or None) and ``source_name`` (the
     file's name in ``source_dir``, or None)."""
 
-    __slots__ = ()
+    source: str
+    options: Options
+    arch: str
+    target: str
+    name_expressions: tuple[str, ...]
+    source_dir: str | None = None
+    header_sources: Any = None
+    source_name: str | None = None
 
     @property
     def program_name(self) -> str:
@@ -102,7 +103,8 @@ def context(req: Request):
 class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
     a manifest answered), ``count`` (headers), ``context``, and the closure headers' stamps
-    (``closure_stamps``, as stamps.take gives them)."""
+    (``closure_stamps``, as stamps.take gives them). (A slotted class, not a NamedTuple: a
+    field named ``count`` would shadow tuple.count.)"""
 
     __slots__ = ("closure", "closure_stamps", "context", "count", "key")
 

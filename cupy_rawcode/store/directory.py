@@ -25,8 +25,7 @@ _RESCAN_SECONDS = 60.0
 
 
 class EntryInfo:
-    """One published entry. (A plain class: this module is imported on a cache hit, and a
-    NamedTuple definition costs ~0.1 ms there.)"""
+    """One published entry (a plain slotted class, as on every module of the warm-hit path)."""
 
     __slots__ = ("key", "path", "size", "used")
 

@@ -93,8 +93,9 @@ def load(sources: tuple[str, ...]):
         data = json.loads(record_path(sources).read_bytes())
         if data.get("schema") != SCHEMA or data["env"] != environment():
             return None
+        major, minor = data["nvrtc_version"]
         tc = Toolchain(
-            tuple(int(v) for v in data["nvrtc_version"]),
+            (int(major), int(minor)),
             tuple(SearchDir(str(t), str(p), str(o)) for t, p, o in data["dirs"]),
             data["cccl_version"],
             sources,

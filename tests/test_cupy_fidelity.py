@@ -211,6 +211,14 @@ def test_jitify_errors_are_also_jitify_exceptions():
 # ---------------------------------------------------------------- part 3: log_stream
 
 
+def test_an_empty_log_leaves_pythons_shared_bytes_alone():
+    # NVRTC writes its log into the buffer it is given: b" " * 1 is CPython's shared b" ", and
+    # an empty (one NUL byte) log written there turned every b" " of the process into b"\0"
+    cupy_rawcode.compile('extern "C" __global__ void k() {}\n// quiet\n', arch=ARCH)
+    space = bytes([32])
+    assert b" " == space and b" " * 1 == space and space.decode() == " "
+
+
 def test_log_stream_gets_nvrtcs_warning_on_a_compile_and_on_a_hit():
     logs = []
     for _ in range(2):  # a compile, then a memory hit

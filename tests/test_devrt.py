@@ -175,7 +175,7 @@ def nvrtc_compile(source: str, kind: str, options: tuple[str, ...], arch: str = 
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
+            log = bytearray(size)  # never b" " * size: CPython shares one-byte bytes
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise RuntimeError(log.decode())
         get_size, get = {
@@ -184,8 +184,9 @@ def nvrtc_compile(source: str, kind: str, options: tuple[str, ...], arch: str = 
             "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR),
         }[kind]
         _, size = get_size(prog)
-        out = b" " * size
-        get(prog, out)
+        buffer = bytearray(size)
+        get(prog, buffer)
+        out = bytes(buffer)
         return out.rstrip(bytes(1)) if kind == "ptx" else out
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -292,7 +292,9 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
             check(*nvrtc.nvrtcAddNameExpression(prog, name.encode()))
         encoded = [f.encode() for f in flags]
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
-        raw = b" " * check(*nvrtc.nvrtcGetProgramLogSize(prog))
+        # NVRTC writes into the buffer: a bytearray, never ``b" " * n``, which for n == 1 is
+        # CPython's shared one-byte object (an empty log would turn every b" " into b"\0")
+        raw = bytearray(check(*nvrtc.nvrtcGetProgramLogSize(prog)))
         check(*nvrtc.nvrtcGetProgramLog(prog, raw))
         log = clean_log(raw.decode(errors="replace"))
         if result != ok:
@@ -300,8 +302,9 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
                 return _nvrtc(req, ctx, dump, False)
             raise _compile_error(log or f"{result.name}", req, flags, dump=dump)
         get_size, get = getters[req.target]
-        code = b" " * check(*get_size(prog))
-        check(*get(prog, code))
+        buffer = bytearray(check(*get_size(prog)))
+        check(*get(prog, buffer))
+        code = bytes(buffer)
         symbols = {
             n: _text(check(*nvrtc.nvrtcGetLoweredName(prog, n.encode())))
             for n in req.name_expressions

@@ -215,7 +215,8 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink " + strip.nvjitlink.release()}
             if strip.uses_stack(cubin):
-                own, _, log = _nvrtc(req, ctx, dump)
+                # no PCH: this second compile of the same source must not count in its policy
+                own, _, log = _nvrtc(req, ctx, dump, False)
                 if not strip.no_worse(cubin, own):
                     return Compiled(
                         own,
@@ -255,7 +256,7 @@ def _strip_ptx(ptx: bytes, symbols: dict) -> tuple[bytes, int]:
     expressions always stay."""
     from . import strip
 
-    text = ptx.rstrip(bytes(1)).decode("latin-1")  # lossless, whatever comments hold
+    text = ptx.decode("latin-1")  # lossless, whatever comments hold (_nvrtc dropped the NUL)
     text, removed = strip.strip(text, frozenset(symbols.values()))
     return text.encode("latin-1"), removed
 

@@ -7,28 +7,87 @@ import os
 import sys
 import time
 
+# Exit statuses, the same for every subcommand (listed in --help and in the README).
+EXIT_OK = 0
+EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: one or more kernels failed
+EXIT_USAGE = 2  # argparse's: the command line, a manifest or a source is refused as given
+EXIT_MISSING_HEADER = 3  # an #include matched no file
+EXIT_ERROR = 4  # a file that cannot be read (a FIFO...), a broken bundle, an internal error
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (| head): 128 + SIGPIPE, quietly
+
+EXIT_CODES = (
+    (EXIT_OK, "success"),
+    (EXIT_COMPILE, "compile error (NVRTC rejected the source); prebuild: a kernel failed"),
+    (
+        EXIT_USAGE,
+        "usage error or bad input, refused before NVRTC runs: an unknown subcommand or "
+        "flag, a bad option value, a bad manifest, a source or header NVRTC would misread "
+        "(not UTF-8, a NUL byte)",
+    ),
+    (EXIT_MISSING_HEADER, "missing header: an #include matched no file"),
+    (
+        EXIT_ERROR,
+        "a file that cannot be read: missing, no permission, not a regular file (a FIFO, a "
+        "device); a broken bundle; an internal error",
+    ),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (
+        EXIT_BROKEN_PIPE,
+        "the output pipe closed early (piped into head, say): nothing more is printed",
+    ),
+)
+
+# subcommands whose unknown options are NVRTC options (the others refuse them)
+NVRTC_SUBCOMMANDS = ("deps", "key", "env", "compile", "prebuild")
+
+
+class UsageError(ValueError):
+    """A command line that cannot be carried out as given (exit status 2)."""
+
+
+class InputError(Exception):
+    """An input file that cannot be used (exit status 4)."""
+
 
 def _read_source(path: str) -> str:
+    """The file's text, checked (inputs.read_source): a NUL, a lone surrogate or bytes that are
+    not UTF-8 raise BadInputError naming path:line:col (exit status 2); a file that cannot be
+    read, or is no regular file (a FIFO would block), is an InputError (4)."""
+    from .inputs import read_source
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        return read_source(path)
     except OSError as e:
-        raise SystemExit(f"cupy-rawcode: cannot read {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise SystemExit(f"cupy-rawcode: {path}: not UTF-8 text ({e})") from None
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _request(args, options, *, arch=None, target: str = "cubin", name_expressions=()):
+    """The compile request of the subcommand's FILE, as compile makes it (make_request), for
+    ``arch`` (default: its --arch)."""
+    from .key.request import make_request
+
+    return make_request(
+        _read_source(args.file),
+        arch=arch or args.arch,
+        options=options,
+        target=target,
+        name_expressions=name_expressions,
+        source_dir=os.path.dirname(os.path.abspath(args.file)),
+        source_name=os.path.basename(args.file),
+    )
 
 
 def _cmd_deps(args, options) -> int:
-    from .headers.resolver import resolve
+    from .key.request import request_closure
 
-    src = _read_source(args.file)
-    closure = resolve(
-        src,
-        options,
-        exact=args.exact,
-        arch=args.arch,
-        source_dir=os.path.dirname(os.path.abspath(args.file)),
-    )
+    arch = args.arch
+    if arch is None:  # an -arch option, else sm_90
+        from .headers.options import parse_options
+
+        arch = parse_options(options).arch or "sm_90"
+    # the request compile makes (its pre-include and CuPy's defaults): the same header count
+    closure = request_closure(_request(args, options, arch=arch, target="ptx"), exact=args.exact)
     if not args.exact:
         closure.raise_for_missing()
     print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
@@ -38,24 +97,17 @@ def _cmd_deps(args, options) -> int:
         print(f"  {h.logical}  [{root}]")
         if args.why:
             print(f"      via {h.why()}")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_key(args, options) -> int:
-    from .key.request import cache_key
+    from .key.request import compute_key
 
-    src = _read_source(args.file)
-    print(
-        cache_key(
-            src,
-            arch=args.arch,
-            options=options,
-            target=args.target,
-            source_dir=os.path.dirname(os.path.abspath(args.file)),
-            source_name=os.path.basename(args.file),
-        )
-    )
-    return 0
+    keyed = compute_key(_request(args, options, target=args.target))
+    print(keyed.key)
+    if args.verbose:
+        print(f"{args.file}: {keyed.count} headers")
+    return EXIT_OK
 
 
 def _cmd_env(args, options) -> int:
@@ -78,23 +130,13 @@ def _cmd_env(args, options) -> int:
         f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
         f"{toolrecord.record_path(tc.sources)}"
     )
-    return 0
+    return EXIT_OK
 
 
 def _cmd_compile(args, options) -> int:
     from .compiler.program import compile_request
-    from .key.request import make_request
 
-    src = _read_source(args.file)
-    req = make_request(
-        src,
-        arch=args.arch,
-        options=options,
-        target=args.target,
-        name_expressions=args.name_expression or (),
-        source_dir=os.path.dirname(os.path.abspath(args.file)),
-        source_name=os.path.basename(args.file),
-    )
+    req = _request(args, options, target=args.target, name_expressions=args.name_expression or ())
     t0 = time.perf_counter()
     result = compile_request(req)
     total = time.perf_counter() - t0
@@ -114,7 +156,7 @@ def _cmd_compile(args, options) -> int:
         with open(args.output, "wb") as f:
             f.write(code)
         print(f"  wrote     {args.output}")
-    return 0
+    return EXIT_OK
 
 
 def _human(n: float) -> str:
@@ -127,6 +169,14 @@ def _human(n: float) -> str:
     return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
 
 
+_KIND_NAMES = {
+    "entries": "entries",
+    "manifests": "manifests",
+    "index": "index entries",
+    "toolchain": "toolchain records",
+}
+
+
 def _disk():
     from . import config
     from .store.directory import DirectoryStore
@@ -135,21 +185,32 @@ def _disk():
 
 
 def _cmd_cache(args, options) -> int:
-    if options:
-        raise ValueError(f"cache {args.action} takes no NVRTC options: {' '.join(options)}")
+    if args.zero and args.action != "stats":
+        raise UsageError(f"--zero goes with 'cache stats', not 'cache {args.action}'")
     disk = _disk()
     if args.action == "stats":
-        entries = disk.entries()
+        from .store.sizebound import scan
+
+        usage = scan(disk.root)
         counts = disk.counts()
         print(f"location  {disk.root}")
-        print(f"entries   {len(entries)}")
-        print(f"size      {_human(sum(e.size for e in entries))} (bound {_human(disk.max_bytes)})")
+        for kind, (n, size) in usage.by_kind().items():
+            print(f"{kind:<9s} {n} ({_human(size)})")
+        limit = f"bound {_human(disk.max_bytes)}" if disk.max_bytes else "no bound"
+        print(f"size      {_human(usage.total)} in all ({limit})")
         if counts is None:
             print("hits      not recorded")
         else:
             total = counts[0] + counts[1]
             rate = f" ({100 * counts[0] / total:.0f}% hits)" if total else ""
             print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
+        if usage.errors:
+            from .store.sizebound import failure
+
+            raise failure("read", disk.root, usage.errors)
+        if args.zero:
+            disk.zero_counts()
+            print("hits and misses zeroed")
     elif args.action == "list":
         from .store.entry import EntryError, decode
 
@@ -173,15 +234,31 @@ def _cmd_cache(args, options) -> int:
         print(f"removed {disk.clear()} entries from {disk.root}")
     elif args.action == "prune":
         from . import config
+        from .store.sizebound import failure
 
         bound = (
             disk.max_bytes
             if args.max_size is None
             else config.parse_size("--max-size", args.max_size)
         )
-        removed, freed = disk.prune(bound)
-        print(f"removed {removed} entries ({_human(freed)}); bound {_human(bound)}")
-    return 0
+        if bound is None:
+            print(f"no bound is configured for {disk.root}: nothing to prune (use --max-size)")
+            return EXIT_OK
+        done = disk.prune(bound)
+        kinds = ", ".join(
+            f"{done.removed[kind]} {_KIND_NAMES[kind]}"
+            for kind in _KIND_NAMES
+            if kind in done.removed
+        )
+        print(
+            f"removed {done.files} files ({kinds + '; ' if kinds else ''}{_human(done.freed)}); "
+            f"{_human(done.total)} left, bound {_human(bound)}"
+        )
+        if done.errors:
+            from .store.sizebound import failure
+
+            raise failure("prune", disk.root, done.errors)
+    return EXIT_OK
 
 
 def _cmd_prebuild(args, options) -> int:
@@ -211,7 +288,7 @@ def _cmd_prebuild(args, options) -> int:
         f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
         f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed"
     )
-    return 1 if failed else 0
+    return EXIT_COMPILE if failed else EXIT_OK
 
 
 def _record_prebuilt(keys: list[str]) -> None:
@@ -256,12 +333,11 @@ def _cmd_bundle(args, options) -> int:
             f"wrote {n} entries to {args.out}"
             + (f" ({skipped} missing or broken skipped)" if skipped else "")
         )
-        return 0
+        return EXIT_OK
     try:
         index, size = read_index(args.out)
     except BundleError as e:
-        print(f"cupy-rawcode: {args.out}: {e}", file=sys.stderr)
-        return 1
+        raise InputError(f"{args.out}: {e}") from None
     from .store.bundle import BundleStore
 
     store, broken = BundleStore(args.out), 0
@@ -273,44 +349,93 @@ def _cmd_bundle(args, options) -> int:
             broken += 1
             print(f"{key}  BROKEN ({e})")
     print(f"{len(index)} entries, {_human(size)}, {broken} broken")
-    return 1 if broken else 0
+    return EXIT_ERROR if broken else EXIT_OK
+
+
+def _exit_table() -> str:
+    """EXIT_CODES as --help lists them."""
+    import textwrap
+
+    rows = (
+        textwrap.fill(what, 78, initial_indent=f"  {code:3d}  ", subsequent_indent=" " * 7)
+        for code, what in EXIT_CODES
+    )
+    return "exit status:\n" + "\n".join(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line; ``nvrtc`` (a default of each subcommand) says whether it takes NVRTC
+    options: flags it does not know are then handed to NVRTC, which must accept them."""
+    import textwrap
+
+    from . import __version__
+
     p = argparse.ArgumentParser(
         prog="cupy-rawcode",
-        description=__doc__,
-        epilog="Options the command does not know (-I, -D, -std=...) "
-        "are NVRTC options, as CuPy users pass them.",
+        description="Resolve headers, key, compile and cache CUDA C++ kernels for CuPy.",
+        epilog=textwrap.fill(
+            "deps, key, env, compile and prebuild take NVRTC options too (-I, -D, "
+            "-std=..., --use_fast_math), as CuPy users pass them; a flag that neither the "
+            "subcommand nor NVRTC knows is a usage error.",
+            78,
+        )
+        + "\n\n"
+        + _exit_table(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
-    sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("deps", help="print the header closure, like nvcc -M")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="SUBCOMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        nvrtc = name in NVRTC_SUBCOMMANDS
+        c = sub.add_parser(
+            name,
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            epilog=("Other options are NVRTC options (-I, -D, -std=...).\n\n" if nvrtc else "")
+            + _exit_table(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            allow_abbrev=False,  # an NVRTC option is never read as an abbreviation of ours
+        )
+        c.set_defaults(nvrtc=nvrtc)
+        return c
+
+    d = command("deps", "print the header closure, like nvcc -M")
     d.add_argument("file")
     d.add_argument("--why", action="store_true", help="show the include chain of each header")
     d.add_argument("--exact", action="store_true", help="evaluate conditions (pcpp)")
-    d.add_argument("--arch", default="sm_90", help="target for exact mode (default sm_90)")
+    d.add_argument("--arch", help="target for exact mode (default: the -arch option, else sm_90)")
     d.set_defaults(func=_cmd_deps)
-    k = sub.add_parser("key", help="print the cache key")
+    k = command("key", "print the cache key")
     k.add_argument("file")
     k.add_argument("--arch", required=True)
     k.add_argument("--target", default="cubin", choices=("cubin", "ptx", "ltoir"))
+    k.add_argument("--verbose", action="store_true", help="also print the header count")
     k.set_defaults(func=_cmd_key)
-    e = sub.add_parser("env", help="print the toolchain and the header search order")
+    e = command("env", "print the toolchain and the header search order")
     e.set_defaults(func=_cmd_env)
-    c = sub.add_parser("compile", help="compile through the cache, reporting what it did")
+    c = command("compile", "compile through the cache, reporting what it did")
     c.add_argument("file")
     c.add_argument("--arch", required=True)
     c.add_argument("--target", default="cubin", choices=("cubin", "ptx", "ltoir"))
     c.add_argument("--name-expression", action="append")
     c.add_argument("-o", "--output")
     c.set_defaults(func=_cmd_compile)
-    ca = sub.add_parser("cache", help="inspect and trim the cache directory")
+    ca = command("cache", "inspect and trim the cache directory")
     ca.add_argument("action", choices=("stats", "list", "clear", "prune"))
-    ca.add_argument("--max-size", help="prune: the bound (e.g. 500M; default: the configured one)")
+    ca.add_argument(
+        "--max-size",
+        help="prune: the size to trim the cache to (e.g. 500M; 0 removes every file not in use; "
+        "default: the configured bound)",
+    )
     ca.add_argument("-l", "--long", action="store_true", help="list: arch, target, NVRTC")
+    ca.add_argument(
+        "-z", "--zero", action="store_true", help="stats: then zero the hit and miss counts"
+    )
     ca.set_defaults(func=_cmd_cache)
-    pb = sub.add_parser(
-        "prebuild", help="compile kernels (files or JSON manifests) for every arch into the cache"
+    pb = command(
+        "prebuild", "compile kernels (files or JSON manifests) for every arch into the cache"
     )
     pb.add_argument("paths", nargs="+")
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
@@ -323,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         "machine can take: cores, and memory at ~400 MB per compile)",
     )
     pb.set_defaults(func=_cmd_prebuild)
-    b = sub.add_parser("bundle", help="write cache entries to one file, or check a bundle")
+    b = command("bundle", "write cache entries to one file, or check a bundle")
     b.add_argument("action", choices=("export", "info"))
     b.add_argument("out", help="the bundle file")
     b.add_argument(
@@ -332,23 +457,102 @@ def build_parser() -> argparse.ArgumentParser:
         help="export: only the entries prebuild made (default: all)",
     )
     b.set_defaults(func=_cmd_bundle)
+    p.subcommands = sub.choices  # type: ignore[attr-defined]  # name -> its parser
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .headers.closure import ResolveError
+def _parse(argv: list[str] | None):
+    """(args, NVRTC options): argparse's SystemExit(2) for what the subcommand cannot take."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    here = parser.subcommands[args.cmd]  # type: ignore[attr-defined]
+    if extra and not args.nvrtc:
+        here.error(f"unrecognized arguments: {' '.join(extra)} ({args.cmd} takes no NVRTC options)")
+    if extra:
+        from .headers.options import NotAnOptionError, parse_options
 
-    args, options = build_parser().parse_known_args(argv)
+        try:
+            opts = parse_options(extra)
+        except NotAnOptionError as e:  # an extra FILE, say
+            here.error(f"unrecognized arguments: {e.item}")
+        except ValueError as e:
+            here.error(str(e))
+        from .compiler.nvrtc import refused_option
+
+        refused = refused_option(opts.passthrough)  # NVRTC knows the rest: -I, -D, -std...
+        if refused:
+            here.error(
+                f"{refused}: neither an option of 'cupy-rawcode {args.cmd}' nor one NVRTC accepts"
+            )
+    return args, tuple(extra)
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns its exit status (EXIT_CODES), never raises for bad input."""
     try:
-        return args.func(args, tuple(options))
-    except (ResolveError, ValueError, OSError) as e:
-        print(f"cupy-rawcode: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # CompileError and friends carry their own message
+        try:
+            args, options = _parse(argv)
+        except SystemExit as e:  # argparse: usage error (2), or --help / --version (0)
+            return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return _run(args, options)
+    except KeyboardInterrupt:
+        _quiet_interrupts()
+        _report("cupy-rawcode: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: flushing it at exit would fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_interrupts() -> None:
+    """A second Ctrl-C while exiting prints nothing either."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _run(args, options) -> int:
+    from .headers.closure import MissingHeaderError, UnreadableHeaderError
+
+    try:
+        return args.func(args, options)
+    except BrokenPipeError:
+        raise  # main's: before OSError
+    except MissingHeaderError as e:  # MissingHeaderCompileError too: before CompileError
+        _report(f"cupy-rawcode: error: {e}")
+        return EXIT_MISSING_HEADER
+    except (UnreadableHeaderError, InputError, OSError) as e:  # before ValueError: one of them
+        _report(f"cupy-rawcode: error: {e}")
+        return EXIT_ERROR
+    except ValueError as e:  # a bad option value, manifest, source: refused as given
+        _report(f"cupy-rawcode: error: {e}")
+        return EXIT_USAGE
+    except Exception as e:
         if hasattr(e, "get_message"):  # errors.CompileError (a cupy CompileException)
-            print(f"cupy-rawcode: {e}", file=sys.stderr)
-            return 1
-        raise
+            _report(f"cupy-rawcode: {e}")
+            return EXIT_COMPILE
+        import traceback
+
+        traceback.print_exc()
+        _report(f"cupy-rawcode: internal error: {type(e).__name__}: {e}")
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

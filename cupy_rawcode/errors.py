@@ -8,6 +8,8 @@
   ``closure.MissingHeaderError``; says NVRTC's words ``cannot open source file "x.h"``.
 - ``JitifyCompileError``, ``JitifyMissingHeaderError``: the same for a ``jitify=True`` compile
   routed by ``install()``; also a ``cupy.cuda.compiler.JitifyException``.
+- ``BadInputError`` (a ``ValueError``, from inputs.py): an input NVRTC would misread, such as a
+  NUL byte in a source, option or name, refused before NVRTC runs.
 
 Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. The
 classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
@@ -20,6 +22,8 @@ import functools
 import math
 import re
 from typing import Any
+
+from .inputs import BadInputError as BadInputError  # re-exported: errors.BadInputError
 
 
 def cupy_dump(exc, f) -> None:

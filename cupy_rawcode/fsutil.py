@@ -25,11 +25,14 @@ def make_private_dirs(path: Path) -> None:
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` so readers see the old file or the whole new one, never a part."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except FileNotFoundError:  # the first file of its directory
-        make_private_dirs(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for attempt in range(3):
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            break
+        except FileNotFoundError:  # the first file of its directory (or one eviction emptied)
+            if attempt == 2:
+                raise
+            make_private_dirs(path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -137,12 +137,11 @@ def _compile_dropping(
     missing include in the source itself is the user's own mistake: it raises as it is."""
     import warnings
 
-    from .headers.closure import MAIN
     from .headers.options import parse_options
     from .kernel import build
 
     missing = tuple(error.missing)
-    if not missing or any(m.chain[-1].file == MAIN for m in missing):
+    if not missing or any(_by_source(m) for m in missing):
         raise error
     listed = dropped_message(missing)
     warnings.warn(
@@ -162,6 +161,12 @@ def _compile_dropping(
             f"and then NVRTC failed:\n{e._msg}"
         )
         raise
+
+
+def _by_source(missing) -> bool:
+    """Whether the source itself includes it (the chain's one step names the source, whatever
+    name it has; a pre-include's step is "<pre-include>")."""
+    return len(missing.chain) == 1 and missing.chain[0].file != "<pre-include>"
 
 
 def _stub_dir(names) -> str:

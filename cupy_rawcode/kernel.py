@@ -70,6 +70,23 @@ def _check_options(options) -> tuple[str, ...]:
     return tuple(options)
 
 
+def _check_code(code: str) -> None:
+    """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
+    construction, with the line of the code as given (inputs.py is imported only then)."""
+    if "\0" in code or not code.isascii():
+        from .inputs import check_source
+
+        check_source(code, "<source>")
+
+
+def _check_name(name: str) -> None:
+    """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
+    if "\0" in name or not name.isascii():
+        from .inputs import check_name
+
+        check_name(name, "kernel name")
+
+
 def parse_options(options):
     """options.parse_options, imported on first use (a warm hit never needs it)."""
     from .headers.options import parse_options as parse
@@ -137,15 +154,15 @@ def compile_for(
     source_name: str | None = None,
 ):
     """Compile through the cache as a first launch does: (request, program.Result). An -arch in
-    ``opts`` overrides ``arch``; with ``index_id``, the key goes in the warm index (index.py)
-    for the next process. warmup()'s worker processes call this too, so they fill the cache
-    with exactly what a launch looks up."""
+    ``opts`` that differs from ``arch`` raises (options.normalize_arch); with ``index_id``, the
+    key goes in the warm index (index.py) for the next process. warmup()'s worker processes
+    call this too, so they fill the cache with exactly what a launch looks up."""
     from .compiler.program import compile_request
     from .key.request import make_request
 
     req = make_request(
         source,
-        arch=None if opts.arch else arch,
+        arch=arch,
         options=opts,
         name_expressions=name_expressions,
         target=target,
@@ -203,9 +220,10 @@ def _await_warmup(plan_id: str) -> None:
         event.wait()
 
 
-def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
+def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] | None:
     """(arch, code) through the warm index: the key it recorded for these inputs, read from the
-    store; None when the index does not know them (or the store lost the entry)."""
+    store; None when the index does not know them (or the store lost the entry). ``names``:
+    (source, source directory, file name), what NVRTC's replayed log calls the source."""
     from .key import index
     from .store import default_store
 
@@ -218,7 +236,11 @@ def _indexed(iid: str, log_stream=None) -> tuple[str, Code] | None:
     if got is None:
         return None
     code, meta, layer = got
-    replay(log_stream, meta.get("log"))
+    if log_stream is not None and meta.get("log"):
+        from .key import program_name
+        from .store.entry import entry_log
+
+        replay(log_stream, entry_log(meta, program_name(*names) if names else None))
     report(
         "hit",
         found.arch,
@@ -278,8 +300,9 @@ class _Build:
             src, where = self.code, None
         else:
             assert self.path is not None  # a _Build holds code or a path
-            with open(self.path, encoding="utf-8") as f:
-                src = f.read()
+            from .inputs import read_source
+
+            src = read_source(self.path)  # checked before translate_cucomplex shifts its lines
             where = os.path.dirname(os.path.abspath(self.path))
         return (translate_cucomplex(src) if self.translate else src), where
 
@@ -337,7 +360,7 @@ class _Build:
             iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
             if pending:
                 _await_warmup(iid)
-            hit = _indexed(iid, log_stream)
+            hit = _indexed(iid, log_stream, (source, where, self.source_name))
             if hit is not None:
                 arch, code = hit
                 code = self.compiled.setdefault(arch, code)
@@ -452,6 +475,8 @@ class RawKernel:
             raise TypeError(f"code must be str, not {type(code).__name__}")
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
+        _check_code(code)
+        _check_name(name)
         _check_backend(backend)
         options = _check_options(options)  # a malformed option fails here, not at first launch
         self._init(
@@ -563,12 +588,15 @@ class RawKernel:
 
     def compile(self, log_stream=None, *, arch: str | None = None) -> None:
         """Compile now. With ``arch`` (e.g. 'sm_90') compile for it without touching the GPU;
-        otherwise compile and load for the current device."""
+        otherwise compile and load for the current device. A name the module does not define
+        raises BadInputError naming the kernels it does define, before anything is loaded."""
         if arch is not None:
-            self._build.code_for(*_arch_target(arch), log_stream)
+            _check_defined(self._build.code_for(*_arch_target(arch), log_stream), self.name)
             return
         self._functions.clear()
         self._build.reset()
+        if not self._build.is_file:
+            _check_defined(self._build.device_code(_compute_capability(), log_stream), self.name)
         self._kernel(log_stream)
 
     @property
@@ -605,6 +633,28 @@ class RawKernel:
 
     def __repr__(self) -> str:
         return f"<cupy_rawcode.RawKernel {self.name!r}>"
+
+
+def _check_defined(code: Code, name: str) -> None:
+    """Raise BadInputError when ``name`` (a kernel name, or a name expression's lowered name) is
+    not an entry function of the compiled code, naming those it has."""
+    from .compiler.strip import entry_functions
+
+    entries = entry_functions(code.data, code.kind)
+    if code.symbols.get(name, name) in entries:
+        return
+    from .inputs import BadInputError
+
+    spelled = {v: k for k, v in code.symbols.items()}
+    own = sorted(e for e in entries if not e.startswith("__nv_"))  # not the device runtime's
+    names = [f"{spelled[e]} ({e})" if e in spelled else e for e in own[:20]]
+    names += [f"and {len(own) - 20} more"] if len(own) > 20 else []
+    raise BadInputError(
+        f"kernel {name!r} is not defined in the compiled module ({code.kind}); it defines "
+        + (", ".join(names) if names else "no kernel")
+        + ' (an extern "C" kernel keeps its name; a template or C++ one needs its name '
+        "expression, through RawModule(name_expressions=...).get_function)"
+    )
 
 
 def _arch_target(arch: str) -> tuple[str, str]:
@@ -645,6 +695,8 @@ class RawModule:
             raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
         if code is not None and not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
+        if code is not None:
+            _check_code(code)
         _check_backend(backend)
         options = _check_options(options)
         path = os.fspath(path) if path is not None else None
@@ -652,7 +704,9 @@ class RawModule:
         if name_expressions is not None:
             if is_binary:
                 raise ValueError(f"name_expressions need CUDA C++ source; {path} is compiled")
-            name_expressions = tuple(name_expressions)
+            from .inputs import name_expressions as checked  # a str is refused, not split
+
+            name_expressions = checked(name_expressions)
         if is_binary and (options or translate_cucomplex):
             raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
         self._build = _Build(code, path, options, bool(translate_cucomplex), name_expressions)
@@ -687,6 +741,7 @@ class RawModule:
         """The kernel ``name``: a plain name, or one of the name expressions."""
         if not isinstance(name, str):
             raise TypeError(f"name must be str, not {type(name).__name__}")
+        _check_name(name)
         k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
         _ = k.kernel  # loads now, as CuPy does, so a wrong name fails here
         mapping = getattr(self._build.module(), "mapping", None) or {}

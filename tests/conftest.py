@@ -28,9 +28,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
-    """Every test gets its own cache directory: tests never share state through the disk."""
+    """Every test gets its own cache directory: tests never share state through the disk; and
+    the environment is validated again at its first read (config.validate)."""
+    from cupy_rawcode import config
+
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("CUPY_RAWCODE_HEADER_SOURCES", raising=False)
+    monkeypatch.setattr(config, "_validated", False)
     yield
 
 
@@ -51,3 +55,37 @@ def tree(tmp_path):
 
 def corpus(name: str) -> str:
     return (CORPUS / name).read_text()
+
+
+HANG = """\
+import os
+
+if os.environ.get("CUPY_RAWCODE_TEST_HANG"):
+    import threading
+
+    import cupy_rawcode.compiler.program as program
+
+    def _hang(*args):
+        marks = os.environ["CUPY_RAWCODE_TEST_HANG"]
+        open(os.path.join(marks, str(os.getpid())), "w").close()
+        threading.Event().wait()  # a compile that never ends
+
+    program._nvrtc_compile = _hang
+"""
+
+
+@pytest.fixture
+def hung_nvrtc(tmp_path):
+    """Environment for a child process (and its workers) whose every NVRTC compile hangs
+    forever, after touching <marks>/<pid>: what waits for a compile then never ends. Returns
+    (env, marks directory)."""
+    import os
+
+    site, marks = tmp_path / "hang-site", tmp_path / "hang-marks"
+    site.mkdir()
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(HANG)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    env["CUPY_RAWCODE_TEST_HANG"] = str(marks)
+    return env, marks

@@ -71,11 +71,11 @@ def test_eviction_skips_an_entry_another_process_is_reading(tmp_path):
     )
     try:
         assert reader.stdout.readline().strip() == "locked"
-        removed, _ = store.prune(0)
-        assert removed == 3 and [e.key for e in store.entries()] == [key_of(2)]
+        assert store.prune(0).removed == {"entries": 3}
+        assert [e.key for e in store.entries()] == [key_of(2)]
     finally:
         reader.communicate("")
-    assert store.prune(0)[0] == 1 and store.entries() == []
+    assert store.prune(0).removed == {"entries": 1} and store.entries() == []
 
 
 @pytest.mark.parametrize(
@@ -107,6 +107,147 @@ def test_stale_temp_files_are_cleaned_fresh_ones_kept(tmp_path):
     assert not old.exists() and new.exists()
 
 
+_KEYER = r"""
+import sys
+from cupy_rawcode.key.request import cache_key
+first, n = int(sys.argv[1]), int(sys.argv[2])
+for i in range(first, first + n):
+    cache_key('extern "C" __global__ void k(int* a) { a[0] = %d; }' % i, arch="sm_90")
+"""
+
+
+def _files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_keying_many_sources_keeps_the_whole_cache_under_the_bound(tmp_path, capsys, monkeypatch):
+    """Three processes key 600 distinct sources (a manifest each, ~0.3 kB) under a 40 KiB bound:
+    manifests, index entries and toolchain records count and are evicted like entries, and
+    `cache stats` counts every file."""
+    cache = tmp_path / "c"
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(cache), "CUPY_RAWCODE_CACHE_MAX_SIZE": "40K"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _KEYER, str(i * 200), "200"], env=env, stderr=subprocess.PIPE
+        )
+        for i in range(3)
+    ]
+    for p in procs:
+        assert p.wait(300) == 0, p.stderr.read().decode()[-2000:]
+        p.stderr.close()
+    files = _files(cache)
+    on_disk = sum(p.stat().st_size for p in files)
+    manifests = [p for p in files if p.parts[-3] == "manifests"]
+    assert on_disk <= 40 * 1024
+    assert 10 < len(manifests) < 600  # most were evicted: 600 would be ~170 kB
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(cache))
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_MAX_SIZE", "40K")
+    rc, out, _ = run_cli(capsys, "cache", "stats")
+    assert rc == 0
+    for kind in ("entries", "manifests", "index", "toolchain"):
+        n = sum(1 for p in files if kind in p.relative_to(cache).parts[:1])
+        assert f"\n{kind:<9s} {n} (" in out
+    assert f"size      {cli._human(on_disk)} in all (bound 40.0 KiB)" in out
+
+
+# an old file of each kind the cache writes, where that kind's writer puts it
+OLD_FILES = {
+    "entries": "entries/ab/ab" + "0" * 62,
+    "manifests": "manifests/cd/cd" + "0" * 62 + ".json",
+    "index": "index/ef/ef" + "0" * 62 + ".json",
+    "toolchain": "toolchain/" + "0" * 32 + ".json",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OLD_FILES))
+def test_the_least_recently_used_file_of_every_kind_is_evicted_first(tmp_path, kind):
+    from cupy_rawcode.store.sizebound import publish
+
+    store = DirectoryStore(tmp_path, max_bytes=10_000)
+    old = tmp_path / OLD_FILES[kind]
+    publish(tmp_path, old, b"x" * 3000)  # counted as its writer counts it
+    os.utime(old, (1000, 1000))
+    for i in range(7):  # ~1.1 kB each: the last ones pass the bound
+        store.put(key_of(i), entry(key_of(i)))
+    assert not old.exists()
+    assert sum(p.stat().st_size for p in _files(tmp_path)) <= 10_000
+    assert {e.key for e in store.entries()} >= {key_of(5), key_of(6)}  # the newest stay
+
+
+def _old(path: Path) -> Path:
+    os.utime(path, (1000, 1000))
+    return path
+
+
+def _read_entry(tmp_path):
+    store = DirectoryStore(tmp_path / "c")
+    store.put(key_of(1), entry(key_of(1)))
+    path = _old(store.path(key_of(1)))
+    store.get(key_of(1))
+    return path
+
+
+def _read_manifest(tmp_path):
+    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key.request import cache_key
+
+    manifest._memo.clear()  # a manifest this process knows is not written again
+    cache_key(SMALL.format(value=1), arch="sm_90")
+    (path,) = _files(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "manifests")
+    _old(path)
+    manifest._memo.clear()
+    cache_key(SMALL.format(value=1), arch="sm_90")
+    return path
+
+
+def _read_index(tmp_path):
+    from cupy_rawcode.kernel import RawKernel
+    from cupy_rawcode.key import index
+
+    RawKernel(SMALL.format(value=2), "k")._build.device_code(90)
+    (path,) = _files(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "index")
+    _old(path)
+    index._memo.clear()
+    RawKernel(SMALL.format(value=2), "k")._build.device_code(90)
+    return path
+
+
+def _read_toolchain(tmp_path):
+    from cupy_rawcode.toolkit import record
+
+    tc = record.toolchain()
+    record.save(tc)
+    path = _old(record.record_path(tc.sources))
+    assert record.load(tc.sources) is not None
+    return path
+
+
+MARKED_BY = {
+    "a store read": _read_entry,
+    "a manifest lookup": _read_manifest,
+    "an index lookup": _read_index,
+    "a toolchain record load": _read_toolchain,
+}
+
+
+@pytest.mark.parametrize("read", sorted(MARKED_BY))
+def test_reading_a_cache_file_marks_it_used(tmp_path, read):
+    path = MARKED_BY[read](tmp_path)
+    assert path.stat().st_mtime > time.time() - 600  # not the old time: used just now
+
+
+def test_hit_and_miss_counters_are_folded_when_they_grow(tmp_path):
+    store = DirectoryStore(tmp_path)
+    for _ in range(5000):
+        store.record(True)
+    store.record(False)
+    store.prune(1 << 30)
+    assert not (tmp_path / "stats" / "hits").exists()  # its 5000 bytes became one number
+    assert store.counts() == (5000, 1)
+    store.record(True)
+    assert store.counts() == (5001, 1)
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -128,7 +269,7 @@ def test_cache_commands(capsys, tmp_path):
     assert rc == 0 and "sm_80 cubin" in out and len(out.splitlines()) == 1
     assert re.search(r"nvrtc \d+\.\d+ [1-9]\d* headers", out)  # the count the entry records
     rc, out, _ = run_cli(capsys, "cache", "prune", "--max-size", "0")
-    assert rc == 0 and out.startswith("removed 1 entries")
+    assert rc == 0 and re.match(r"removed \d+ files \(1 entries, 1 manifests[,;]", out)
     rc, out, _ = run_cli(capsys, "cache", "clear")
     assert rc == 0 and "entries   0" in run_cli(capsys, "cache", "stats")[1]
     assert "hits      not recorded" in run_cli(capsys, "cache", "stats")[1]
@@ -553,3 +694,130 @@ def test_new_cache_directories_are_private(tmp_path):
     ]
     assert [oct(d.stat().st_mode & 0o777) for d in made] == ["0o700"] * len(made)
     assert oct(store.path(key_of(1)).stat().st_mode & 0o777) == "0o600"
+
+
+# ------------------------------------------------------------------ cache commands tell the truth
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """Make a cache directory read-only, by permissions or (where root ignores them) as a
+    read-only filesystem does: every removal fails with EROFS. Gives the reason to expect."""
+    made: list[Path] = []
+
+    def make(root: Path, technique: str) -> str:
+        if technique == "permissions":
+            if os.geteuid() == 0:
+                pytest.skip("root ignores permissions: the read-only filesystem case covers it")
+            for d, _dirs, _names in os.walk(root):
+                os.chmod(d, 0o500)
+                made.append(Path(d))
+            return "Permission denied"
+
+        def refuse(path, *args, **kwargs):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+        for name in ("unlink", "remove", "rmdir", "rename", "replace"):
+            monkeypatch.setattr(os, name, refuse)
+        return "Read-only file system"
+
+    yield make
+    for d in made:
+        os.chmod(d, 0o700)
+
+
+@pytest.mark.parametrize("technique", ["permissions", "read-only filesystem"])
+@pytest.mark.parametrize("command", [["clear"], ["prune", "--max-size", "0"]])
+def test_clear_and_prune_on_a_read_only_cache_fail_naming_the_path_and_why(
+    capsys, tmp_path, read_only, technique, command
+):
+    src = tmp_path / "k.cu"
+    src.write_text(SMALL.format(value=41))
+    assert run_cli(capsys, "compile", str(src), "--arch", "sm_90")[0] == 0
+    root = Path(os.environ["CUPY_RAWCODE_CACHE_DIR"])
+    before = sorted(_files(root))
+    reason = read_only(root, technique)
+    rc, out, err = run_cli(capsys, "cache", *command)
+    assert rc != 0
+    assert f"cannot {command[0]} {root}: {root}{os.sep}" in err and reason in err
+    assert sorted(_files(root)) == before  # nothing was removed, and nothing says otherwise
+    assert not re.search(r"removed [1-9]", out)
+
+
+def _entry_path(tmp_path):
+    store = make_store(tmp_path / "c", redis_url="", bundles=())
+    return store.layer("disk").path(compile_request(_request(), store=store).key)
+
+
+def _manifest_path(tmp_path):
+    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key.request import cache_key
+
+    manifest._memo.clear()  # a manifest this process knows is not written again
+    cache_key(SMALL.format(value=42), arch="sm_90")
+    (path,) = _files(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "manifests")
+    return path
+
+
+def _index_path(tmp_path):
+    from cupy_rawcode.kernel import RawKernel
+
+    RawKernel(SMALL.format(value=42), "k")._build.device_code(90)
+    (path,) = _files(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "index")
+    return path
+
+
+def _request():
+    return make_request(SMALL.format(value=42), arch="sm_90")
+
+
+def _use_entry(tmp_path):
+    r = compile_request(_request(), store=make_store(tmp_path / "c", redis_url="", bundles=()))
+    return r.hit_layer
+
+
+def _use_manifest(tmp_path):
+    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key.request import cache_key
+
+    manifest._memo.clear()
+    cache_key(SMALL.format(value=42), arch="sm_90")
+
+
+def _use_index(tmp_path):
+    from cupy_rawcode.kernel import RawKernel
+    from cupy_rawcode.key import index
+
+    index._memo.clear()
+    RawKernel(SMALL.format(value=42), "k")._build.device_code(90)
+
+
+# where a directory stands in for a cache file: (make the file, use it as a new process would)
+DIRECTORY_AS = {
+    "entry": (_entry_path, _use_entry),
+    "manifest": (_manifest_path, _use_manifest),
+    "index entry": (_index_path, _use_index),
+}
+
+
+@pytest.mark.parametrize("what", sorted(DIRECTORY_AS))
+def test_a_directory_where_a_cache_file_belongs_is_a_miss_then_replaced(tmp_path, caplog, what):
+    make, use = DIRECTORY_AS[what]
+    path = make(tmp_path)
+    path.unlink()
+    (path / "sub").mkdir(parents=True)
+    (path / "sub" / "junk").write_bytes(b"x")
+    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+        use(tmp_path)
+    assert path.is_file()  # written again: the next process does not miss
+    assert f"{path} was a directory, not a cache file; removed it" in caplog.text
+    if what == "entry":
+        assert use(tmp_path) == "disk"
+
+
+def test_cache_clear_removes_an_entry_that_became_a_directory(capsys, tmp_path):
+    path = _entry_path(tmp_path)
+    path.unlink()
+    (path / "sub").mkdir(parents=True)
+    assert DirectoryStore(tmp_path / "c").clear() == 1
+    assert not path.exists()

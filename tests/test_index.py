@@ -256,6 +256,25 @@ def test_the_index_misses_when(case, user_headers, monkeypatch):
         assert found is not None and found.key == _full_key(build)
 
 
+def test_the_index_misses_when_a_header_appears_in_the_source_directory(user_headers):
+    """A quoted include of a .cu file looks in the file's directory first; found elsewhere, the
+    file it did not find there is stamped absent, so its arrival makes the index miss."""
+    cu = user_headers / "src" / "k.cu"
+    cu.parent.mkdir()
+    cu.write_text('#include "scale.h"\n__global__ void kern(float* y) { y[0] = SCALE; }\n')
+    opts = (f"-I{user_headers / 'inc'}",)
+    RawModule(path=str(cu), options=opts)._build.device_code(CC)
+    _new_process()
+    assert _lookup(RawModule(path=str(cu), options=opts)._build) is not None
+    (cu.parent / "scale.h").write_text("#pragma once\n#define SCALE 4.0f\n")
+    _new_process()
+    build = RawModule(path=str(cu), options=opts)._build
+    assert _lookup(build) is None
+    build.device_code(CC)
+    _new_process()
+    assert _lookup(build).key == _full_key(build)
+
+
 @pytest.mark.parametrize(
     "change", ["source", "options", "device", "name expressions", "source directory"]
 )

@@ -198,3 +198,149 @@ def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, stamps):
         data["closure"] = "0" * 64  # were the damaged stamps believed, the key would change
         p.write_text(json.dumps(data))
     assert cache_key(SRC, arch="sm_90") == k1
+
+
+# ---------------------------------------------------------------- a file and the same text
+
+KERNEL = 'extern "C" __global__ void k(int* a) { a[0] = 1; }\n'
+# name: (source, files in the source's directory, files in the -I directory, options)
+FILE_VS_STRING_EQUAL = {
+    "nothing included": (KERNEL, {}, {}, ()),
+    "a system header": ("#include <cuda/std/cstdint>\n" + KERNEL, {}, {}, ()),
+    "a quoted include found through -I": ('#include "u.h"\n' + KERNEL, {}, {"u.h": "//\n"}, ()),
+    "a probe that finds nothing": (
+        '#if __has_include("none.h")\n#include "none.h"\n#endif\n' + KERNEL,
+        {},
+        {},
+        (),
+    ),
+    "a macro from a header that names no file": (
+        "#include <m.h>\n" + KERNEL.replace("1;", "M(1);"),
+        {},
+        {"m.h": "#define M(x) (x + 1)\n"},
+        (),
+    ),
+}
+FILE_VS_STRING_DIFFER = {
+    "a quoted include found in the source's directory": (
+        '#include "u.h"\n' + KERNEL,
+        {"u.h": "//\n"},
+        {"u.h": "//\n"},
+        (),
+    ),
+    "a probe that finds a file in the source's directory": (
+        '#if __has_include("p.h")\n#include "p.h"\n#endif\n' + KERNEL,
+        {"p.h": "//\n"},
+        {},
+        (),
+    ),
+    "assert in the source": (
+        "#include <cassert>\n" + KERNEL.replace("a[0]", "assert(a); a[0]"),
+        {},
+        {},
+        (),
+    ),
+    "__FILE__ in the source": (KERNEL.replace("1;", "__FILE__[0];"), {}, {}, ()),
+    "a header's macro that expands __FILE__": (
+        "#include <chk.h>\n" + KERNEL.replace("a[0]", "CHECK(a); a[0]"),
+        {},
+        {"chk.h": "#define WHERE __FILE__\n#define CHECK(x) \\\n  if (!(x)) printf(WHERE)\n"},
+        (),
+    ),
+    "-lineinfo": (KERNEL, {}, {}, ("-lineinfo",)),
+    "-G": (KERNEL, {}, {}, ("-G",)),
+}
+
+
+def _file_and_string_keys(tree, case: tuple) -> tuple[str, str]:
+    source, in_source_dir, in_include_dir, options = case
+    root = tree(
+        {
+            **{f"src/{k}": v for k, v in in_source_dir.items()},
+            **{f"inc/{k}": v for k, v in in_include_dir.items()},
+            "src/k.cu": source,
+        }
+    )
+    opts = ("-I", str(root / "inc"), *options)
+    as_file = cache_key(
+        source, arch="sm_90", options=opts, source_dir=str(root / "src"), source_name="k.cu"
+    )
+    return as_file, cache_key(source, arch="sm_90", options=opts)
+
+
+@pytest.mark.parametrize("case", sorted(FILE_VS_STRING_EQUAL))
+def test_a_file_and_the_same_text_share_a_key_when(tree, case):
+    as_file, as_string = _file_and_string_keys(tree, FILE_VS_STRING_EQUAL[case])
+    assert as_file == as_string
+
+
+@pytest.mark.parametrize("case", sorted(FILE_VS_STRING_DIFFER))
+def test_a_file_and_the_same_text_have_different_keys_when(tree, case):
+    as_file, as_string = _file_and_string_keys(tree, FILE_VS_STRING_DIFFER[case])
+    assert as_file != as_string
+
+
+def test_a_header_appearing_in_the_source_directory_changes_the_key(tree):
+    """The quoted include looked in the source's directory first: the manifest stamps the file
+    it did not find there as absent, so its arrival is seen without `cache clear`."""
+    root = tree({"src/k.cu": '#include "u.h"\n' + KERNEL, "inc/u.h": "#define U 1\n"})
+    args = dict(arch="sm_90", options=("-I", str(root / "inc")), source_dir=str(root / "src"))
+    before = cache_key('#include "u.h"\n' + KERNEL, **args)
+    assert cache_key('#include "u.h"\n' + KERNEL, **args) == before  # the manifest answers
+    (root / "src" / "u.h").write_text("#define U 2\n")
+    assert cache_key('#include "u.h"\n' + KERNEL, **args) != before
+
+
+@pytest.mark.parametrize(
+    "source, options, same_code",
+    [
+        (KERNEL, (), True),
+        (KERNEL, ("-lineinfo",), False),
+        ("#include <cassert>\n" + KERNEL.replace("a[0]", "assert(a); a[0]"), (), False),
+    ],
+)
+def test_the_program_name_reaches_the_code_only_where_the_key_holds_it(
+    tmp_path, source, options, same_code
+):
+    """What the rule rests on (NVRTC's own behaviour): compiled as a file and as a string, the
+    code is the same exactly when the keys are."""
+    from cupy_rawcode.compiler.program import compile_request
+    from cupy_rawcode.key.request import make_request
+    from cupy_rawcode.store import make_store
+
+    (tmp_path / "k.cu").write_text(source)
+    results = [
+        compile_request(
+            make_request(source, arch="sm_90", options=options, **where),
+            store=make_store(tmp_path / name, redis_url="", bundles=()),
+        )
+        for name, where in [
+            ("file", dict(source_dir=str(tmp_path), source_name="k.cu")),
+            ("string", {}),
+        ]
+    ]
+    assert (results[0].code == results[1].code) is same_code
+    assert (results[0].key == results[1].key) is same_code
+
+
+WARNS = 'extern "C" __global__ void k(int* a) { int unused; a[0] = 1; }\n'
+
+
+def test_a_kernel_prebuilt_from_a_file_serves_the_same_text_as_a_string(tmp_path, monkeypatch):
+    """`cupy-rawcode compile k.cu` fills the cache; RawKernel(open("k.cu").read()) hits it, and
+    the warning replayed from the entry names the string's program, not the file."""
+    import io
+
+    from cupy_rawcode import cli
+    from cupy_rawcode.compiler import program
+    from cupy_rawcode.kernel import RawKernel
+
+    f = tmp_path / "k.cu"
+    f.write_text(WARNS)
+    assert cli.main(["compile", str(f), "--arch", "sm_90"]) == 0
+    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: pytest.fail("compiled again"))
+    monkeypatch.setattr(program, "_speculate", lambda *a: None)
+    log = io.StringIO()
+    RawKernel(f.read_text(), "k").compile(log, arch="sm_90")
+    assert "declared but never referenced" in log.getvalue()
+    assert str(f) not in log.getvalue() and "<source>/kernel-" in log.getvalue()

@@ -36,6 +36,22 @@ def thrust_algorithm_hint(log: str, source: str) -> str:
     return ""
 
 
+_TOO_OLD = re.compile(r"error[^\n]*requires at least C\+\+ ?(\d\d)")
+
+
+def standard_hint(log: str) -> str:
+    """What to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)."""
+    m = _TOO_OLD.search(log)
+    if m is None:
+        return ""
+    return (
+        f"these headers need C++{m.group(1)} or later: pass -std=c++{m.group(1)}, or leave "
+        "CUPY_RAWCODE_RAISE_STD unset so that cupy-rawcode compiles at the lowest standard "
+        "they accept"
+    )
+
+
 def compile_hints(log: str, source: str) -> str:
     """Every hint for a failed compile, one per line ('' when none applies)."""
-    return "\n".join(h for h in (stub_hints(log), thrust_algorithm_hint(log, source)) if h)
+    hints = (stub_hints(log), thrust_algorithm_hint(log, source), standard_hint(log))
+    return "\n".join(h for h in hints if h)

@@ -159,6 +159,33 @@ def _dump(req: Request, options: list[str]) -> str:
     return path
 
 
+def refused_option(options: tuple[str, ...]) -> str | None:
+    """NVRTC's words for the first of ``options`` it does not accept ("unrecognized option
+    --x"), found by compiling an empty program (an unknown option fails at once, before any
+    work; 10-20 ms otherwise); None when it accepts them all or cannot be asked."""
+    if not options:
+        return None
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        return None
+    result, prog = nvrtc.nvrtcCreateProgram(b"", b"options.cu", 0, [], [])
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return None
+    try:
+        encoded = [o.encode() for o in options]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        if result != nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_OPTION:
+            return None
+        raw = bytearray(nvrtc.nvrtcGetProgramLogSize(prog)[1])
+        nvrtc.nvrtcGetProgramLog(prog, raw)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    words = clean_log(raw.decode(errors="replace")).strip()
+    words = words.removeprefix("nvrtc: error: ").removesuffix(" found")
+    return words or "an option NVRTC does not accept"
+
+
 class Compiled(NamedTuple):
     """What NVRTC made: ``code`` (bytes of ``target``), ``symbols`` (name expression -> lowered
     name), ``made`` (how: a dict for the entry's metadata, ``stripped`` and ``assembler`` where

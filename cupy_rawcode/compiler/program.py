@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from .. import config
 from ..key.request import Request, compute_key, context, make_request
 from ..store import Layered, default_store
-from ..store.entry import encode
+from ..store.entry import encode, entry_log
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from .early import Early
 
 
 class Result:
@@ -93,31 +93,23 @@ def _nvrtc_compile(req: Request, ctx, dump: bool):
 
 _compile_locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
-_in_flight: dict[Request, object] = {}  # request -> Future of a compile started before keying
+_in_flight: dict[Request, Early] = {}  # request -> a compile started before keying
 
 
-def _executor():
-    global _pool
-    with _pool_guard:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cupy-rawcode-nvrtc")
-        return _pool
-
-
-_pool: ThreadPoolExecutor | None = None  # annotation only: not evaluated at import
-_pool_guard = threading.Lock()
-
-
-def _speculate(req: Request, ctx, dump: bool):
+def _speculate(req: Request, ctx, dump: bool) -> Early | None:
     """On a likely miss (no manifest knows this source), start NVRTC now, so that scanning
-    headers for the key overlaps the compile (NVRTC releases the GIL). One per request."""
+    headers for the key overlaps the compile (NVRTC releases the GIL). One per request, on a
+    daemon thread that never holds up the exit (early.py); None when early.AT_ONCE are
+    running already (the caller then compiles after keying)."""
+    from . import early
+
     with _locks_guard:
-        fut = _in_flight.get(req)
-        if fut is None:
-            fut = _in_flight[req] = _executor().submit(_nvrtc_compile, req, ctx, dump)
-        return fut
+        found = _in_flight.get(req)
+        if found is None:
+            found = early.start(_nvrtc_compile, req, ctx, dump)
+            if found is not None:
+                _in_flight[req] = found
+        return found
 
 
 def _worth_overlapping(req: Request) -> bool:
@@ -200,8 +192,11 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
                 0.0,
                 made=meta.get("made"),
                 keyed=keyed,
-                log=meta.get("log", ""),
+                log=entry_log(meta, req.program_name),
             )
+        if keyed.options != req.options:  # another standard, own std templates (key/request.py)
+            _forget(req, early)
+            req, early = req._replace(options=keyed.options), None
         try:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
@@ -217,6 +212,7 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
             "headers": count,
             "made": made.made,
             "log": made.log,
+            "program": req.program_name,  # what the log calls the source (entry_log)
         }
         code = bytes(made.code)
         if not code:  # never cache nothing as a kernel

@@ -16,6 +16,9 @@ own ptxas run on the unstripped PTX pays for nvJitLink's (nvrtc.compile_program)
 are never touched, and any option that changes what ptxas does (``-G``, ``-lineinfo``,
 ``-maxrregcount``, ``-Xptxas``, ...) keeps NVRTC's own cubin. CUPY_RAWCODE_STRIP=0 turns this
 off; the rules' version is a key field (key.strip_field).
+
+``entry_functions`` lists a cubin's or PTX's kernels from the same ELF reading (RawKernel.compile
+checks its name against them).
 """
 
 import threading
@@ -220,8 +223,9 @@ def _warn_once(why: str) -> None:
         )
 
 
-def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str]]]:
-    """A cubin's section headers (ELF64 tuples) and its symbols as (st_info, name), in order."""
+def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str, int]]]:
+    """A cubin's section headers (ELF64 tuples) and its symbols as (st_info, name, st_other), in
+    order."""
     import struct
 
     (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
@@ -229,22 +233,37 @@ def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str]]]:
     sections = [
         struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)
     ]
-    symbols: list[tuple[int, str]] = []
+    symbols: list[tuple[int, str, int]] = []
     for sh_type, link, off, size, entsize in ((s[1], s[6], s[4], s[5], s[9]) for s in sections):
         if sh_type != 2 or not entsize:  # SHT_SYMTAB
             continue
         strtab = sections[link][4]
         for j in range(size // entsize):
-            st_name, st_info = struct.unpack_from("<IB", cubin, off + j * entsize)
+            st_name, st_info, st_other = struct.unpack_from("<IBB", cubin, off + j * entsize)
             end = cubin.index(b"\0", strtab + st_name)
-            symbols.append((st_info, cubin[strtab + st_name : end].decode("latin-1")))
+            symbols.append((st_info, cubin[strtab + st_name : end].decode("latin-1"), st_other))
     return sections, symbols
 
 
 def data_symbols(cubin: bytes) -> list[str]:
     """The names of a cubin's data objects (STT_OBJECT symbols of its ELF symbol table): the
     device globals the driver places when it loads the module."""
-    return [name for info, name in _elf(cubin)[1] if info & 0xF == 1]
+    return [name for info, name, _ in _elf(cubin)[1] if info & 0xF == 1]
+
+
+_STO_CUDA_ENTRY = 0x10  # st_other of a kernel (a __global__ function) in a cubin
+_PTX_ENTRY = r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t]+([A-Za-z_$%][\w$]*)"
+
+
+def entry_functions(code: bytes, kind: str) -> list[str]:
+    """The kernels (entry functions) of a cubin (STT_FUNC symbols marked as entries) or of PTX
+    (``.entry`` directives), by their symbol names, in order."""
+    if kind == "cubin":
+        symbols = _elf(code)[1]
+        return [n for info, n, other in symbols if info & 0xF == 2 and other & _STO_CUDA_ENTRY]
+    import re
+
+    return re.findall(_PTX_ENTRY, code.decode("latin-1"), re.M)
 
 
 _RESOURCE_ATTRS = {0x2F: 0, 0x11: 1, 0x12: 2}  # EIATTR_REGCOUNT, FRAME_SIZE, MAX_STACK_SIZE

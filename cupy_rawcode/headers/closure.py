@@ -8,15 +8,21 @@ search itself lives in search.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..toolkit.discovery import SearchDir
+from .standard import NO_FLOOR, Floor
 
 MAIN = "<source>"
 
 
 class ResolveError(ValueError):
     """A source or header that cannot be resolved (reported before any compile starts)."""
+
+
+class UnreadableHeaderError(ResolveError):
+    """A header that was found but cannot be read: no permission, or not a regular file (a
+    FIFO, a device: regular.py). The message names its path and include chain."""
 
 
 class MissingHeaderError(ResolveError):
@@ -88,6 +94,11 @@ class Closure:
     search: tuple[SearchDir, ...]
     file_ids: dict[str, tuple] = field(default_factory=dict, repr=False)  # path -> FileId
     errors: tuple[str, ...] = ()  # live #error directives (exact mode)
+    floor: Floor = NO_FLOOR  # the lowest C++ standard its headers accept (fast mode)
+    specialized: tuple[str, ...] = ()  # std templates the files specialize (fast mode)
+    scans: dict[str, Any] = field(default_factory=dict, repr=False)  # path -> FileScan (fast)
+    # (fast) files a quoted include of the main source looked for in its directory, not found
+    absent: tuple[str, ...] = ()
 
     def digests(self) -> list[tuple[str, str]]:
         """(logical name, content digest), sorted: the closure's part of the cache key."""

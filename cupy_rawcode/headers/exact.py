@@ -18,8 +18,18 @@ import re
 
 import pcpp
 
+from ..regular import read_bytes
 from . import scan as _scan
-from .closure import MAIN, Closure, Header, Missing, MissingHeaderError, ResolveError, Step
+from .closure import (
+    MAIN,
+    Closure,
+    Header,
+    Missing,
+    MissingHeaderError,
+    ResolveError,
+    Step,
+    UnreadableHeaderError,
+)
 from .options import arch_number
 from .search import Context, Found, find, searched
 
@@ -288,8 +298,7 @@ def _file_directives(path: str) -> tuple[tuple, tuple[str, list]]:
     fid = _scan.file_id(path)
     hit = _lines_memo.get(fid)
     if hit is None:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_bytes(path)  # a regular file only: a FIFO would block
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -436,7 +445,7 @@ class _Walker:
         try:
             fid, (digest, lines) = _file_directives(found.path)
         except OSError as e:
-            raise ResolveError(
+            raise UnreadableHeaderError(
                 f"cannot read {found.path} ({e.strerror}), included from "
                 + " -> ".join(map(str, chain + (step,)))
             ) from None
@@ -481,13 +490,19 @@ def _guard_of(lines) -> str | None:
 
 
 def resolve_exact(
-    source: str, ctx: Context, *, arch: str | None = None, pre_includes: tuple[str, ...] = ()
+    source: str,
+    ctx: Context,
+    *,
+    arch: str | None = None,
+    pre_includes: tuple[str, ...] = (),
+    main_name: str = MAIN,
 ) -> Closure:
-    """The files NVRTC reads for ``source`` compiled for ``arch`` (default sm_90)."""
+    """The files NVRTC reads for ``source`` compiled for ``arch`` (default sm_90); ``main_name``
+    names the source in include chains and messages."""
     walker = _Walker(ctx, arch or ctx.opts.arch or "sm_90")
     pre = tuple(pre_includes) + ctx.opts.pre_includes
     for p in pre:
         walker.run(f'#include "{p}"\n', "<pre-include>")
-    walker.run(source)
+    walker.run(source, main_name)
     errors = tuple(walker.errors) + tuple(walker.pp.errors)
     return Closure(tuple(walker.headers.values()), (), "exact", ctx.dirs, walker.file_ids, errors)

@@ -3,14 +3,16 @@ reads, enough for the cache key), expanding computed includes from the macros se
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from . import scan as _scan
-from .closure import MAIN, Closure, Header, Missing, ResolveError, Step
+from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
 from .search import Context, Found, find, searched
+from .standard import NO_FLOOR, Floor
 
 _ID = re.compile(r"[A-Za-z_]\w*")
 
@@ -66,8 +68,11 @@ def _live(node: _Node, pos: int, kind: str) -> bool:
 _UNSEEN = object()
 
 
-def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) -> Closure:
-    """Superset closure by lexical scan: every branch, every probe, every computed-include value."""
+def resolve_fast(
+    source: str, ctx: Context, pre_includes: tuple[str, ...] = (), main_name: str = MAIN
+) -> Closure:
+    """Superset closure by lexical scan: every branch, every probe, every computed-include value.
+    ``main_name`` names the source in include chains (its file's name, else "<source>")."""
     memo: dict[str, bool] = {}
     found_memo: dict[tuple, Any] = {}
     table: dict[str, set[str]] = defaultdict(set)
@@ -78,6 +83,7 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
     file_ids: dict[str, tuple] = {}
     missing: dict[tuple, Missing] = {}
     deferred: list[tuple[_Node, _scan.Include]] = []
+    absent: set[str] = set()
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
@@ -112,13 +118,18 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
                 next_after=after,
                 memo=memo,
             )
+        if pf is None and not angled and ctx.source_dir and (found is None or found.tag != "src"):
+            # looked for in the main source's directory first, not there: if it appears, the
+            # compile changes (manifest.py stamps it as absent)
+            if not os.path.isabs(name):
+                absent.add(os.path.normpath(os.path.join(ctx.source_dir, name)))
         if found is not None and found.path in nodes:
             return  # the common case: made no Step
-        includer_name = pf.logical if pf else MAIN
+        includer_name = pf.logical if pf else main_name
         step = Step(includer_name, inc.line)
         if parent is main:  # pre-included headers come first, from the command line
             line = inc.line - n_pre
-            step = Step(MAIN, line) if line > 0 else Step("<pre-include>", 0)
+            step = Step(main_name, line) if line > 0 else Step("<pre-include>", 0)
         if found is None:
             key = (name, angled, includer_name, nxt)
             if key not in missing:
@@ -133,7 +144,7 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
         try:
             fid, fscan = _scan.scan_file(found.path)
         except OSError as e:
-            raise ResolveError(
+            raise UnreadableHeaderError(
                 f"cannot read {found.path} ({e.strerror}), included from "
                 + " -> ".join(map(str, parent.chain + (step,)))
             ) from None
@@ -172,4 +183,26 @@ def resolve_fast(source: str, ctx: Context, pre_includes: tuple[str, ...] = ()) 
         for n in nodes.values()
         if n.found is not None  # every node but the main source's has its file
     )
-    return Closure(headers, tuple(missing.values()), "fast", ctx.dirs, file_ids)
+    floor = max(
+        (
+            Floor(h.std_floor, logical)
+            for logical, h in ((n.found.logical, n.scan) for n in nodes.values() if n.found)
+            if h.std_floor
+        ),
+        default=NO_FLOOR,
+    )
+    # the program's own files: the source, -I/-isystem directories and its own directory
+    own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
+    specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
+    scans = {n.found.path: n.scan for n in nodes.values() if n.found is not None}
+    return Closure(
+        headers,
+        tuple(missing.values()),
+        "fast",
+        ctx.dirs,
+        file_ids,
+        floor=floor,
+        specialized=tuple(specialized),
+        scans=scans,
+        absent=tuple(sorted(absent)),
+    )

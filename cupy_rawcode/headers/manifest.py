@@ -2,23 +2,31 @@
 in a new process without re-scanning headers.
 
 A manifest is keyed by everything that decides the closure *on this machine* (source, options,
-absolute search directories) and holds the closure's digest and the stamps (size, mtime_ns,
-inode; stamps.py) each closure file had when it was read.
+absolute search directories) and holds the closure's digest, whether the source can expand
+``__FILE__`` (filename.py) and the stamps (size, mtime_ns, inode; stamps.py) each closure file had
+when it was read, plus each file a quoted include of the source looked for in the source's own
+directory and did not find there, stamped absent.
 If every file still stats the same, the stored digest is used; otherwise the closure is
 resolved again and the manifest replaced. A new file shadowing a header earlier in the search
-path is not seen by ``stat`` validation (ccache has the same limit): ``cupy-rawcode cache clear``.
+path (a -I directory) is not seen by ``stat`` validation (ccache has the same limit):
+``cupy-rawcode cache clear``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import config
 from ..key import closure_digest, digest_fields
 from ..key.stamps import check, take
+from .standard import Floor
 
-SCHEMA = "cupy-rawcode-manifest-6"  # 5: stamps.py records; 6: their digest covers values only
+SCHEMA = "cupy-rawcode-manifest-8"  # 6: the stamps' digest covers values only; 7: "file", and
+#                                       the source directory's absent files; 8: the closure's
+#                                       standard floor and the std templates it specializes
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
@@ -35,16 +43,29 @@ def _path(mid: str) -> Path:
     return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
 
 
+def _mark_used(path: Path) -> None:
+    """Set the file's mtime: the size bound evicts the least recently used files first."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a read-only cache
+
+
 def _load(mid: str) -> tuple[dict, list] | None:
     """(manifest data, its files' stamps now) while they all hold, else None."""
     data = _memo.get(mid)
     try:
         if data is None:
-            data = json.loads(_path(mid).read_bytes())
+            path = _path(mid)
+            data = json.loads(path.read_bytes())
+            _mark_used(path)
             if (
                 data.get("schema") != SCHEMA
                 or not isinstance(data["closure"], str)
                 or not isinstance(data["count"], int)
+                or not isinstance(data["file"], bool)
+                or not _is_floor(data["floor"])
+                or not _is_names(data["specialized"])
             ):
                 return None
         values = check(data["stamps"])
@@ -53,45 +74,92 @@ def _load(mid: str) -> tuple[dict, list] | None:
         return None  # missing, unreadable or of the wrong shape: a miss
 
 
-def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> tuple[str, int, tuple] | None:
-    """(closure digest, header count, the headers' stamps as stamps.take gives them) when a
-    valid manifest knows this closure, else None."""
+def _is_floor(value) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], int)
+        and isinstance(value[1], str)
+    )
+
+
+def _is_names(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+class Facts(NamedTuple):
+    """What keying needs to know of a closure, from a manifest or a fresh resolve: its digest,
+    header count, the headers' stamps (as stamps.take gives them), whether the source can expand
+    ``__FILE__`` (filename.py), its standard Floor and the std templates its own files
+    specialize (toolkit/specializable.py)."""
+
+    digest: str
+    header_count: int
+    stamps: tuple
+    expands_file: bool
+    floor: Floor
+    specialized: tuple[str, ...]
+
+
+def _facts(data: dict, values) -> Facts:
+    return Facts(
+        data["closure"],
+        data["count"],
+        (data["stamps"], values),
+        data["file"],
+        Floor(*data["floor"]),
+        tuple(data["specialized"]),
+    )
+
+
+def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> Facts | None:
+    """The closure's Facts when a valid manifest knows it, else None."""
     mid = manifest_id(source, ctx, pre_includes)
     loaded = _load(mid)
     if loaded is None:
         return None
     data, values = loaded
     _memo[mid] = data
-    return data["closure"], data["count"], (data["stamps"], values)
+    return _facts(data, values)
 
 
-def closure_digests(source: str, ctx, pre_includes: tuple[str, ...] = (), known=NOT_LOOKED_UP):
-    """((closure digest, header count, stamps as stamps.take gives them), closure or None when
-    the manifest answered).
+def closure_digests(
+    source: str,
+    ctx,
+    pre_includes: tuple[str, ...] = (),
+    known=NOT_LOOKED_UP,
+    main_name: str | None = None,
+):
+    """(the closure's Facts, the closure or None when the manifest answered).
     ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
-    not read again)."""
+    not read again); ``main_name`` names the source in a missing header's include chain."""
     if known is NOT_LOOKED_UP:
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
+    from .closure import MAIN
     from .fast import resolve_fast  # not imported on a hit
+    from .filename import expands_file
 
     mid = manifest_id(source, ctx, pre_includes)
-    closure = resolve_fast(source, ctx, pre_includes)
+    closure = resolve_fast(source, ctx, pre_includes, main_name or MAIN)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    rec, values = take(ids)
+    rec, values = take(ids + [(p, None, None, None) for p in closure.absent])
     data = {
         "schema": SCHEMA,
         "closure": closure_digest(closure.digests()),
         "count": len(ids),
         "stamps": rec,
+        "file": expands_file(source, closure.scans.values(), ctx.opts.macros),
+        "floor": list(closure.floor),
+        "specialized": list(closure.specialized),
     }
     _memo[mid] = data
     try:
-        from ..fsutil import atomic_write  # not imported on a hit
+        from ..store.sizebound import publish  # not imported on a hit
 
-        atomic_write(_path(mid), json.dumps(data).encode())
+        publish(config.cache_dir(), _path(mid), json.dumps(data).encode())
     except OSError:
         pass  # a read-only cache still keys and compiles; store.py warns once
-    return (data["closure"], len(ids), (rec, values)), closure
+    return _facts(data, values), closure

@@ -4,6 +4,8 @@ import os
 import re
 from typing import NamedTuple
 
+from ..inputs import check_option
+
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
 
@@ -28,6 +30,31 @@ _FLAGS = {
     "-default-device": "default_device",
     "--device-as-default-execution-space": "default_device",
 }
+# Options of Jitify itself, never NVRTC's: Jitify took them out before compiling (they steer its
+# own header handling, which the resolver replaces; unused globals are stripped anyway:
+# compiler/strip.py). Accepted and dropped, so Jitify-era option lists compile unchanged.
+JITIFY_ONLY = frozenset(
+    f"{dashes}{name}"
+    for dashes in ("-", "--")
+    for name in (
+        "remove-unused-globals",
+        "no-replace-pragma-once",
+        "no-preinclude-workarounds",
+        "no-system-headers-workaround",
+        "no-builtin-headers",
+    )
+)
+
+
+class NotAnOptionError(ValueError):
+    """An item of the options that is no option (it does not start with '-'): ``item``."""
+
+    def __init__(self, item: str):
+        super().__init__(
+            f"option {item!r} does not start with '-' (options are a tuple of strings "
+            "like ('-DN=4', '-I/path'))"
+        )
+        self.item = item
 
 
 class Options(NamedTuple):
@@ -118,9 +145,11 @@ def parse_options(
     if isinstance(options, str):
         options = (options,)
     items = list(options)
-    for o in items:
+    for i, o in enumerate(items):
         if not isinstance(o, str):
             raise ValueError(f"option {o!r} is not a string")
+        if "\0" in o or not o.isascii():  # NVRTC would cut the option at a NUL
+            check_option(o, i)
     base = cwd or os.getcwd()
     include, isystem, pre, passthrough = [], [], [], []
     macros: dict[str, str | None] = {}
@@ -129,15 +158,14 @@ def parse_options(
     while i < len(items):
         item = items[i]
         if not item.startswith("-"):
-            raise ValueError(
-                f"option {item!r} does not start with '-' (options are a tuple of strings "
-                "like ('-DN=4', '-I/path'))"
-            )
+            raise NotAnOptionError(item)
         spelling, value, i = _split(item, items, i)
         kind = _VALUED.get(spelling)
         if kind is None:
             if spelling in _FLAGS:
                 default_device = True
+            elif spelling in JITIFY_ONLY:
+                pass
             else:
                 passthrough.append(item)
             continue
@@ -184,19 +212,35 @@ def is_arch(text: str) -> bool:
     return digits.isdigit() and digits.isascii()
 
 
-def normalize_arch(arch: str | int | None, opts: Options) -> str:
-    """'sm_90' from 90, '90', 'sm_90' or the options' -arch; conflicting values raise."""
+def normalize_arch(
+    arch: str | int | None,
+    opts: Options,
+    supported: tuple[int, ...] = (),
+    nvrtc: str = "",
+) -> str:
+    """'sm_90' from 90, '90', 'sm_90' or the options' -arch. An ``arch`` that differs from the
+    options' -arch raises ValueError naming both (one rule for every entry point); with
+    ``supported`` (the SM numbers of NVRTC ``nvrtc``), so does an arch outside it."""
     if arch is None:
         if opts.arch is None:
             raise ValueError("no target architecture: pass arch= (e.g. 'sm_90') or -arch=sm_90")
-        return opts.arch
-    text = str(arch)
-    if text.isdigit():
-        text = f"sm_{text}"
-    if not is_arch(text):
-        raise ValueError(f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90")
-    if opts.arch is not None and opts.arch != text:
-        raise ValueError(f"arch={text!r} conflicts with option -arch={opts.arch}")
+        text = opts.arch
+    else:
+        text = str(arch)
+        if text.isdigit():
+            text = f"sm_{text}"
+        if not is_arch(text):
+            raise ValueError(f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90")
+        if opts.arch is not None and opts.arch != text:
+            raise ValueError(
+                f"arch={text!r} conflicts with the option -arch={opts.arch}: pass one of them "
+                "(or the same value in both)"
+            )
+    if supported and arch_number(text) not in supported:
+        raise ValueError(
+            f"architecture {text!r} is not one NVRTC {nvrtc} can compile for; it supports "
+            f"{', '.join(f'sm_{a}' for a in supported)} (compute_NN of the same for PTX)"
+        )
     return text
 
 

@@ -13,6 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..regular import open_regular
+from ..toolkit.specializable import specialized_names
+from .standard import guard_year
+
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
 _INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
@@ -39,6 +43,8 @@ class FileScan:
     includes: tuple[Include, ...]
     defines: tuple[tuple[str, str], ...]  # object-like macros whose value may name a header
     data: bytes
+    std_floor: int = 0  # the standard year an #error guard of this file demands (standard.py)
+    specializes: tuple[str, ...] = ()  # std templates it specializes (toolkit/specializable.py)
 
     def conditional(self, pos: int) -> bool:
         """True when the directive at byte ``pos`` sits inside #if (an include guard does not
@@ -115,7 +121,14 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             )
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
-    return FileScan(digest_bytes(data), tuple(includes), defines, data)
+    return FileScan(
+        digest_bytes(data),
+        tuple(includes),
+        defines,
+        data,
+        guard_year(data),
+        specialized_names(data),
+    )
 
 
 def _conditional_at(data: bytes, pos: int) -> bool:
@@ -167,10 +180,12 @@ def _read_all(fd: int, size: int) -> bytes:
 
 
 def scan_file(path: str) -> tuple[FileId, FileScan]:
-    """Scan a file at most once per process while its (size, mtime_ns, inode) stay the same."""
-    fd = os.open(path, os.O_RDONLY)
+    """Scan a file at most once per process while its (size, mtime_ns, inode) stay the same.
+    Only a regular file is read: anything else (a FIFO would block) is a NotRegularFileError,
+    an OSError."""
+    fd, st = open_regular(path)
     try:
-        fid = _id(path, os.fstat(fd))
+        fid = _id(path, st)
         hit = _memo.get(fid)
         if hit is None:
             hit = _memo[fid] = scan_bytes(_read_all(fd, fid[1]), path)

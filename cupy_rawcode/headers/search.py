@@ -10,6 +10,7 @@
 """
 
 import os
+import stat
 from typing import NamedTuple
 
 from ..toolkit.discovery import SearchDir, Toolchain
@@ -62,9 +63,16 @@ def make_context(options=(), *, source_dir: str | None = None, header_sources=No
 
 
 def _is_file(path: str, memo: dict[str, bool]) -> bool:
+    """Whether ``path`` exists and is no directory (the search skips directories, as gcc's
+    does). A FIFO or device counts as found: reading it is refused (regular.py) with the
+    include chain, which says more than "not found"."""
     hit = memo.get(path)
     if hit is None:
-        hit = memo[path] = os.path.isfile(path)
+        try:
+            hit = not stat.S_ISDIR(os.stat(path).st_mode)
+        except (OSError, ValueError):
+            hit = False
+        memo[path] = hit
     return hit
 
 

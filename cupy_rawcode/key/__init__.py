@@ -9,16 +9,22 @@ It covers exactly what the compiler receives: source, normalized options (includ
 tags, never paths), NVRTC version, arch, output kind, sorted name expressions and the closure's
 (logical name, content digest) list. The closure enters as one field, the digest of that list
 (closure_digest), so that a manifest can hold it and a warm key costs no per-header encoding.
-Install paths never enter it.
+The source's directory enters only through the closure: a header found there is named
+``src:...``; when none is, a file and the same text as a string share a key. Paths enter only
+where the compiled code holds them (headers/filename.py): the program name when the source can
+expand ``__FILE__`` (``assert``), and every search directory's path under -lineinfo or -G.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 
-SCHEMA = "cupy-rawcode-key-4"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
-#                                 hold NVRTC's log, CuPy's default options, program name
+SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
+#                                 hold NVRTC's log, CuPy's default options, program name; 5: the
+#                                 source directory through the closure only, the program name and
+#                                 search paths where the code holds them
 STRIP_RULES = "library-globals-1"  # strip.py's rules: change this when they change
 
 
@@ -29,6 +35,16 @@ def strip_field() -> tuple[str, str]:
     from .. import config
 
     return ("strip", STRIP_RULES if config.strip() else "off")
+
+
+def program_name(source: str, source_dir: str | None, source_name: str | None) -> str:
+    """The name NVRTC gives the source: the user's file when there is one, else a stable name
+    derived from the source, in a directory that does not exist (so that a quoted include never
+    searches the working directory, as in CuPy)."""
+    if source_dir:
+        return os.path.join(source_dir, source_name or "kernel.cu")
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"<source>/kernel-{digest[:12]}.cu"
 
 
 def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:

@@ -81,6 +81,10 @@ def lookup(iid: str) -> Found | None:
             data = json.loads(path.read_bytes())
             if data.get("schema") != SCHEMA:
                 return None
+            try:
+                os.utime(path)  # marked used: the size bound evicts least recently used first
+            except OSError:
+                pass  # a read-only cache
         found = Found(data["key"], data["arch"], data["target"], data["count"])
         if (
             not all(isinstance(v, str) for v in (found.key, found.arch, found.target))
@@ -122,8 +126,8 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
     path = _path(iid)
     _memo.pop(path, None)
     try:
-        from ..fsutil import atomic_write  # not imported on a hit
+        from ..store.sizebound import publish  # not imported on a hit
 
-        atomic_write(path, json.dumps(data).encode())
+        publish(config.cache_dir(), path, json.dumps(data).encode())
     except OSError:
         pass

@@ -1,14 +1,18 @@
 """A compile request in normalized form, and its cache key (resolve -> key)."""
 
-import hashlib
 import os
 import re
 from typing import Any, NamedTuple
 
 from ..compiler.devrt import link_field
-from ..headers.manifest import NOT_LOOKED_UP, closure_digests
+from ..headers.filename import line_info
+from ..headers.manifest import NOT_LOOKED_UP, Facts, closure_digests
 from ..headers.options import Options, normalize_arch, parse_options, with_cupy_defaults
-from . import closure_digest, digest_fields, key_fields, strip_field
+from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
+from ..inputs import check_source
+from ..inputs import name_expressions as checked_names
+from ..toolkit.specializable import macros as specializable_macros
+from . import closure_digest, digest_fields, key_fields, program_name, strip_field
 from .stamps import take
 
 TARGETS = ("cubin", "ptx", "ltoir")
@@ -33,13 +37,8 @@ class Request(NamedTuple):
 
     @property
     def program_name(self) -> str:
-        """The name NVRTC gives the source in diagnostics: the user's file when there is one,
-        else a stable name derived from the source, in a directory that does not exist (so that
-        a quoted include never searches the working directory, as in CuPy)."""
-        if self.source_dir:
-            return os.path.join(self.source_dir, self.source_name or "kernel.cu")
-        digest = hashlib.sha256(self.source.encode("utf-8", "surrogatepass")).hexdigest()
-        return f"<source>/kernel-{digest[:12]}.cu"
+        """The name NVRTC gives the source (key.program_name)."""
+        return program_name(self.source, self.source_dir, self.source_name)
 
     @property
     def is_ptx(self) -> bool:
@@ -64,23 +63,26 @@ def make_request(
 ) -> Request:
     """A Request from what a user passes; every entry point (RawKernel, RawModule, install(),
     compile(), the CLI, prebuild) makes its requests here, so all compile with the same options,
-    CuPy's defaults included (options.with_cupy_defaults)."""
+    CuPy's defaults included (options.with_cupy_defaults), and bad input (a NUL byte, an arch
+    this NVRTC lacks, an arch= that contradicts -arch) fails here, naming it (inputs.py)."""
     if not isinstance(source, str):
         raise TypeError(f"source must be str, not {type(source).__name__}")
+    where = os.path.join(source_dir, source_name) if source_dir and source_name else "<source>"
+    check_source(source, where)  # a NUL would end NVRTC's copy of it: before anything runs
     opts = options if isinstance(options, Options) else parse_options(options)
     opts = with_cupy_defaults(opts)
+    names = checked_names(name_expressions)
     if target not in TARGETS:
         raise ValueError(f"target={target!r}: expected one of {TARGETS}")
-    arch = normalize_arch(arch, opts)
+    from ..toolkit.record import toolchain
+
+    tc = toolchain(header_sources)
+    arch = normalize_arch(arch, opts, tc.supported_archs, tc.nvrtc_version_str)
     if target == "cubin" and not arch.startswith("sm_"):
         raise ValueError(
             f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
             f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'"
         )
-    names = tuple(name_expressions or ())
-    for n in names:
-        if not isinstance(n, str) or not n:
-            raise ValueError(f"name expression {n!r} is not a non-empty string")
     return Request(
         source,
         opts,
@@ -102,15 +104,18 @@ def context(req: Request):
 
 class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
-    a manifest answered), ``count`` (headers), ``context``, and the closure headers' stamps
-    (``closure_stamps``, as stamps.take gives them). (A slotted class, not a NamedTuple: a
+    a manifest answered), ``count`` (headers), ``context``, the closure headers' stamps
+    (``closure_stamps``, as stamps.take gives them) and ``options``, what NVRTC gets (the
+    request's, at the standard the closure needs). (A slotted class, not a NamedTuple: a
     field named ``count`` would shadow tuple.count.)"""
 
-    __slots__ = ("closure", "closure_stamps", "context", "count", "key")
+    __slots__ = ("closure", "closure_stamps", "context", "count", "key", "options")
 
-    def __init__(self, key: str, closure, count: int, context, closure_stamps: tuple):
+    def __init__(
+        self, key: str, closure, count: int, context, closure_stamps: tuple, options: Options
+    ):
         self.key, self.closure, self.count, self.context = key, closure, count, context
-        self.closure_stamps = closure_stamps
+        self.closure_stamps, self.options = closure_stamps, options
 
     @property
     def stamps(self) -> list | None:
@@ -126,12 +131,22 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
     found nothing)."""
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
-        (digest, count, part), closure = (closure_digest([]), 0, take([])), None
+        facts, closure = (
+            Facts(closure_digest([]), 0, take([]), False, NO_FLOOR, ()),
+            None,
+        )
     else:
-        (digest, count, part), closure = closure_digests(req.source, ctx, req.pre_includes, known)
+        facts, closure = closure_digests(req.source, ctx, req.pre_includes, known, req.source_name)
+    digest, count, part = facts.digest, facts.header_count, facts.stamps
+    options = _for_closure(req, facts.floor, facts.specialized)
+    names = []  # the file names the compiled code holds (headers/filename.py)
+    if line_info(req.options.passthrough):
+        names = [("program", req.program_name)] + [("root", d.path) for d in ctx.dirs]
+    elif facts.expands_file:
+        names = [("program", req.program_name)]
     fields = key_fields(
         source=req.source,
-        option_fields=req.options.key_fields(),
+        option_fields=options.key_fields(),
         search_tags=[d.tag for d in ctx.dirs],
         nvrtc_version=ctx.toolchain.nvrtc_version_str,
         arch=req.arch,
@@ -140,12 +155,51 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
         closure=digest,
         extra=[
             ("input", "ptx" if req.is_ptx else "c++"),
-            ("source_dir", "src" if req.source_dir else ""),
+            *names,
             strip_field(),
             link_field(req.options.passthrough),
         ],
     )
-    return Keyed(digest_fields(fields), closure, count, ctx, part)
+    return Keyed(digest_fields(fields), closure, count, ctx, part, options)
+
+
+def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:
+    """The options NVRTC gets: the request's, at the lowest standard the closure accepts when
+    the asked one is older (standard.py; one warning per process; not with
+    CUPY_RAWCODE_RAISE_STD=0), and with the shims' own std templates for those the sources
+    specialize (toolkit/specializable.py)."""
+    from .. import config
+
+    opts = req.options
+    used = effective_std(opts.std, floor, config.raise_std())
+    if used != opts.std:
+        warn_raised(req.program_name, opts.std, used, floor)
+        opts = at_standard(opts, used)
+    if specialized:
+        opts = opts._replace(macros=opts.macros + specializable_macros(specialized))
+    return opts
+
+
+def request_closure(req: Request, *, exact: bool = False):
+    """The header closure of a request with its pre-includes and CuPy's default options, so
+    that its header count is the one a compile reports (Keyed.count): fast mode (what the key
+    covers) or exact mode (what NVRTC reads for ``req.arch``). Nothing is raised for a missing
+    header in fast mode (Closure.raise_for_missing does)."""
+    from ..headers.closure import MAIN, Closure
+
+    ctx = context(req)
+    if req.is_ptx:
+        return Closure((), (), "exact" if exact else "fast", ctx.dirs)
+    name = req.source_name or MAIN
+    if exact:
+        from ..headers.exact import resolve_exact  # pcpp: imported only for exact mode
+
+        return resolve_exact(
+            req.source, ctx, arch=req.arch, pre_includes=req.pre_includes, main_name=name
+        )
+    from ..headers.fast import resolve_fast
+
+    return resolve_fast(req.source, ctx, req.pre_includes, name)
 
 
 def cache_key(

@@ -132,6 +132,7 @@ def user_header_texts(source: str, options, source_dir: str | None) -> list[str]
     followed transitively; system roots are not read. Unreadable files are skipped."""
     from ..headers.scan import scan_bytes
     from ..headers.search import find
+    from ..regular import read_bytes
     from ..toolkit.discovery import SearchDir
 
     dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
@@ -153,8 +154,7 @@ def user_header_texts(source: str, options, source_dir: str | None) -> list[str]
                 continue
             seen.add(found.path)
             try:
-                with open(found.path, "rb") as f:
-                    text = f.read()
+                text = read_bytes(found.path)  # a regular file only: a FIFO would block
                 out.append(text.decode("utf-8"))
             except (OSError, UnicodeDecodeError):
                 continue

@@ -9,7 +9,10 @@ multiprocessing's ``spawn`` (it re-imports the user's ``__main__``, so a script 
 Parent and worker speak JSON lines, never pickle: the worker reads tasks on stdin and answers on
 a private copy of its stdout (fd 1 itself goes to stderr, so nothing a library prints can break
 the protocol). A worker exits as soon as its stdin closes, mid-compile too, so a parent that
-ends, crashes or is killed leaves no worker behind.
+ends, crashes or is killed leaves no worker behind. Workers run in a process group of their
+own (Python >= 3.11; before, they ignore SIGINT once started), so Ctrl-C reaches only the
+parent, which stops them: no worker prints a traceback, and no task they drop is reported as
+failed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+_OWN_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {}
 PER_COMPILE_BYTES = 400 << 20  # what one NVRTC compile of a CUB kernel holds, roughly
 _STDERR_TAIL = 2000
 
@@ -242,7 +246,7 @@ def _hello() -> dict:
     disk = default_store().layer("disk")
     if disk is not None:
         hello["cache_dir"] = str(disk.root)
-        hello["max_size"] = disk.max_bytes
+        hello["max_size"] = disk.max_bytes or 0  # 0: no bound
     return hello
 
 
@@ -265,6 +269,7 @@ class _Worker:
             stderr=self.errfile,
             env=env,
             close_fds=True,
+            **_OWN_GROUP,  # Ctrl-C is the parent's to handle (module docstring)
         )
         with _live_lock:
             _live.add(self.proc)
@@ -360,11 +365,12 @@ def run(
     current: list[_Worker] = []
     guard = threading.Lock()
     failure: list[BaseException] = []
+    stopping = threading.Event()  # set when the caller stops the pool (Ctrl-C): report nothing
 
     def serve() -> None:
         worker = None
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
@@ -378,6 +384,8 @@ def run(
                     reply = worker.receive()
                 except (OSError, ValueError):
                     reply = None
+                if stopping.is_set():
+                    return  # the task was dropped, not failed
                 if reply is None:
                     out = Outcome(error=worker.death())
                     worker.close()
@@ -408,6 +416,7 @@ def run(
                 memory.sample(pids)
                 t.join(memory.interval)
     except BaseException:
+        stopping.set()
         with guard:
             for w in current:
                 _stop(w.proc, wait=0.5)
@@ -441,7 +450,9 @@ def _watch_stdin(lines) -> None:
 def main() -> None:
     """The worker: a hello line (module path, cache directory), then one task per line."""
     import queue
+    import signal
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's (module docstring)
     out = os.fdopen(os.dup(1), "wb")  # the protocol's channel
     os.dup2(2, 1)  # anything printed to fd 1 (by us or a library) goes to stderr instead
     sys.stdout = sys.stderr

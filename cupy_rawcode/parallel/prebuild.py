@@ -44,11 +44,16 @@ class ManifestError(ValueError):
 
 
 def _read(path: str) -> str:
+    """A source or manifest file's text, with universal newlines as ``open`` gives it; never
+    reads a FIFO, which would block (regular.py). OSError propagates; bytes that are not UTF-8
+    are a ManifestError. A NUL is left to the compile, which fails that kernel alone."""
+    from ..regular import read_bytes
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ManifestError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        text = read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{path}: cannot read (not UTF-8 text: {e})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _strings(value, what: str, where: str) -> tuple[str, ...]:
@@ -73,8 +78,9 @@ def jobs_for(paths: list[str], archs: list[str], options: tuple[str, ...]) -> li
 
 
 def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> list[Job]:
+    text = _read(path)
     try:
-        items = json.loads(_read(path))
+        items = json.loads(text)
     except ValueError as e:
         raise ManifestError(f"{path}: not JSON ({e})") from None
     if not isinstance(items, list):
@@ -92,8 +98,8 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
             fpath = os.path.join(base, item["file"])
             try:
                 src = _read(fpath)
-            except ManifestError as e:
-                raise ManifestError(f"{where}: {e}") from None
+            except OSError as e:
+                raise ManifestError(f"{where}: {fpath}: cannot read ({e.strerror or e})") from None
             sdir, label = os.path.dirname(fpath), item.get("name", item["file"])
             fname = os.path.basename(fpath)
         else:

@@ -179,7 +179,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
                 continue
             try:
                 source, where = b.source()
-            except (OSError, UnicodeDecodeError) as e:
+            except (OSError, ValueError) as e:  # unreadable, or bad input (inputs.py)
                 item.error = f"{type(e).__name__}: {e}"
                 failed.append(item)
                 continue

@@ -99,7 +99,11 @@ def make_store(
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
     layers: list = [
-        MemoryStore(config.memory_cache_entries() if memory_entries is None else memory_entries),
+        MemoryStore(
+            config.memory_cache_entries()
+            if memory_entries is None
+            else config.parse_memory_entries("memory_entries", memory_entries)
+        ),
         DirectoryStore(cache_dir, max_bytes),
     ]
     for path in config.bundles() if bundles is None else bundles:

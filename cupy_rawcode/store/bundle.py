@@ -41,9 +41,12 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
 
 def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int]:
     """(key -> (absolute offset, length), file size); raises BundleError when unreadable."""
+    from ..regular import open_regular  # a FIFO named as a bundle would block a read
+
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        fd, st = open_regular(os.fspath(path))
+        with os.fdopen(fd, "rb") as f:
+            size = st.st_size
             head = f.read(len(MAGIC) + 8)
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
                 raise BundleError("not a cupy-rawcode bundle")

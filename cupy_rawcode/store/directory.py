@@ -1,5 +1,5 @@
-"""The default store: one file per key under a 0700 directory, published atomically, kept under
-a size bound by evicting the least recently used entries.
+"""The default store: one file per key under a 0700 directory, published atomically; the size
+bound of the whole directory (entries, manifests, index, toolchain records) is sizebound.py's.
 
 A reader holds a shared ``flock`` on the entry while it reads and marks the entry used (mtime);
 eviction takes the exclusive lock without waiting and skips an entry it cannot lock, so it never
@@ -10,8 +10,6 @@ to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
-import threading
-import time
 from pathlib import Path
 
 try:
@@ -20,8 +18,6 @@ except ImportError:  # Windows: no advisory locks; eviction then relies on open 
     fcntl = None  # type: ignore[assignment]
 
 _warned = False
-_STALE_TMP_SECONDS = 3600
-_RESCAN_SECONDS = 60.0
 
 
 class EntryInfo:
@@ -41,13 +37,13 @@ class DirectoryStore:
     name = "disk"
 
     def __init__(self, root: Path, max_bytes: int | None = None):
+        """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none)."""
         from .. import config
 
         self.root = Path(root)
-        self.max_bytes = config.cache_max_size() if max_bytes is None else max_bytes
-        # total size as last scanned plus what this process wrote since; a full scan happens
-        # when that passes the bound or after _RESCAN_SECONDS (other processes write too)
-        self._estimate, self._next_scan = 0, 0.0
+        if max_bytes is not None:  # manifests, index and toolchain records count against it too
+            config.set_cache_bound(self.root, max_bytes)
+        self.max_bytes = config.cache_bound(self.root)
 
     @property
     def entries_dir(self) -> Path:
@@ -78,10 +74,10 @@ class DirectoryStore:
 
     def put(self, key: str, data: bytes) -> None:
         global _warned
-        from ..fsutil import atomic_write  # not imported on a hit
+        from .sizebound import publish  # not imported on a hit
 
         try:
-            atomic_write(self.path(key), data)  # makes missing directories 0700
+            publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
@@ -93,84 +89,37 @@ class DirectoryStore:
                     self.root,
                     e.strerror or e,
                 )
-            return
-        if self.max_bytes is not None:
-            self._estimate += len(data)
-            if self._estimate > self.max_bytes:
-                self.prune(self.max_bytes)
-            elif time.monotonic() > self._next_scan:
-                # other processes write too: recount now and then, off the compile's path
-                self._next_scan = time.monotonic() + _RESCAN_SECONDS
-                threading.Thread(
-                    target=self.prune,
-                    args=(self.max_bytes,),
-                    daemon=True,
-                    name="cupy-rawcode-prune",
-                ).start()
 
     # ------------------------------------------------------------ maintenance
 
     def entries(self) -> list[EntryInfo]:
         """Every published entry, least recently used first."""
-        out: list = []
-        try:
-            shards = list(os.scandir(self.entries_dir))
-        except OSError:
-            return out
-        for shard in shards:
-            if not shard.is_dir(follow_symlinks=False):
-                continue
-            try:
-                files = list(os.scandir(shard.path))
-            except OSError:
-                continue
-            for f in files:
-                if f.name.startswith("."):
-                    self._drop_stale_tmp(f)
-                    continue
-                try:
-                    st = f.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                out.append(EntryInfo(f.name, st.st_size, st.st_mtime, Path(f.path)))
-        out.sort(key=lambda e: e.used)
-        return out
+        from .sizebound import scan
 
-    @staticmethod
-    def _drop_stale_tmp(f: os.DirEntry) -> None:
-        """A temp file left by a writer that died mid-publish."""
-        try:
-            if f.name.endswith(".tmp") and time.time() - f.stat().st_mtime > _STALE_TMP_SECONDS:
-                os.unlink(f.path)
-        except OSError:
-            pass
+        return [
+            EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
+            for f in scan(self.root, ("entries",)).files
+            if not f.is_dir
+        ]
 
-    def prune(self, max_bytes: int) -> tuple[int, int]:
-        """Evict least recently used entries until the total is at most ``max_bytes``; an
-        entry being read is skipped. Returns (entries removed, bytes freed)."""
-        entries = self.entries()
-        total = sum(e.size for e in entries)
-        removed = freed = 0
-        for e in entries:
-            if total <= max_bytes:
-                break
-            if _evict(e.path):
-                total -= e.size
-                removed, freed = removed + 1, freed + e.size
-        self._estimate, self._next_scan = total, time.monotonic() + _RESCAN_SECONDS
-        return removed, freed
+    def prune(self, max_bytes: int):
+        """Evict least recently used files of every kind (entries, manifests, index entries,
+        toolchain records) until the whole directory holds at most ``max_bytes``; an entry being
+        read is kept. Returns sizebound.Pruned (what was removed, and what could not be)."""
+        from .sizebound import prune
+
+        return prune(self.root, max_bytes)
 
     def clear(self) -> int:
         """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
-        the number of entries removed."""
-        import shutil
+        the number of entries removed. Raises OSError naming a path that could not be removed
+        and why (a read-only cache)."""
+        from .sizebound import clear, failure
 
-        n = 0
-        for e in self.entries():
-            n += _evict(e.path, wait=True)
-        for sub in ("manifests", "index", "toolchain", "stats"):
-            shutil.rmtree(self.root / sub, ignore_errors=True)
-        return n
+        done = clear(self.root)
+        if done.errors:
+            raise failure("clear", self.root, done.errors)
+        return done.removed.get("entries", 0)
 
     def record(self, hit: bool) -> None:
         """Count one hit or miss (best effort: a read-only cache counts nothing)."""
@@ -194,35 +143,32 @@ class DirectoryStore:
         finally:
             os.close(fd)
 
+    def zero_counts(self) -> None:
+        """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
+        append-only files, one byte per event: truncating them loses no concurrent append."""
+        from ..fsutil import make_private_dirs
+
+        make_private_dirs(self.root / "stats")
+        try:
+            os.unlink(self.root / "stats" / "counts")  # what sizebound folded from them
+        except FileNotFoundError:
+            pass
+        for name in ("hits", "misses"):
+            fd = os.open(self.root / "stats" / name, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
+
     def counts(self) -> tuple[int, int] | None:
         """(hits, misses) recorded, or None when nothing was recorded."""
+        from .sizebound import read_counts
+
+        folded = read_counts(self.root)
         sizes: list[int | None] = []
         for name in ("hits", "misses"):
             try:
-                sizes.append(os.stat(self.root / "stats" / name).st_size)
+                sizes.append(os.stat(self.root / "stats" / name).st_size + folded.get(name, 0))
             except OSError:
-                sizes.append(None)
+                sizes.append(folded.get(name))
         return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
-
-
-def _evict(path: Path, wait: bool = False) -> bool:
-    """Unlink ``path`` unless a reader holds it (or, with ``wait``, once it is released)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except OSError:
-                return False  # being read: keep it
-        try:
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                return False  # replaced since we looked: the new entry is fresh
-            os.unlink(path)
-            return True
-        except OSError:
-            return False
-    finally:
-        os.close(fd)

@@ -43,3 +43,16 @@ def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     if meta.get("size") != len(code):
         raise EntryError("code length does not match the metadata")
     return code, meta
+
+
+def entry_log(meta: dict, program: str | None) -> str:
+    """NVRTC's log stored with an entry, naming ``program`` where it named the program the entry
+    was compiled as: a file and the same text as a string share an entry (key/__init__.py), and
+    each sees its own name in the warnings replayed on a hit."""
+    log = meta.get("log")
+    if not isinstance(log, str):
+        return ""
+    compiled_as = meta.get("program")
+    if log and program and isinstance(compiled_as, str) and compiled_as and compiled_as != program:
+        log = log.replace(compiled_as, program)
+    return log

@@ -33,8 +33,8 @@ from typing import NamedTuple
 from .. import config
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
-KNOWN_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
-ROOT_KINDS = ("cccl", "cuda", "curand", "crt")  # system roots before the shims, in search order
+KNOWN_SOURCES = config.HEADER_SOURCE_NAMES
+ROOT_KINDS = config.HEADER_ROOT_KINDS  # system roots before the shims, in search order
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
@@ -105,27 +105,11 @@ def choose_arch(compute_capability: int, supported: tuple[int, ...]) -> tuple[st
 
 
 def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    """Validate a search policy: source names or ``KIND=DIR`` entries (``cccl=DIR``, ...)."""
+    """Validate a search policy: source names or ``KIND=DIR`` entries (``cccl=DIR``, ...); None
+    is CUPY_RAWCODE_HEADER_SOURCES, else the default."""
     if spec is None:
-        spec = config.header_sources() or DEFAULT_SOURCES
-    items = (
-        [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
-    )
-    items = [s for s in items if s]
-    for item in items:
-        if "=" in item:
-            kind, _, path = item.partition("=")
-            if kind not in ROOT_KINDS or not path:
-                raise ValueError(
-                    f"header source {item!r}: expected KIND=DIR with KIND one of "
-                    f"{', '.join(ROOT_KINDS)}"
-                )
-        elif item not in KNOWN_SOURCES:
-            raise ValueError(
-                f"unknown header source {item!r} (known: {', '.join(KNOWN_SOURCES)}, "
-                "cccl=DIR, cuda=DIR, curand=DIR, crt=DIR)"
-            )
-    return tuple(items)
+        return config.header_sources() or DEFAULT_SOURCES
+    return config.parse_header_sources("header_sources", spec)
 
 
 def _pathfinder_dir(libname: str) -> str | None:

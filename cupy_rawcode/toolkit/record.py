@@ -79,9 +79,9 @@ def save(tc) -> tuple:
         "stamps": [list(s) for s in stamps],
     }
     try:
-        from ..fsutil import atomic_write  # not imported on a hit
+        from ..store.sizebound import publish  # not imported on a hit
 
-        atomic_write(record_path(tc.sources), json.dumps(data).encode())
+        publish(config.cache_dir(), record_path(tc.sources), json.dumps(data).encode())
     except OSError:
         pass
     return stamps
@@ -90,7 +90,8 @@ def save(tc) -> tuple:
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
     try:
-        data = json.loads(record_path(sources).read_bytes())
+        path = record_path(sources)
+        data = json.loads(path.read_bytes())
         if data.get("schema") != SCHEMA or data["env"] != environment():
             return None
         major, minor = data["nvrtc_version"]
@@ -108,6 +109,10 @@ def load(sources: tuple[str, ...]):
             return None
         if any(stamp(s[0]) != s for s in stamps):
             return None
+        try:
+            os.utime(path)  # marked used: the size bound evicts least recently used first
+        except OSError:
+            pass  # a read-only cache
         return tc._replace(stamps=stamps)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or malformed: discover again

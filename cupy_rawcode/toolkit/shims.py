@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import specializable
+
 ALIAS = "cupy_rawcode/std_alias.h"
 
 
@@ -565,6 +567,7 @@ def render(name: str) -> str:
     for h in shim.optional:
         lines += [f"#if __has_include(<cuda/std/{h}>)", f"#include <cuda/std/{h}>", "#endif"]
     lines.append(f"#include <{ALIAS}>")
+    lines += [f"#include <{h}>" for h in specializable.for_shim(name)]
     text = "\n".join(lines) + "\n" + shim.extra + f"#endif  // {guard}\n"
     return text
 
@@ -584,6 +587,9 @@ def files() -> dict[str, str]:
     """Every generated file under include/, by relative path."""
     out = {name: render(name) for name in sorted(SUPPORTED) + sorted(C_HEADERS) + sorted(STUBS)}
     out[ALIAS] = ALIAS_TEXT
+    out.update(
+        {specializable.header_path(n): specializable.render(n) for n in specializable.TEMPLATES}
+    )
     out[STUB_BASE] = STUB_BASE_TEXT
     return out
 

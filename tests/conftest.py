@@ -60,13 +60,13 @@ def corpus(name: str) -> str:
 HANG = """\
 import os
 
-if os.environ.get("CUPY_RAWCODE_TEST_HANG"):
+if os.environ.get("RAWCODE_TESTS_HANG_MARKS"):
     import threading
 
     import cupy_rawcode.compiler.program as program
 
     def _hang(*args):
-        marks = os.environ["CUPY_RAWCODE_TEST_HANG"]
+        marks = os.environ["RAWCODE_TESTS_HANG_MARKS"]
         open(os.path.join(marks, str(os.getpid())), "w").close()
         threading.Event().wait()  # a compile that never ends
 
@@ -87,5 +87,5 @@ def hung_nvrtc(tmp_path):
     (site / "sitecustomize.py").write_text(HANG)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    env["CUPY_RAWCODE_TEST_HANG"] = str(marks)
+    env["RAWCODE_TESTS_HANG_MARKS"] = str(marks)
     return env, marks

@@ -88,27 +88,69 @@ def uninstall() -> None:
             compiler._compile_module_with_cache = original
 
 
+# What CuPy's jitify=True adds to the options (compiler.py): no effect on the code, but it keys
+# Jitify compiles apart from the others, in CuPy's cache and in ours alike.
+JITIFY_MACRO = "-DCUPY_USE_JITIFY"
+# CuPy's jitify=True puts this line first in the source; its using-declarations bring a few
+# cuda::std names into std, which then cannot be specialized there (toolkit/specializable.py).
+_CUPY_WORKAROUND = "#include <cupy/cuda_workaround.h>\n"
+_OWN_WORKAROUND = "#include <cupy_rawcode/jitify_workaround.h>\n"
+
+
+def jitify_options(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The options a jitify=True compile runs with: as given, plus CuPy's marker."""
+    return options if JITIFY_MACRO in options else options + (JITIFY_MACRO,)
+
+
 def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressions, log_stream):
     """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
-    JitifyException as well, as CuPy's jitify=True raises."""
-    from . import errors
+    JitifyException as well, as CuPy's jitify=True raises. CuPy's workaround line is answered
+    by our shims (the same names in std, through a using-directive), on the same line."""
     from .headers.options import parse_options
     from .kernel import _arch_target, _device_target, _load_module, build
 
+    if source.startswith(_CUPY_WORKAROUND):
+        source = _OWN_WORKAROUND + source[len(_CUPY_WORKAROUND) :]
     opts = parse_options(options)
     # an -arch option wins; else CuPy's arch argument; else the current device
     target_arch, target = (
         _arch_target(arch) if arch is not None and opts.arch is None else _device_target(opts.arch)
     )
     names = tuple(name_expressions or ())
+    code = build(
+        source, jitify_options(options), target_arch, target, names, None, log_stream, jitify=True
+    )
+    return _load_module(code)
+
+
+def compile_as_jitify(
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    target: str,
+    names: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+):
+    """kernel.compile_for as Jitify compiled: errors are JitifyException too, and an include in
+    a header that matches no file is dropped with one warning (_dropping). ``options``
+    as a tuple (jitify_options adds CuPy's marker); (request, result) as compile_for."""
+    from . import errors
+    from .headers.options import parse_options
+    from .kernel import compile_for
+
+    args = (arch, target, names, source_dir)
     try:
         try:
-            code = build(source, opts, target_arch, target, names, None, log_stream)
+            return compile_for(source, parse_options(options), *args, index_id, source_name)
         except errors.MissingHeaderCompileError as e:
-            code = _compile_dropping(e, source, options, target_arch, target, names, log_stream)
+            stubs = _dropping(e)
+            opts = parse_options(options + ("-isystem", stubs))
+            # no warm index entry: it would name a directory that lives as long as this process
+            return _annotated(e, lambda: compile_for(source, opts, *args, None, source_name))
     except errors.CompileError as e:
         raise errors.as_jitify(e) from None
-    return _load_module(code)
 
 
 def dropped_message(missing) -> str:
@@ -122,43 +164,34 @@ def spelled(m) -> str:
     return f"<{m.name}>" if m.angled else f'"{m.name}"'
 
 
-def _compile_dropping(
-    error,
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    target: str,
-    names: tuple[str, ...],
-    log_stream,
-):
-    """Jitify's leniency: an include in a header that matches no file is answered by an empty
-    header (in a directory searched after the user's), after one warning naming it; then the
-    compile runs again. If NVRTC still fails, its error names the dropped includes first. A
-    missing include in the source itself is the user's own mistake: it raises as it is."""
+def _dropping(error) -> str:
+    """Jitify's leniency: the includes in headers that match no file, answered by empty headers
+    in a directory searched after the user's (returned), after one warning naming them. A
+    missing include in the source itself is the user's own mistake: ``error`` is raised."""
     import warnings
-
-    from .headers.options import parse_options
-    from .kernel import build
 
     missing = tuple(error.missing)
     if not missing or any(_by_source(m) for m in missing):
         raise error
-    listed = dropped_message(missing)
     warnings.warn(
-        f"cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n{listed}",
+        "cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
+        + dropped_message(missing),
         DroppedIncludeWarning,
-        stacklevel=4,
+        stacklevel=6,
     )
-    stubs = _stub_dir(m.name for m in missing)
-    opts = parse_options(options + ("-isystem", stubs))
+    return _stub_dir(m.name for m in missing)
+
+
+def _annotated(error, compile_again):
+    """compile_again(); if NVRTC still fails, its error names the dropped includes first."""
     try:
-        return build(source, opts, arch, target, names, None, log_stream)
+        return compile_again()
     except Exception as e:
         if not hasattr(e, "_msg"):
             raise
         e._msg = (
-            f"cupy-rawcode dropped include(s) that match no file, as Jitify did:\n{listed}\n"
-            f"and then NVRTC failed:\n{e._msg}"
+            "cupy-rawcode dropped include(s) that match no file, as Jitify did:\n"
+            f"{dropped_message(error.missing)}\nand then NVRTC failed:\n{e._msg}"
         )
         raise
 

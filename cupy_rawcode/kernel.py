@@ -53,11 +53,24 @@ class Code:
 
 
 def _check_backend(backend: str) -> None:
-    if backend != "nvrtc":
+    if backend not in ("nvrtc", "nvcc"):
         raise ValueError(
-            f"backend={backend!r} is not supported: cupy_rawcode compiles with NVRTC "
-            "only; use cupy.RawKernel/RawModule for backend='nvcc'"
+            f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
+            "'nvcc' (handed to CuPy's own nvcc path)"
         )
+
+
+def _cupy_for_nvcc(cls_name: str, args: tuple, kwargs: dict, position: int | None):
+    """CuPy's own RawKernel/RawModule when the call asks for backend='nvcc', else None: nvcc
+    compiles whole files with its own preprocessor, so the object is CuPy's, unchanged."""
+    backend = kwargs.get("backend")
+    if backend is None and position is not None and len(args) > position:
+        backend = args[position]
+    if backend != "nvcc":
+        return None
+    import cupy
+
+    return getattr(cupy, cls_name)(*args, **kwargs)
 
 
 def _check_options(options) -> tuple[str, ...]:
@@ -177,9 +190,24 @@ def compile_for(
     return req, result
 
 
+def _compile_parsed(
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    target: str,
+    names: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+):
+    """compile_for with the options as a tuple (as jitify_compat.compile_as_jitify takes them)."""
+    opts = parse_options(options)
+    return compile_for(source, opts, arch, target, names, source_dir, index_id, source_name)
+
+
 def build(
     source: str,
-    opts,
+    options: tuple[str, ...],
     arch: str,
     target: str,
     name_expressions: tuple[str, ...],
@@ -187,11 +215,17 @@ def build(
     log_stream=None,
     index_id: str | None = None,
     source_name: str | None = None,
+    jitify: bool = False,
 ) -> Code:
-    """Compile through the cache into loadable bytes (compile_for), replaying NVRTC's log to
-    ``log_stream`` and reporting what it did."""
-    req, result = compile_for(
-        source, opts, arch, target, name_expressions, source_dir, index_id, source_name
+    """Compile through the cache into loadable bytes (compile_for; with ``jitify``, as Jitify
+    did: jitify_compat.compile_as_jitify), replaying NVRTC's log to ``log_stream`` and
+    reporting what it did."""
+    if jitify:
+        from .jitify_compat import compile_as_jitify as compile_with
+    else:
+        compile_with = _compile_parsed
+    req, result = compile_with(
+        source, options, arch, target, name_expressions, source_dir, index_id, source_name
     )
     replay(log_stream, result.log)
     report(
@@ -282,8 +316,9 @@ class _Build:
         translate: bool,
         name_expressions: tuple[str, ...] | None,
         compiled: dict[str, Code] | None = None,
+        jitify: bool = False,
     ):
-        self.code, self.path, self.options = code, path, options
+        self.code, self.path, self.options, self.jitify = code, path, options, jitify
         self.translate, self.name_expressions = translate, name_expressions
         self.compiled: dict[str, Code] = dict(compiled or {})
         self.device_arch: dict[int, str] = {}  # compute capability -> the arch compiled for it
@@ -311,6 +346,16 @@ class _Build:
         """The .cu file's name (what diagnostics call it), or None for a source string."""
         return os.path.basename(self.path) if self.path is not None else None
 
+    @property
+    def compile_options(self) -> tuple[str, ...]:
+        """The options compiled: as given, plus CuPy's -DCUPY_USE_JITIFY for jitify=True (it
+        keys those compiles apart, in the warm index too)."""
+        if not self.jitify:
+            return self.options
+        from .jitify_compat import jitify_options
+
+        return jitify_options(self.options)
+
     def arch_option(self) -> str | None:
         return parse_options(self.options).arch
 
@@ -331,10 +376,11 @@ class _Build:
             if pending:
                 from .key.index import index_id as plan_id
 
-                _await_warmup(plan_id(text, self.options, arch, self.name_expressions or (), where))
+                options = self.compile_options
+                _await_warmup(plan_id(text, options, arch, self.name_expressions or (), where))
             code = build(
                 text,
-                parse_options(self.options),
+                self.compile_options,
                 arch,
                 target,
                 self.name_expressions or (),
@@ -342,6 +388,7 @@ class _Build:
                 log_stream,
                 index_id,
                 self.source_name,
+                self.jitify,
             )
             self.compiled[arch] = code
             return code
@@ -357,7 +404,8 @@ class _Build:
             source, where = self.source()
             from .key.index import index_id
 
-            iid = index_id(source, self.options, f"cc{cc}", self.name_expressions or (), where)
+            names = self.name_expressions or ()
+            iid = index_id(source, self.compile_options, f"cc{cc}", names, where)
             if pending:
                 _await_warmup(iid)
             hit = _indexed(iid, log_stream, (source, where, self.source_name))
@@ -402,6 +450,7 @@ class _Build:
             "translate_cucomplex": self.translate,
             "name_expressions": self.name_expressions,
             "compiled": {a: (c.kind, c.data, dict(c.symbols)) for a, c in self.compiled.items()},
+            "jitify": self.jitify,
         }
 
     @classmethod
@@ -414,6 +463,7 @@ class _Build:
             s["translate_cucomplex"],
             s["name_expressions"],
             compiled,
+            bool(s.get("jitify")),
         )
 
 
@@ -458,7 +508,12 @@ class RawKernel:
     """``cupy.RawKernel`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``k(grid, block, args, *, shared_mem=0, stream=None)`` launches exactly as CuPy does.
-    ``jitify`` is accepted and ignored; ``backend`` must be ``'nvrtc'``."""
+    ``jitify=True`` compiles as Jitify did (errors are also JitifyException, an include in a
+    header that matches no file is dropped with a warning); ``backend='nvcc'`` returns CuPy's
+    own ``cupy.RawKernel``."""
+
+    def __new__(cls, *args, **kwargs):
+        return _cupy_for_nvcc("RawKernel", args, kwargs, 3) or super().__new__(cls)
 
     def __init__(
         self,
@@ -480,7 +535,7 @@ class RawKernel:
         _check_backend(backend)
         options = _check_options(options)  # a malformed option fails here, not at first launch
         self._init(
-            _Build(code, None, options, bool(translate_cucomplex), None),
+            _Build(code, None, options, bool(translate_cucomplex), None, jitify=bool(jitify)),
             name,
             bool(enable_cooperative_groups),
             backend,
@@ -501,7 +556,7 @@ class RawKernel:
     @classmethod
     def _from_build(cls, build: _Build, name: str, cooperative: bool) -> RawKernel:
         k = cls.__new__(cls)
-        k._init(build, name, cooperative)
+        k._init(build, name, cooperative, jitify=True if build.jitify else None)
         return k
 
     code = property(lambda self: self._build.code, doc="The CUDA source (None for a file).")
@@ -625,9 +680,9 @@ class RawKernel:
 
     def __setstate__(self, state: dict) -> None:
         _check_state(state, "RawKernel")
-        self._init(
-            _Build.from_state(state["build"]), state["name"], state["enable_cooperative_groups"]
-        )
+        build = _Build.from_state(state["build"])
+        cooperative = state["enable_cooperative_groups"]
+        self._init(build, state["name"], cooperative, jitify=True if build.jitify else None)
         self._entry = state.get("entry", self.name)
         self.check_pointers = state.get("check_pointers", True)
 
@@ -677,7 +732,11 @@ class RawModule:
     """``cupy.RawModule`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``path=`` loads a cubin, PTX or fatbin file as CuPy does, and also compiles a ``.cu`` file
-    (with the options and name expressions, which CuPy ignores for paths)."""
+    (with the options and name expressions, which CuPy ignores for paths). ``jitify`` and
+    ``backend='nvcc'`` as for RawKernel."""
+
+    def __new__(cls, *args, **kwargs):
+        return _cupy_for_nvcc("RawModule", args, kwargs, None) or super().__new__(cls)
 
     def __init__(
         self,
@@ -709,7 +768,11 @@ class RawModule:
             name_expressions = checked(name_expressions)
         if is_binary and (options or translate_cucomplex):
             raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
-        self._build = _Build(code, path, options, bool(translate_cucomplex), name_expressions)
+        if is_binary and jitify:
+            raise ValueError("Jitify does not support precompiled objects")  # CuPy's words
+        self._build = _Build(
+            code, path, options, bool(translate_cucomplex), name_expressions, jitify=bool(jitify)
+        )
         self.enable_cooperative_groups, self.backend, self.jitify = (
             bool(enable_cooperative_groups),
             backend,
@@ -769,7 +832,7 @@ class RawModule:
         _check_state(state, "RawModule")
         self._build = _Build.from_state(state["build"])
         self.enable_cooperative_groups = state["enable_cooperative_groups"]
-        self.backend, self.jitify = "nvrtc", None
+        self.backend, self.jitify = "nvrtc", True if self._build.jitify else None
 
     def __repr__(self) -> str:
         what = f"path={self._build.path!r}" if self._build.path else "code=..."

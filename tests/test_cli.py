@@ -227,7 +227,6 @@ def test_include_chains_name_the_file(capsys, files, argv):
 def test_one_header_count_for_deps_key_compile_and_the_log(capsys, caplog, files):
     """The source's own header, the one it includes and the pre-included workaround header:
     deps, key --verbose, compile (miss and hit) and the logger say the same number."""
-    from cupy_rawcode.headers.options import parse_options
     from cupy_rawcode.kernel import build
 
     src, inc = files["user"], files["inc"]
@@ -244,7 +243,7 @@ def test_one_header_count_for_deps_key_compile_and_the_log(capsys, caplog, files
     with caplog.at_level(logging.INFO, logger="cupy_rawcode"):
         build(
             src.read_text(),
-            parse_options(("-I", str(inc))),
+            ("-I", str(inc)),
             "sm_90",
             "cubin",
             (),

@@ -35,7 +35,8 @@ class Task:
     """One compile, as a first launch would do it. Either ``arch`` (with ``target``, default
     from the arch) or ``device`` (a compute capability: the worker chooses arch and target as a
     launch on that device does). ``options`` as the kernel holds them; ``index_id``: record the
-    key in the warm index under this id; ``source_name``: the .cu file's name, for messages."""
+    key in the warm index under this id; ``source_name``: the .cu file's name, for messages;
+    ``jitify``: compile as Jitify did (jitify_compat.compile_as_jitify)."""
 
     source: str
     options: tuple[str, ...] = ()
@@ -46,6 +47,7 @@ class Task:
     source_dir: str | None = None
     index_id: str | None = None
     source_name: str | None = None
+    jitify: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -58,6 +60,7 @@ class Task:
             "source_dir": self.source_dir,
             "index_id": self.index_id,
             "source_name": self.source_name,
+            "jitify": self.jitify,
         }
 
     @classmethod
@@ -72,6 +75,7 @@ class Task:
             d["source_dir"],
             d["index_id"],
             d.get("source_name"),
+            bool(d.get("jitify")),
         )
 
 
@@ -107,7 +111,7 @@ def run_task(task: Task) -> Outcome:
     Any failure becomes the outcome's error text: one kernel never stops the others."""
     t0 = time.perf_counter()
     try:
-        from ..kernel import _arch_target, _device_target, compile_for, parse_options
+        from ..kernel import _arch_target, _compile_parsed, _device_target, parse_options
 
         opts = parse_options(task.options)
         if task.device is not None:
@@ -115,9 +119,13 @@ def run_task(task: Task) -> Outcome:
         else:
             assert task.arch is not None  # a task names a device or an arch
             arch, target = task.arch, task.target or _arch_target(task.arch)[1]
-        req, result = compile_for(
+        if task.jitify:
+            from ..jitify_compat import compile_as_jitify as compile_with
+        else:
+            compile_with = _compile_parsed
+        req, result = compile_with(
             task.source,
-            opts,
+            task.options,
             arch,
             target,
             task.name_expressions,

@@ -183,7 +183,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
                 item.error = f"{type(e).__name__}: {e}"
                 failed.append(item)
                 continue
-            args = b.options
+            args = b.compile_options
             names = b.name_expressions or ()
             pid = index_id(source, args, arch_label, names, where)
             if pid in seen or _in_cache(pid):
@@ -204,6 +204,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
                         where,
                         pid,
                         b.source_name,
+                        b.jitify,
                     ),
                 )
             )

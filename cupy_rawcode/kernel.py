@@ -68,9 +68,9 @@ def _cupy_for_nvcc(cls_name: str, args: tuple, kwargs: dict, position: int | Non
         backend = args[position]
     if backend != "nvcc":
         return None
-    import cupy
+    from cupy._core import raw  # CuPy's own classes, even where cupy.RawKernel is ours
 
-    return getattr(cupy, cls_name)(*args, **kwargs)
+    return getattr(raw, cls_name)(*args, **kwargs)
 
 
 def _check_options(options) -> tuple[str, ...]:

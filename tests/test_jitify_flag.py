@@ -225,3 +225,13 @@ def test_other_backends_are_refused_naming_what_is_accepted(backend):
     ):
         with pytest.raises(ValueError, match=r"'nvrtc'.*'nvcc'"):
             make()
+
+
+@needs_cupy
+def test_nvcc_backend_reaches_cupys_class_when_the_classes_are_swapped(monkeypatch):
+    """A user who swapped cupy.RawKernel for ours still gets CuPy's class for nvcc."""
+    monkeypatch.setattr(cupy, "RawKernel", cupy_rawcode.RawKernel)
+    monkeypatch.setattr(cupy, "RawModule", cupy_rawcode.RawModule)
+    k = cupy_rawcode.RawKernel(USES, "k", backend="nvcc")
+    m = cupy_rawcode.RawModule(code=USES, backend="nvcc")
+    assert type(k).__module__ == type(m).__module__ == "cupy._core.raw"

@@ -235,3 +235,11 @@ def test_nvcc_backend_reaches_cupys_class_when_the_classes_are_swapped(monkeypat
     k = cupy_rawcode.RawKernel(USES, "k", backend="nvcc")
     m = cupy_rawcode.RawModule(code=USES, backend="nvcc")
     assert type(k).__module__ == type(m).__module__ == "cupy._core.raw"
+
+
+def test_cupy_12_cub_path_names_the_include_to_write():
+    """Code written for CuPy <= 12 included CuPy's own CUB copy, gone since CuPy 13."""
+    src = '#include <cupy/cub/cub/block/block_load.cuh>\nextern "C" __global__ void k() {}\n'
+    with pytest.raises(MissingHeaderError) as e:
+        cupy_rawcode.RawKernel(src, "k", jitify=True).compile(arch=ARCH)
+    assert "write <cub/block/block_load.cuh> instead" in str(e.value)

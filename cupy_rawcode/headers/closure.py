@@ -74,6 +74,12 @@ class Missing(NamedTuple):
 
 def _hint(name: str) -> str:
     """What to do about a missing header that comes with a known package."""
+    if name.startswith("cupy/cub/"):
+        rest = name.removeprefix("cupy/cub/").removeprefix("cub/")
+        return (
+            "CuPy 13 and later bundle CUB as <cub/...>, and CuPy 12's <cupy/cub/...> copy is "
+            f"gone: write <cub/{rest}> instead"
+        )
     if name.startswith("cupy/"):
         return (
             "<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "

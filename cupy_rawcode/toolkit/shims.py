@@ -583,6 +583,19 @@ namespace std { using namespace cuda::std; }
 """
 
 
+JITIFY_WORKAROUND = "cupy_rawcode/jitify_workaround.h"
+JITIFY_WORKAROUND_TEXT = """\
+// cupy-rawcode: what CuPy's jitify=True first line, #include <cupy/cuda_workaround.h>, becomes
+// (cupy_rawcode/jitify_compat.py). The same std names through the shims' using-directive, so a
+// program can still specialize std::numeric_limits for its own types.
+#pragma once
+#include <type_traits>
+#include <limits>
+#include <utility>
+#include <tuple>
+"""
+
+
 def files() -> dict[str, str]:
     """Every generated file under include/, by relative path."""
     out = {name: render(name) for name in sorted(SUPPORTED) + sorted(C_HEADERS) + sorted(STUBS)}
@@ -591,6 +604,7 @@ def files() -> dict[str, str]:
         {specializable.header_path(n): specializable.render(n) for n in specializable.TEMPLATES}
     )
     out[STUB_BASE] = STUB_BASE_TEXT
+    out[JITIFY_WORKAROUND] = JITIFY_WORKAROUND_TEXT
     return out
 
 

@@ -121,6 +121,28 @@ def raise_std() -> bool:
     return _bool("CUPY_RAWCODE_RAISE_STD", True)
 
 
+INSTALL_SCOPES = ("jitify", "all")
+
+
+def _install_scope(what: str, value: str) -> str:
+    if value not in INSTALL_SCOPES:
+        raise ValueError(
+            f"{what}={value!r} is not an install() scope (accepted: {', '.join(INSTALL_SCOPES)})"
+        )
+    return value
+
+
+def install_scope() -> str | None:
+    """CUPY_RAWCODE_INSTALL: install(scope) at the import of CuPy (autoinstall.py), or None."""
+    value = _get("CUPY_RAWCODE_INSTALL")
+    return None if value is None else _install_scope("CUPY_RAWCODE_INSTALL", value)
+
+
+def record_path() -> str | None:
+    """CUPY_RAWCODE_RECORD: record (record.py) every compile of the process to this file."""
+    return _get("CUPY_RAWCODE_RECORD")
+
+
 def cupy_options() -> bool:
     """CUPY_RAWCODE_CUPY_OPTIONS (default on): compile with what CuPy adds to every compile
     (--device-as-default-execution-space, -ftz=true); off: with the options as given."""
@@ -372,6 +394,8 @@ VARIABLES = {
     "CUPY_RAWCODE_STRIP": _boolean,
     "CUPY_RAWCODE_CUPY_OPTIONS": _boolean,
     "CUPY_RAWCODE_RAISE_STD": _boolean,
+    "CUPY_RAWCODE_INSTALL": _install_scope,
+    "CUPY_RAWCODE_RECORD": _any,
 }
 
 

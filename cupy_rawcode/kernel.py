@@ -156,55 +156,6 @@ def replay(log_stream, log: str | None) -> None:
         log_stream.write(log)
 
 
-def compile_for(
-    source: str,
-    opts,
-    arch: str,
-    target: str,
-    name_expressions: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-):
-    """Compile through the cache as a first launch does: (request, program.Result). An -arch in
-    ``opts`` that differs from ``arch`` raises (options.normalize_arch); with ``index_id``, the
-    key goes in the warm index (index.py) for the next process. warmup()'s worker processes
-    call this too, so they fill the cache with exactly what a launch looks up."""
-    from .compiler.program import compile_request
-    from .key.request import make_request
-
-    req = make_request(
-        source,
-        arch=arch,
-        options=opts,
-        name_expressions=name_expressions,
-        target=target,
-        source_dir=source_dir,
-        source_name=source_name,
-    )
-    result = compile_request(req)
-    if index_id is not None:
-        from .key import index
-
-        index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)
-    return req, result
-
-
-def _compile_parsed(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    target: str,
-    names: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-):
-    """compile_for with the options as a tuple (as jitify_compat.compile_as_jitify takes them)."""
-    opts = parse_options(options)
-    return compile_for(source, opts, arch, target, names, source_dir, index_id, source_name)
-
-
 def build(
     source: str,
     options: tuple[str, ...],
@@ -223,7 +174,7 @@ def build(
     if jitify:
         from .jitify_compat import compile_as_jitify as compile_with
     else:
-        compile_with = _compile_parsed
+        from .compiler.program import compile_parsed as compile_with
     req, result = compile_with(
         source, options, arch, target, name_expressions, source_dir, index_id, source_name
     )
@@ -283,6 +234,16 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
         f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
     )
     return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
+
+
+def _note(build: _Build) -> None:
+    """Write a build to the record when one is being written (record.py; started by record()
+    or CUPY_RAWCODE_RECORD, never imported here)."""
+    import sys
+
+    rec = sys.modules.get(__package__ + ".record")
+    if rec is not None and rec.recording():
+        rec.note_build(build)
 
 
 def _load_module(code: Code):
@@ -391,6 +352,7 @@ class _Build:
                 self.jitify,
             )
             self.compiled[arch] = code
+            _note(self)
             return code
 
     def device_code(self, cc: int, log_stream=None) -> Code:
@@ -416,6 +378,7 @@ class _Build:
                 arch, target = _device_target(self.arch_option(), cc)
                 code = self.code_for(arch, target, log_stream, iid, (source, where))
             self.device_arch[cc] = arch
+            _note(self)
             return code
 
     def module(self, log_stream=None):

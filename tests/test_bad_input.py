@@ -107,7 +107,7 @@ def _file(tmp_path, data: bytes, name: str = "k.cu") -> str:
 
 
 def _compile_for_cupy(source, names=None):
-    from cupy_rawcode.jitify_compat import _compile_for_cupy as route
+    from cupy_rawcode.hook import _compile_for_cupy as route
 
     return route(source, (), "sm_90", names, None)
 

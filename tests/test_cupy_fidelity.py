@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import errors, jitify_compat, kernel
+from cupy_rawcode import errors, hook, jitify_compat, kernel
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
 
@@ -347,9 +347,7 @@ DROPPING = {
 def _jitify_compile(monkeypatch, src: str, root):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
     monkeypatch.setattr(kernel, "_load_module", lambda code: code)
-    return jitify_compat._compile_for_cupy(
-        src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90", None, None
-    )
+    return hook._compile_for_cupy(src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90", None, None)
 
 
 def test_install_drops_an_unused_missing_include_with_one_warning(monkeypatch, tree):

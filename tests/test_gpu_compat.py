@@ -24,7 +24,7 @@ import pytest
 from conftest import ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode import jitify_compat
+from cupy_rawcode import hook
 from cupy_rawcode.compiler import program
 
 pytestmark = [
@@ -58,7 +58,7 @@ def route(request, monkeypatch):
         yield "install"
     finally:
         cupy_rawcode.uninstall()
-    assert not jitify_compat.installed()
+    assert not hook.installed()
 
 
 def _namespace(route, kw):
@@ -66,7 +66,7 @@ def _namespace(route, kw):
     import cupy
 
     if route == "install":
-        assert jitify_compat.installed()
+        assert hook.installed()
         kw["jitify"] = True
     return cupy_rawcode if route == "swap" else cupy
 

@@ -5,7 +5,7 @@ import pytest
 cupy = pytest.importorskip("cupy")
 import cupy.cuda.compiler as compiler  # noqa: E402
 
-from cupy_rawcode import jitify_compat  # noqa: E402
+from cupy_rawcode import hook  # noqa: E402
 
 
 @pytest.fixture
@@ -33,12 +33,12 @@ def fake_cupy(monkeypatch):
     fake.__signature__ = __import__("inspect").signature(real)
     monkeypatch.setattr(compiler, "_compile_module_with_cache", fake)
     monkeypatch.setattr(
-        jitify_compat,
+        hook,
         "_compile_for_cupy",
         lambda src, opts, arch, names, log: calls["ours"].append((src, opts)) or "ours",
     )
     yield calls
-    jitify_compat.uninstall()
+    hook.uninstall()
 
 
 @pytest.mark.parametrize(
@@ -53,20 +53,20 @@ def fake_cupy(monkeypatch):
     ],
 )
 def test_only_jitify_nvrtc_compiles_are_routed(fake_cupy, kwargs, who):
-    jitify_compat.install()
+    hook.install()
     assert compiler._compile_module_with_cache("src", ("-DX",), **kwargs) == who
     assert len(fake_cupy[who]) == 1
 
 
 def test_install_is_idempotent_and_uninstall_restores(fake_cupy):
     before = compiler._compile_module_with_cache
-    jitify_compat.install()
+    hook.install()
     once = compiler._compile_module_with_cache
-    jitify_compat.install()
-    assert compiler._compile_module_with_cache is once and jitify_compat.installed()
-    jitify_compat.uninstall()
-    assert compiler._compile_module_with_cache is before and not jitify_compat.installed()
-    jitify_compat.uninstall()  # harmless when not installed
+    hook.install()
+    assert compiler._compile_module_with_cache is once and hook.installed()
+    hook.uninstall()
+    assert compiler._compile_module_with_cache is before and not hook.installed()
+    hook.uninstall()  # harmless when not installed
     assert compiler._compile_module_with_cache is before
 
 
@@ -75,10 +75,8 @@ def test_cupy_raw_kernel_path_reaches_the_wrapper(fake_cupy):
     from cupy.cuda.function import Module
 
     module = Module()
-    jitify_compat._compile_for_cupy = lambda src, opts, *a: (
-        fake_cupy["ours"].append((src, opts)) or module
-    )
-    jitify_compat.install()
+    hook._compile_for_cupy = lambda src, opts, *a: fake_cupy["ours"].append((src, opts)) or module
+    hook.install()
     result = cupy._core.core.compile_with_cache(
         'extern "C" __global__ void f() {}', (), jitify=True
     )

@@ -282,3 +282,53 @@ def compile(
     if log_stream is not None and result.log:
         log_stream.write(result.log)
     return result.object_code
+
+
+def compile_for(
+    source: str,
+    opts,
+    arch: str,
+    target: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+):
+    """Compile through the cache as a first launch does: (request, program.Result). An -arch in
+    ``opts`` that differs from ``arch`` raises (options.normalize_arch); with ``index_id``, the
+    key goes in the warm index (index.py) for the next process. warmup()'s worker processes
+    call this too, so they fill the cache with exactly what a launch looks up."""
+    from ..key.request import make_request
+
+    req = make_request(
+        source,
+        arch=arch,
+        options=opts,
+        name_expressions=name_expressions,
+        target=target,
+        source_dir=source_dir,
+        source_name=source_name,
+    )
+    result = compile_request(req)
+    if index_id is not None:
+        from ..key import index
+
+        index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)
+    return req, result
+
+
+def compile_parsed(
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    target: str,
+    names: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+):
+    """compile_for with the options as a tuple (as jitify_compat.compile_as_jitify takes them)."""
+    from ..headers.options import parse_options
+
+    opts = parse_options(options)
+    return compile_for(source, opts, arch, target, names, source_dir, index_id, source_name)

@@ -36,7 +36,9 @@ class Task:
     from the arch) or ``device`` (a compute capability: the worker chooses arch and target as a
     launch on that device does). ``options`` as the kernel holds them; ``index_id``: record the
     key in the warm index under this id; ``source_name``: the .cu file's name, for messages;
-    ``jitify``: compile as Jitify did (jitify_compat.compile_as_jitify)."""
+    ``jitify``: compile as Jitify did (jitify_compat.compile_as_jitify); ``cupy``: a compile
+    CuPy makes, compiled by CuPy into the store (cupy_compiles.compile_ahead), as
+    (extra_source: "cupy" for CuPy's header text or the text itself, cooperative)."""
 
     source: str
     options: tuple[str, ...] = ()
@@ -48,6 +50,7 @@ class Task:
     index_id: str | None = None
     source_name: str | None = None
     jitify: bool = False
+    cupy: tuple | None = None
 
     def to_json(self) -> dict:
         return {
@@ -61,6 +64,7 @@ class Task:
             "index_id": self.index_id,
             "source_name": self.source_name,
             "jitify": self.jitify,
+            "cupy": list(self.cupy) if self.cupy is not None else None,
         }
 
     @classmethod
@@ -76,6 +80,7 @@ class Task:
             d["index_id"],
             d.get("source_name"),
             bool(d.get("jitify")),
+            tuple(d["cupy"]) if d.get("cupy") is not None else None,
         )
 
 
@@ -110,8 +115,11 @@ def run_task(task: Task) -> Outcome:
     """Compile one task through the default store (in a worker, or in-process for prebuild -j1).
     Any failure becomes the outcome's error text: one kernel never stops the others."""
     t0 = time.perf_counter()
+    if task.cupy is not None:
+        return _run_cupy(task, t0)
     try:
-        from ..kernel import _arch_target, _compile_parsed, _device_target, parse_options
+        from ..compiler.program import compile_parsed
+        from ..kernel import _arch_target, _device_target, parse_options
 
         opts = parse_options(task.options)
         if task.device is not None:
@@ -122,7 +130,7 @@ def run_task(task: Task) -> Outcome:
         if task.jitify:
             from ..jitify_compat import compile_as_jitify as compile_with
         else:
-            compile_with = _compile_parsed
+            compile_with = compile_parsed
         req, result = compile_with(
             task.source,
             task.options,
@@ -134,6 +142,19 @@ def run_task(task: Task) -> Outcome:
             task.source_name,
         )
         return Outcome(result.key, result.hit, req.arch, req.target, time.perf_counter() - t0)
+    except Exception as e:
+        return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
+
+
+def _run_cupy(task: Task, t0: float) -> Outcome:
+    """A compile CuPy makes, compiled by CuPy into the store for task.arch (no GPU needed)."""
+    try:
+        from ..cupy_compiles import call_for, compile_ahead
+
+        assert task.arch is not None and task.cupy is not None  # record jobs name an arch
+        call = call_for(task.source, task.options, task.arch, task.name_expressions, *task.cupy)
+        key, hit = compile_ahead(call)
+        return Outcome(key, hit, task.arch, "cubin", time.perf_counter() - t0)
     except Exception as e:
         return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
 

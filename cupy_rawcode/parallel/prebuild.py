@@ -6,8 +6,9 @@ Inputs are CUDA files (compiled with the command's options) or JSON manifests na
       "arch": ["sm_90"]},
      {"code": "extern \\"C\\" __global__ void k() {}", "name": "inline-k"}]
 
-``file`` is relative to the manifest; ``arch`` (optional) replaces the command's list. A failing
-kernel is reported and the rest go on.
+``file`` is relative to the manifest; ``arch`` (optional) replaces the command's list. A record
+(record.py: what a process compiled, CuPy's own compiles included; ``--manifest``) gives one job
+per entry and arch. A failing kernel is reported and the rest go on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Job:
     options: tuple[str, ...] = ()
     name_expressions: tuple[str, ...] = ()
     source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
+    jitify: bool = False  # compiled as Jitify did (jitify_compat.py)
+    cupy: tuple | None = None  # a compile CuPy makes: (extra_source marker, cooperative)
 
 
 @dataclass
@@ -112,6 +115,52 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
     return jobs
 
 
+def record_jobs(path: str, archs: list[str]) -> list[Job]:
+    """One job per entry of a record (record.py) and arch. A "cupy" entry is compiled as CuPy
+    compiles it (its options assembled by this machine's CuPy), a jitify one as install()
+    compiles it, a "raw" one as our RawKernel/RawModule do."""
+    from .. import record
+
+    try:
+        entries = record.read(path)
+    except ValueError as err:
+        raise ManifestError(str(err)) from None
+    jobs = []
+    for i, e in enumerate(entries):
+        label = f"{os.path.basename(path)}:{i + 1}"
+        names = tuple(e.get("name_expressions") or ())
+        if e["kind"] == "raw":
+            base = Job(label, e["source"], e.get("source_dir"), "", tuple(e["options"]), names)
+            base = _replace(base, source_name=e.get("source_name"), jitify=bool(e.get("jitify")))
+        else:
+            base = _cupy_job(label, e, names)
+        jobs += [_replace(base, arch=a) for a in archs]
+    return jobs
+
+
+def _cupy_job(label: str, e: dict, names: tuple[str, ...]) -> Job:
+    from cupy._core import core
+
+    options = tuple(e["options"])
+    if e.get("cupy_options"):
+        options = tuple(core.assemble_cupy_compiler_options(options))
+    if e.get("jitify"):  # as install() compiles a jitify=True call
+        from ..jitify_compat import jitify_options, jitify_source
+
+        return Job(
+            label, jitify_source(e["source"]), None, "", jitify_options(options), names,
+            jitify=True,
+        )  # fmt: skip
+    extra = e.get("extra_source") or e.get("extra_source_text")
+    return Job(label, e["source"], None, "", options, names, cupy=(extra, bool(e["cooperative"])))
+
+
+def _replace(job: Job, **changes) -> Job:
+    import dataclasses
+
+    return dataclasses.replace(job, **changes)
+
+
 def task_for(job: Job):
     """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
     from .pool import Task
@@ -126,6 +175,8 @@ def task_for(job: Job):
         job.source_dir,
         None,
         job.source_name,
+        job.jitify,
+        job.cupy,
     )
 
 

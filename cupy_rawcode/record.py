@@ -1,0 +1,243 @@
+"""A record of what a process compiles (``record(path)``, ``CUPY_RAWCODE_RECORD``): one JSON line
+per distinct compile, with what is needed to redo it, for ``prebuild`` and ``warmup`` to compile
+ahead on another machine.
+
+A line holds the source, the options, the name expressions and the kind of compile ("cupy": a
+compile CuPy makes, seen through install()'s hook; "raw": a cupy_rawcode RawKernel/RawModule),
+never code and never a path of this machine: the include directories CuPy adds to every compile
+are recorded as "CuPy's own" and assembled again where the record is replayed, and any other
+absolute path is written relative to the record's directory (``{record}/...``). Lines are
+appended under an exclusive lock on the file, after reading what other processes appended since,
+so that many processes recording at once write each compile once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+SCHEMA = 1
+_PLACE = "{record}"
+_PATH_OPTIONS = ("-I", "-isystem", "--include-path=", "--pre-include=", "-include")
+
+
+class Recorder:
+    """Appends distinct entries to one record file, from any number of processes."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.path.abspath(os.fspath(path))
+        self.base = os.path.dirname(self.path)
+        self.seen: set[str] = set()
+        self.offset = 0
+        self.lock = threading.Lock()
+
+    def add(self, entry: dict) -> bool:
+        """Append ``entry`` unless the record holds it already; True when it was appended."""
+        ident = entry_id(entry)
+        if ident in self.seen:
+            return False
+        line = json.dumps({**entry, "id": ident}, sort_keys=True) + "\n"
+        with self.lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._catch_up(fd)
+                if ident in self.seen:
+                    return False
+                os.write(fd, line.encode())
+                self.seen.add(ident)
+                self.offset = os.fstat(fd).st_size
+                return True
+            finally:
+                os.close(fd)  # releases the lock
+
+    def _catch_up(self, fd: int) -> None:
+        """Read the ids other processes appended since this one last looked."""
+        size = os.fstat(fd).st_size
+        if size <= self.offset:
+            return
+        data = os.pread(fd, size - self.offset, self.offset)
+        end = data.rfind(b"\n") + 1  # a line being written stays for next time
+        for raw in data[:end].splitlines():
+            try:
+                ident = json.loads(raw).get("id")
+            except ValueError:
+                continue
+            if isinstance(ident, str):
+                self.seen.add(ident)
+        self.offset += end
+
+
+def entry_id(entry: dict) -> str:
+    """What makes two entries the same compile: every field but the id."""
+    body = json.dumps({k: v for k, v in entry.items() if k != "id"}, sort_keys=True)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+# -- paths out and back in ----------------------------------------------------------------------
+
+
+def portable_options(options: tuple[str, ...], base: str) -> list[str]:
+    """The options with every absolute path written relative to ``base`` as {record}/..."""
+    out, take_next = [], False
+    for o in options:
+        if take_next:
+            out.append(_portable_path(o, base))
+            take_next = False
+            continue
+        if o in _PATH_OPTIONS:
+            out.append(o)
+            take_next = True
+            continue
+        for flag in _PATH_OPTIONS:
+            if o.startswith(flag) and os.path.isabs(o[len(flag) :]):
+                o = flag + _portable_path(o[len(flag) :], base)
+                break
+        out.append(o)
+    return out
+
+
+def _portable_path(path: str, base: str) -> str:
+    if not os.path.isabs(path):
+        return path
+    return _PLACE + "/" + os.path.relpath(path, base)
+
+
+def local_options(options: list[str], base: str) -> tuple[str, ...]:
+    """portable_options undone against the directory the record now lies in."""
+    return tuple(
+        o.replace(_PLACE, base.rstrip("/") or "/", 1) if _PLACE in o else o for o in options
+    )
+
+
+def cupy_user_options(options: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The options a CuPy compile was given before CuPy added its own (its CCCL, include and CUDA
+    directories, and --std=c++17 when none was given), or None when they are not CuPy's
+    assembly of anything (then the options are recorded as they are)."""
+    from cupy._core import core
+
+    bare = tuple(core.assemble_cupy_compiler_options(()))
+    std = "--std=c++17"
+    head = [o for o in bare if o.startswith("-I") and "_cccl" in o]
+    tail = [o for o in bare if o.startswith("-I") and o not in head]
+    n, m = len(head), len(tail)
+    if tuple(options[:n]) != tuple(head) or tuple(options[len(options) - m :]) != tuple(tail):
+        return None
+    user = tuple(options[n : len(options) - m])
+    if user[-1:] == (std,) and not any("-std=" in o for o in user[:-1]):
+        user = user[:-1]
+    return user if tuple(core.assemble_cupy_compiler_options(user)) == tuple(options) else None
+
+
+# -- the process's recorder ---------------------------------------------------------------------
+
+_recorder: Recorder | None = None
+
+
+def record(path: str | os.PathLike | None, *, hook_cupy: bool = True) -> None:
+    """Append every compile this process makes from now on to ``path`` (None: stop). CuPy's own
+    compiles are seen through install()'s hook, put in place here when CuPy is there
+    (``hook_cupy=False``: by the caller, autoinstall.py, once CuPy is imported)."""
+    global _recorder
+    if path is None:
+        _recorder = None
+        if "cupy.cuda.compiler" in sys.modules:
+            from .hook import release_if_idle
+
+            release_if_idle()
+        return
+    _recorder = Recorder(path)
+    if not hook_cupy:
+        return
+    try:
+        import cupy  # noqa: F401
+    except Exception:
+        return
+    from .hook import observe
+
+    observe()
+
+
+def recording() -> bool:
+    return _recorder is not None
+
+
+def start_from_environment() -> None:
+    """record(CUPY_RAWCODE_RECORD) when that is set and nothing records yet."""
+    from . import config
+
+    path = config.record_path()
+    if path and _recorder is None:
+        record(path)
+
+
+def note_cupy(call) -> None:
+    """Record one call of CuPy's compile function (cupy_compiles.Call)."""
+    if _recorder is None:
+        return
+    user = cupy_user_options(call.options)
+    options = call.options if user is None else user
+    from cupy._core import core
+
+    extra = call.extra_source
+    entry: dict[str, Any] = {
+        "schema": SCHEMA,
+        "kind": "cupy",
+        "source": call.source,
+        "options": portable_options(options, _recorder.base),
+        "cupy_options": user is not None,
+        "name_expressions": list(call.name_expressions) if call.name_expressions else None,
+        "jitify": call.jitify,
+        "cooperative": call.cooperative,
+        "extra_source": "cupy"
+        if extra is not None and extra == core._get_header_source()
+        else None,
+    }
+    if extra is not None and entry["extra_source"] is None:
+        entry["extra_source_text"] = extra
+    _recorder.add(entry)
+
+
+def note_build(build) -> None:
+    """Record one of our RawKernel/RawModule builds (kernel._Build) that compiles source."""
+    if _recorder is None or build.is_file:
+        return
+    source, where = build.source()
+    entry = {
+        "schema": SCHEMA,
+        "kind": "raw",
+        "source": source,
+        "options": portable_options(build.options, _recorder.base),
+        "name_expressions": list(build.name_expressions) if build.name_expressions else None,
+        "jitify": build.jitify,
+        "source_dir": _portable_path(where, _recorder.base) if where else None,
+        "source_name": build.source_name,
+    }
+    _recorder.add(entry)
+
+
+def read(path: str | os.PathLike) -> list[dict]:
+    """The entries of a record, their paths made local again (ValueError naming the line for a
+    line that is not one)."""
+    base = os.path.dirname(os.path.abspath(os.fspath(path)))
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                if entry.get("schema") != SCHEMA or entry.get("kind") not in ("cupy", "raw"):
+                    raise ValueError("not a cupy-rawcode record entry of this version")
+                entry["options"] = local_options(entry["options"], base)
+                if entry.get("source_dir"):
+                    entry["source_dir"] = local_options([entry["source_dir"]], base)[0]
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{path}:{number}: {e}") from None
+            out.append(entry)
+    return out

@@ -28,7 +28,7 @@ _EXPORTS = {
     "set_store": ("store", "set_store"),
     "make_store": ("store", "make_store"),
     "uninstall": ("hook", "uninstall"),
-    "record": ("record", "record"),
+    "record": ("recording", "record"),
     "warmup": ("parallel.precompile", "warmup"),
 }
 

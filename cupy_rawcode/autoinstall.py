@@ -27,12 +27,12 @@ def start() -> None:
     if _started:
         return
     _started = True
-    from . import config, record
+    from . import config, recording
 
     config.install_scope()  # a bad value fails here, naming the variable
     path = config.record_path()
     if path:
-        record.record(path, hook_cupy=False)
+        recording.record(path, hook_cupy=False)
     if _TARGET in sys.modules:
         _apply()
     else:
@@ -41,12 +41,12 @@ def start() -> None:
 
 def _apply() -> None:
     """Wrap CuPy's compile function as the variables ask (CuPy is imported)."""
-    from . import config, hook, record
+    from . import config, hook, recording
 
     scope = config.install_scope()
     if scope:
         hook.install(scope)
-    if record.recording():
+    if recording.recording():
         hook.observe()
 
 

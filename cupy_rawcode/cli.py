@@ -262,7 +262,7 @@ def _cmd_cache(args, options) -> int:
 
 
 def _cmd_prebuild(args, options) -> int:
-    from .parallel.prebuild import jobs_for, prebuild
+    from .parallel.prebuild import jobs_for, prebuild, record_jobs
 
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     if not archs:
@@ -272,6 +272,10 @@ def _cmd_prebuild(args, options) -> int:
 
         check_workers("-j", args.jobs)
     jobs = jobs_for(args.paths, archs, tuple(options))
+    for rec in args.manifest or ():
+        jobs += record_jobs(rec, archs)
+    if not jobs:
+        raise ValueError("prebuild: nothing to compile (give files, JSON manifests or --manifest)")
     outcomes = prebuild(jobs, workers=args.jobs)
     failed = [o for o in outcomes if o.error]
     for o in failed:
@@ -437,7 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     pb = command(
         "prebuild", "compile kernels (files or JSON manifests) for every arch into the cache"
     )
-    pb.add_argument("paths", nargs="+")
+    pb.add_argument("paths", nargs="*", help="CUDA files or JSON manifests")
+    pb.add_argument(
+        "--manifest",
+        action="append",
+        metavar="RECORD",
+        help="a record of what an application compiled (cupy_rawcode.record, "
+        "CUPY_RAWCODE_RECORD): every entry, CuPy's own compiles included; repeatable",
+    )
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
     pb.add_argument(
         "-j",

@@ -139,7 +139,7 @@ def install_scope() -> str | None:
 
 
 def record_path() -> str | None:
-    """CUPY_RAWCODE_RECORD: record (record.py) every compile of the process to this file."""
+    """CUPY_RAWCODE_RECORD: record (recording.py) every compile of the process to this file."""
     return _get("CUPY_RAWCODE_RECORD")
 
 

@@ -149,9 +149,9 @@ def load(call: Call, payload: bytes):
     """A CuPy Module from a stored payload, exactly as CuPy loads an entry of its own cache
     (for name expressions: the mangled names recorded at compile time); None when the payload
     is not one CuPy can use."""
-    from cupy.cuda import compiler, function
+    from cupy.cuda import compiler
 
-    mod = function.Module()
+    mod = compiler.function.Module()  # as CuPy's compile makes it (unloaded() replaces it)
     if call.name_expressions:
         decoded = compiler._decode_cache_payload(payload, len(call.name_expressions))
         if decoded is None:
@@ -188,6 +188,16 @@ def lookup(call: Call) -> tuple[str, bytes | None, Any]:
     if payload is not None:
         index.save(iid, key, str(call.arch), "cupy-payload", keyed.count, keyed.stamps)
     return key, payload, keyed
+
+
+def cached(call: Call) -> bool:
+    """Whether the store holds this call's payload (through the warm index, else the key)."""
+    from .headers.closure import MissingHeaderError
+
+    try:
+        return lookup(call)[1] is not None
+    except MissingHeaderError:
+        return False
 
 
 def compile_module(original, args: tuple, kwargs: dict, call: Call):
@@ -316,17 +326,32 @@ class _Unloaded:
         pass
 
 
+def _arch_option(compiler):
+    """CuPy's _get_arch_for_options_for_nvrtc for an explicit arch, without its per-device memo
+    (which asks the driver for the current device): the same rule, cubin up to the newest
+    architecture CuPy lets its NVRTC build, PTX beyond."""
+
+    def arch_option(arch=None):
+        if not compiler._use_ptx and int(arch) <= int(compiler._get_max_compute_capability()):
+            return f"-arch=sm_{arch}", "cubin"
+        return f"-arch=compute_{arch}", "ptx"
+
+    return arch_option
+
+
 @contextlib.contextmanager
 def unloaded(compiler):
-    """CuPy's compile, its module never loaded (in a worker process, or a test on a CPU)."""
+    """CuPy's compile for an explicit arch with no device: the module is never loaded and the
+    arch option is not memoized per device (a worker process, or a test on a CPU)."""
     import types
 
-    real = compiler.function
+    real, arch = compiler.function, compiler._get_arch_for_options_for_nvrtc
     compiler.function = types.SimpleNamespace(Module=_Unloaded, LinkState=real.LinkState)
+    compiler._get_arch_for_options_for_nvrtc = _arch_option(compiler)
     try:
         yield
     finally:
-        compiler.function = real
+        compiler.function, compiler._get_arch_for_options_for_nvrtc = real, arch
 
 
 def compile_ahead(call: Call) -> tuple[str, bool]:

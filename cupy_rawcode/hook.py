@@ -7,7 +7,7 @@ Python-level function. The wrapper put there routes each call by what is switche
 - ``jitify``: ``jitify=True`` calls are compiled by cupy-rawcode (jitify_compat.py);
 - ``all``: every other NVRTC call is served by cupy-rawcode's store, CuPy compiling on a miss
   (cupy_compiles.py);
-- recording: every call is written to the record (record.py), whoever compiles it.
+- recording: every call is written to the record (recording.py), whoever compiles it.
 ``uninstall()`` switches routing off; the wrapper goes when nothing is left for it to do.
 """
 
@@ -63,11 +63,11 @@ def _wrap(compiler) -> None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        from . import cupy_compiles, record
+        from . import cupy_compiles, recording
 
         call = cupy_compiles.call_from(a)
-        if call is not None and record.recording():
-            record.note_cupy(call)
+        if call is not None and recording.recording():
+            recording.note_cupy(call)
         if call is not None and call.jitify and _routes["jitify"]:
             return _compile_for_cupy(
                 a["source"], call.options, a.get("arch"), a.get("name_expressions"),
@@ -129,7 +129,7 @@ def install(scope: str = "jitify") -> None:
 
 
 def observe() -> None:
-    """Put the wrapper in place without routing anything (record.py sees CuPy's compiles)."""
+    """Put the wrapper in place without routing anything (recording.py sees CuPy's compiles)."""
     with _lock:
         _wrap(_compiler())
 
@@ -147,10 +147,10 @@ def uninstall() -> None:
 
 def release_if_idle() -> None:
     """Take the wrapper away when nothing is routed and nothing recorded."""
-    from . import record
+    from . import recording
 
     with _lock:
         compiler = _compiler()
         original = getattr(compiler._compile_module_with_cache, _MARK, None)
-        if original is not None and not any(_routes.values()) and not record.recording():
+        if original is not None and not any(_routes.values()) and not recording.recording():
             compiler._compile_module_with_cache = original

@@ -237,11 +237,11 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
 
 
 def _note(build: _Build) -> None:
-    """Write a build to the record when one is being written (record.py; started by record()
+    """Write a build to the record when one is being written (recording.py; started by record()
     or CUPY_RAWCODE_RECORD, never imported here)."""
     import sys
 
-    rec = sys.modules.get(__package__ + ".record")
+    rec = sys.modules.get(__package__ + ".recording")
     if rec is not None and rec.recording():
         rec.note_build(build)
 

@@ -7,7 +7,7 @@ Inputs are CUDA files (compiled with the command's options) or JSON manifests na
      {"code": "extern \\"C\\" __global__ void k() {}", "name": "inline-k"}]
 
 ``file`` is relative to the manifest; ``arch`` (optional) replaces the command's list. A record
-(record.py: what a process compiled, CuPy's own compiles included; ``--manifest``) gives one job
+(recording.py: what a process compiled, CuPy's own compiles included; ``--manifest``) gives one job
 per entry and arch. A failing kernel is reported and the rest go on.
 """
 
@@ -116,13 +116,13 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
 
 
 def record_jobs(path: str, archs: list[str]) -> list[Job]:
-    """One job per entry of a record (record.py) and arch. A "cupy" entry is compiled as CuPy
+    """One job per entry of a record (recording.py) and arch. A "cupy" entry is compiled as CuPy
     compiles it (its options assembled by this machine's CuPy), a jitify one as install()
     compiles it, a "raw" one as our RawKernel/RawModule do."""
-    from .. import record
+    from .. import recording
 
     try:
-        entries = record.read(path)
+        entries = recording.read(path)
     except ValueError as err:
         raise ManifestError(str(err)) from None
     jobs = []

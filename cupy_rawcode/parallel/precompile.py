@@ -13,6 +13,8 @@ and raises exactly the error it would have raised without warmup().
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -211,10 +213,46 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
     return cached, failed, todo
 
 
+def record_plan(path: str, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, Any]]]:
+    """plan() for a record: (cached, failed, [(item, task)]), one item per entry and arch (the
+    current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's)."""
+    from .prebuild import ManifestError, record_jobs, task_for
+
+    if arch is None:
+        from ..kernel import _device_target
+
+        archs = [_device_target(None)[0]]
+    else:
+        archs = [a for a, _ in _archs(arch)]
+    try:
+        jobs = record_jobs(path, archs)
+    except (OSError, ManifestError) as e:
+        return [], [Item(path, path, ",".join(archs), error=f"{type(e).__name__}: {e}")], []
+    cached, todo = [], []
+    for job in jobs:
+        if job.cupy is not None:
+            from .. import cupy_compiles
+
+            if arch is None:
+                from cupy.cuda import compiler
+
+                job = dataclasses.replace(job, arch=f"sm_{compiler._get_arch()}")
+            if cupy_compiles.cached(cupy_compiles.call_for(*_cupy_args(job))):
+                cached.append(Item(path, job.label, job.arch))
+                continue
+        todo.append((Item(path, job.label, job.arch), task_for(job)))
+    return cached, [], todo
+
+
+def _cupy_args(job) -> tuple:
+    return (job.source, job.options, job.arch, job.name_expressions, *job.cupy)
+
+
 def warmup(*kernels, arch=None, workers: int | None = None, background: bool = False):
     """Compile every kernel the cache does not hold, in worker processes, so that first launches
-    are cache hits. ``kernels``: RawKernel/RawModule objects or (source, options,
-    name_expressions) tuples; ``arch``: 'sm_90' (or a list) instead of the current device's;
+    are cache hits. ``kernels``: RawKernel/RawModule objects, (source, options,
+    name_expressions) tuples, or paths of records (recording.py: every compile an application
+    made, CuPy's own included); ``arch``: 'sm_90' (or a list) instead of the current device's;
     ``workers``: processes (default CUPY_RAWCODE_WORKERS, else cores and memory at ~400 MB per
     compile). Returns a Summary (compiled, already cached, failed with errors), or with
     ``background=True`` a Warmup handle at once (``wait()``, ``done()``).
@@ -226,7 +264,11 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
 
         check_workers("workers", workers)
     t0 = time.perf_counter()
-    cached, failed, todo = plan(kernels, arch)
+    records = [k for k in kernels if isinstance(k, (str, os.PathLike))]
+    cached, failed, todo = plan([k for k in kernels if not isinstance(k, (str, os.PathLike))], arch)
+    for path in records:
+        more = record_plan(os.fspath(path), arch)
+        cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
     from .. import kernel
 
     events = {}

@@ -110,9 +110,13 @@ def _portable_path(path: str, base: str) -> str:
 
 def local_options(options: list[str], base: str) -> tuple[str, ...]:
     """portable_options undone against the directory the record now lies in."""
-    return tuple(
-        o.replace(_PLACE, base.rstrip("/") or "/", 1) if _PLACE in o else o for o in options
-    )
+    out = []
+    for o in options:
+        if _PLACE in o:
+            flag, _, rest = o.partition(_PLACE)
+            o = flag + os.path.normpath(base + rest)
+        out.append(o)
+    return tuple(out)
 
 
 def cupy_user_options(options: tuple[str, ...]) -> tuple[str, ...] | None:

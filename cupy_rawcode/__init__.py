@@ -28,7 +28,7 @@ _EXPORTS = {
     "set_store": ("store", "set_store"),
     "make_store": ("store", "make_store"),
     "uninstall": ("hook", "uninstall"),
-    "record": ("recording", "record"),
+    "record": ("hook", "record"),
     "warmup": ("parallel.precompile", "warmup"),
 }
 
@@ -45,18 +45,3 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
     globals()[name] = value
     return value
-
-
-def _from_environment() -> None:
-    """CUPY_RAWCODE_RECORD and CUPY_RAWCODE_INSTALL take effect when the package is imported
-    (autoinstall.py, through the installed .pth file, imports it at the start of every Python
-    process that sets either); nothing else is read here, so importing stays cheap."""
-    import os
-
-    if os.environ.get("CUPY_RAWCODE_RECORD") or os.environ.get("CUPY_RAWCODE_INSTALL"):
-        from .autoinstall import start
-
-        start()
-
-
-_from_environment()

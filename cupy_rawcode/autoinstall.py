@@ -32,7 +32,7 @@ def start() -> None:
     config.install_scope()  # a bad value fails here, naming the variable
     path = config.record_path()
     if path:
-        recording.record(path, hook_cupy=False)
+        recording.start(path)
     if _TARGET in sys.modules:
         _apply()
     else:

@@ -2,13 +2,13 @@
 
 CuPy compiles exactly as it always does: its options, its headers, its NVRTC, its cubin. Only
 where the bytes come from changes. ``compile_module`` stands in for
-``cupy.cuda.compiler._compile_module_with_cache`` (jitify_compat.py installs it): it keys the
-call (``key_of``: the source, CuPy's options with include directories as tags, the contents of
-every header NVRTC can read through them, CuPy's NVRTC version, the arch and CuPy's own
-version), finds the key through the warm index or the store (memory, disk, bundles, Redis), and
-on a hit loads the stored payload as CuPy loads an entry of its own cache. On a miss CuPy's own
-function runs, with CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles,
-"saves" its payload, and the payload goes to our store instead of CuPy's directory.
+``cupy.cuda.compiler._compile_module_with_cache`` (hook.py installs it): it keys the call
+(``key_of``: the source, CuPy's options with include directories as tags, the contents of every
+header NVRTC can read through them, CuPy's NVRTC version, the arch and CuPy's own version),
+looks the key up in the store (memory, disk, bundles, Redis), and on a hit loads the stored
+payload as CuPy loads an entry of its own cache. On a miss CuPy's own function runs, with
+CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles, "saves" its
+payload, and the payload goes to our store instead of CuPy's directory.
 
 Passed to CuPy untouched: nvcc, LTO IR, ``CUPY_CACHE_IN_MEMORY=1`` (CuPy then keeps nothing on
 disk, and neither do we), a source whose headers are missing (CuPy raises its own error), and
@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 import time
 from typing import Any, NamedTuple
 
 KEY_KIND = "cupy-compile-1"  # change when the fields below change
+_DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
+_contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
+_closures: dict[tuple[str, tuple[str, ...]], str] = {}  # (directives, options) -> digest
 
 
 class Call(NamedTuple):
@@ -102,47 +106,64 @@ def _cupy_fields(call: Call) -> list[tuple[str, str]]:
     ]
 
 
-def index_id_of(call: Call) -> str:
-    """The warm-index id of a call: its inputs as given (index.index_id) plus CuPy's fields."""
-    from .key.index import index_id
-
-    return index_id(
-        call.source,
-        call.options,
-        f"cupy-{call.arch}",
-        call.name_expressions or (),
-        None,
-        extra=_cupy_fields(call),
-    )
+def directives(source: str) -> str:
+    """The source's preprocessor lines (with their continuations): all that decides its header
+    closure in fast mode, which reads every branch (CuPy's kernels differ in their code and
+    share their includes)."""
+    return "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
 
 
-def key_of(call: Call):
-    """(key, Keyed) of a call. The headers are those NVRTC can reach through CuPy's own -I and
-    -isystem directories (no root of ours: CuPy does not search them), in fast mode (every
-    branch). Raises closure.MissingHeaderError when one is missing."""
-    from .headers.manifest import closure_digests
-    from .headers.options import parse_options
-    from .headers.search import make_context
+def _context(options: tuple[str, ...]):
+    """(Options, search context) of CuPy's options: its own -I and -isystem directories only,
+    no root of ours (CuPy does not search them). Memoized per options."""
+    found = _contexts.get(options)
+    if found is None:
+        from .headers.options import parse_options
+        from .headers.search import make_context
+
+        opts = parse_options(options)
+        ctx = make_context(opts)
+        ctx = ctx._replace(dirs=tuple(d for d in ctx.dirs if d.origin == "user"))
+        found = _contexts[options] = (opts, ctx)
+    return found
+
+
+def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
+    """(Options, the closure digest) for a source: its directive lines resolved in fast mode,
+    once per process for each set of directives and options (a manifest, checked by stat,
+    answers in a new process). Within a process, headers are read once, as CuPy reads them."""
+    opts, ctx = _context(options)
+    skeleton = directives(source)
+    memo = (skeleton, options)
+    digest = _closures.get(memo)
+    if digest is None:
+        from .headers.manifest import closure_digests
+
+        facts, _ = closure_digests(skeleton, ctx)
+        digest = _closures[memo] = facts.digest
+    return opts, digest
+
+
+def key_of(call: Call) -> str:
+    """The key of a call: the source, CuPy's options with include directories as tags, the
+    closure's digest (every header NVRTC can reach through CuPy's directories, in fast mode)
+    and what CuPy brings. Raises closure.MissingHeaderError when a header is missing."""
     from .key import digest_fields, key_fields
-    from .key.request import Keyed
 
-    opts = parse_options(call.options)
-    ctx = make_context(opts)
-    ctx = ctx._replace(dirs=tuple(d for d in ctx.dirs if d.origin == "user"))
-    facts, _ = closure_digests(call.source, ctx)
+    opts, digest = _closure(call.source, call.options)
     fields = key_fields(
         source=call.source,
         option_fields=opts.key_fields(),
-        search_tags=[d.tag for d in ctx.dirs],
+        search_tags=[f"user{i}" for i in range(len(opts.include_dirs))]
+        + [f"isys{i}" for i in range(len(opts.isystem_dirs))],
         nvrtc_version="cupy",  # CuPy's NVRTC, in the CuPy fields
         arch=f"cc{call.arch}",
         target="cubin",
         name_expressions=call.name_expressions or (),
-        closure=facts.digest,
+        closure=digest,
         extra=_cupy_fields(call),
     )
-    key = digest_fields(fields)
-    return key, Keyed(key, None, facts.header_count, ctx, facts.stamps, opts)
+    return digest_fields(fields)
 
 
 def load(call: Call, payload: bytes):
@@ -173,29 +194,12 @@ def _stored(key: str) -> bytes | None:
     return found[0]
 
 
-def lookup(call: Call) -> tuple[str, bytes | None, Any]:
-    """(key, payload or None, Keyed or None): through the warm index first, then the full key."""
-    from .key import index
-
-    iid = index_id_of(call)
-    found = index.lookup(iid)
-    if found is not None:
-        payload = _stored(found.key)
-        if payload is not None:
-            return found.key, payload, None
-    key, keyed = key_of(call)
-    payload = _stored(key)
-    if payload is not None:
-        index.save(iid, key, str(call.arch), "cupy-payload", keyed.count, keyed.stamps)
-    return key, payload, keyed
-
-
 def cached(call: Call) -> bool:
-    """Whether the store holds this call's payload (through the warm index, else the key)."""
+    """Whether the store holds this call's payload."""
     from .headers.closure import MissingHeaderError
 
     try:
-        return lookup(call)[1] is not None
+        return _stored(key_of(call)) is not None
     except MissingHeaderError:
         return False
 
@@ -209,18 +213,17 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
 
         call = call._replace(arch=str(compiler._get_arch()))
     try:
-        key, payload, keyed = lookup(call)
+        key = key_of(call)
     except MissingHeaderError:
         return original(*args, **kwargs)  # CuPy's own error, in CuPy's words
+    payload = _stored(key)
     if payload is not None:
         mod = load(call, payload)
         if mod is not None:
             return mod
     mod, captured = capture(original, args, kwargs)
     if captured is not None:
-        if keyed is None:
-            key, keyed = key_of(call)
-        save(key, keyed, call, captured)
+        save(key, call, captured)
     return mod
 
 
@@ -236,9 +239,8 @@ def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
     return result, (payloads[-1] if payloads else None)
 
 
-def save(key: str, keyed, call: Call, payload: bytes) -> None:
-    """Store CuPy's payload under our key, and record the key in the warm index."""
-    from .key import index
+def save(key: str, call: Call, payload: bytes) -> None:
+    """Store CuPy's payload under our key."""
     from .store import default_store
     from .store.entry import encode
 
@@ -246,7 +248,6 @@ def save(key: str, keyed, call: Call, payload: bytes) -> None:
     store = default_store()
     store.record(False)
     store.put(key, encode(key, payload, meta))
-    index.save(index_id_of(call), key, str(call.arch), "cupy-payload", keyed.count, keyed.stamps)
 
 
 class Capture:
@@ -359,7 +360,7 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
     whether the store held it already)."""
     from cupy.cuda import compiler
 
-    key, keyed = key_of(call)
+    key = key_of(call)
     if _stored(key) is not None:
         return key, True
     attach(compiler)
@@ -378,5 +379,5 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
         )
     if payload is None:
         raise RuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, keyed, call, payload)
+    save(key, call, payload)
     return key, False

@@ -154,3 +154,24 @@ def release_if_idle() -> None:
         original = getattr(compiler._compile_module_with_cache, _MARK, None)
         if original is not None and not any(_routes.values()) and not recording.recording():
             compiler._compile_module_with_cache = original
+
+
+def record(path) -> None:
+    """Append every compile this process makes from now on to the record ``path``
+    (recording.py): our RawKernel/RawModule builds, and CuPy's own compiles, seen through the
+    wrapper put in place here when CuPy is installed. ``None`` stops."""
+    import sys
+
+    from . import recording
+
+    if path is None:
+        recording.stop()
+        if "cupy.cuda.compiler" in sys.modules:
+            release_if_idle()
+        return
+    recording.start(path)
+    try:
+        import cupy  # noqa: F401
+    except Exception:
+        return  # no CuPy: only our own kernels compile
+    observe()

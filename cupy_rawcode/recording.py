@@ -17,7 +17,6 @@ import fcntl
 import hashlib
 import json
 import os
-import sys
 import threading
 from typing import Any
 
@@ -143,41 +142,19 @@ def cupy_user_options(options: tuple[str, ...]) -> tuple[str, ...] | None:
 _recorder: Recorder | None = None
 
 
-def record(path: str | os.PathLike | None, *, hook_cupy: bool = True) -> None:
-    """Append every compile this process makes from now on to ``path`` (None: stop). CuPy's own
-    compiles are seen through install()'s hook, put in place here when CuPy is there
-    (``hook_cupy=False``: by the caller, autoinstall.py, once CuPy is imported)."""
+def start(path: str | os.PathLike) -> None:
+    """Write every compile from now on to ``path`` (hook.record also wraps CuPy's compiles)."""
     global _recorder
-    if path is None:
-        _recorder = None
-        if "cupy.cuda.compiler" in sys.modules:
-            from .hook import release_if_idle
-
-            release_if_idle()
-        return
     _recorder = Recorder(path)
-    if not hook_cupy:
-        return
-    try:
-        import cupy  # noqa: F401
-    except Exception:
-        return
-    from .hook import observe
 
-    observe()
+
+def stop() -> None:
+    global _recorder
+    _recorder = None
 
 
 def recording() -> bool:
     return _recorder is not None
-
-
-def start_from_environment() -> None:
-    """record(CUPY_RAWCODE_RECORD) when that is set and nothing records yet."""
-    from . import config
-
-    path = config.record_path()
-    if path and _recorder is None:
-        record(path)
 
 
 def note_cupy(call) -> None:

@@ -89,7 +89,7 @@ def scope_all():
     hook.install("all")
     yield
     hook.uninstall()
-    recording.record(None)
+    hook.record(None)
 
 
 @pytest.mark.parametrize(
@@ -147,8 +147,8 @@ def test_a_new_process_is_served_by_the_store(tmp_path, scope_all):
     ],
 )
 def test_key_differs_when(scope_all, change, options):
-    base = cupy_compiles.key_of(_call(ELEMENTWISE))[0]
-    assert cupy_compiles.key_of(_call(ELEMENTWISE, options=options))[0] != base, change
+    base = cupy_compiles.key_of(_call(ELEMENTWISE))
+    assert cupy_compiles.key_of(_call(ELEMENTWISE, options=options)) != base, change
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_key_differs_when(scope_all, change, options):
 )
 def test_key_differs_when_the_call_changes(what, other):
     call = _call(ELEMENTWISE)
-    assert cupy_compiles.key_of(other(call))[0] != cupy_compiles.key_of(call)[0], what
+    assert cupy_compiles.key_of(other(call)) != cupy_compiles.key_of(call), what
 
 
 def test_key_differs_when_a_header_changes(tmp_path):
@@ -172,9 +172,11 @@ def test_key_differs_when_a_header_changes(tmp_path):
     (inc / "mine.h").write_text("#define MINE 1\n")
     src = '#include "mine.h"\n' + ELEMENTWISE
     call = _call(src, options=(f"-I{inc}",))
-    before = cupy_compiles.key_of(call)[0]
+    before = cupy_compiles.key_of(call)
     (inc / "mine.h").write_text("#define MINE 2\n")
-    assert cupy_compiles.key_of(call)[0] != before
+    assert cupy_compiles.key_of(call) == before  # within a process headers are read once
+    cupy_compiles._closures.clear()  # as in a new process: the manifest's stamps see the change
+    assert cupy_compiles.key_of(call) != before
 
 
 def test_key_equal_when_cupy_is_elsewhere(tmp_path):
@@ -187,7 +189,30 @@ def test_key_equal_when_cupy_is_elsewhere(tmp_path):
     call = _call(ELEMENTWISE)
     there = call._replace(options=tuple(o.replace(include, str(moved)) for o in call.options))
     assert there.options != call.options
-    assert cupy_compiles.key_of(there)[0] == cupy_compiles.key_of(call)[0]
+    assert cupy_compiles.key_of(there) == cupy_compiles.key_of(call)
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("#include <a.h>\nint x;\n", "#include <a.h>"),
+        ("  # define X \\\n   1\nint y;\n#if X\n#endif\n", "  # define X \\\n   1\n#if X\n#endif"),
+        ("int z; // # not a directive\n", ""),
+    ],
+)
+def test_directives_are_the_preprocessor_lines(source, expected):
+    assert cupy_compiles.directives(source) == expected
+
+
+def test_kernels_sharing_their_includes_share_one_closure_resolution(monkeypatch):
+    from cupy_rawcode.headers import manifest
+
+    cupy_compiles._closures.clear()
+    calls = []
+    real = manifest.closure_digests
+    monkeypatch.setattr(manifest, "closure_digests", lambda *a: calls.append(1) or real(*a))
+    keys = {cupy_compiles.key_of(_call(ELEMENTWISE.replace("1.0f", f"{i}.0f"))) for i in range(4)}
+    assert len(keys) == 4 and len(calls) == 1
 
 
 def _call(source, options=(), names=None):

@@ -67,7 +67,7 @@ def test_cupys_own_kernels_through_the_store_then_a_new_process_compiles_nothing
         "CUPY_CACHE_DIR": str(tmp_path / "cupy"),
     }
     hits, misses, compiles = run(tmp_path, "cupy_rawcode.install(scope='all')", 1, **env)
-    assert misses > 5 and compiles >= misses  # CuPy compiled each kernel: the store kept it
+    assert misses >= 5 and compiles >= misses  # CuPy compiled each kernel: the store kept it
     env["CUPY_CACHE_DIR"] = str(tmp_path / "cupy-empty")  # CuPy's own cache cannot answer
     hits2, misses2, compiles2 = run(tmp_path, "cupy_rawcode.install(scope='all')", 2, **env)
     assert (misses2, compiles2) == (misses, 0) and hits2 - hits >= misses
@@ -77,14 +77,14 @@ def test_record_warmup_then_the_workload_compiles_nothing(tmp_path):
     rec = tmp_path / "app.rec"
     env = {"CUPY_CACHE_DIR": str(tmp_path / "cupy"), "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "a")}
     run(tmp_path, f"cupy_rawcode.record({str(rec)!r})", 3, **env)
-    assert rec.exists() and len(rec.read_text().splitlines()) > 5
+    assert rec.exists() and len(rec.read_text().splitlines()) >= 5
     env = {"CUPY_CACHE_DIR": str(tmp_path / "cupy2"), "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "b")}
     setup = (
         "cupy_rawcode.install(scope='all'); "
         f"s = cupy_rawcode.warmup({str(rec)!r}); assert s.ok, str(s); print(s)"
     )
     hits, misses, compiles = run(tmp_path, setup, 4, **env)
-    assert compiles == 0 and hits > 5
+    assert compiles == 0 and hits >= 5
 
 
 def test_a_bundle_from_a_record_serves_a_fresh_cache(tmp_path):
@@ -108,4 +108,4 @@ def test_a_bundle_from_a_record_serves_a_fresh_cache(tmp_path):
         "CUPY_RAWCODE_BUNDLES": str(tmp_path / "app.bundle"),
     }
     hits, misses, compiles = run(tmp_path, "cupy_rawcode.install(scope='all')", 6, **env)
-    assert (misses, compiles) == (0, 0) and hits > 5
+    assert (misses, compiles) == (0, 0) and hits >= 5

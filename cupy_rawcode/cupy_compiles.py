@@ -30,6 +30,7 @@ _local = threading.local()  # .payloads: a list while this thread's miss is bein
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
 _closures: dict[tuple[str, tuple[str, ...]], str] = {}  # (directives, options) -> digest
+_fixed: dict[str, list[tuple[str, str]]] = {}  # CUPY_CUDA_COMPILE_WITH_DEBUG -> CuPy's fields
 
 
 class Call(NamedTuple):
@@ -91,16 +92,23 @@ def _extra_digest(extra: str | None) -> str:
 
 def _cupy_fields(call: Call) -> list[tuple[str, str]]:
     """What CuPy itself brings to the compile: its version, payload format, NVRTC, debug flag."""
-    import cupy
-    from cupy.cuda import compiler
+    import os
 
-    debug = compiler._get_bool_env_variable("CUPY_CUDA_COMPILE_WITH_DEBUG", False)
-    return [
-        ("kind", KEY_KIND),
-        ("cupy", cupy.__version__),
-        ("cupy_payload", str(getattr(compiler, "_cache_payload_version", 0))),
-        ("cupy_nvrtc", ".".join(map(str, compiler._get_nvrtc_version()))),
-        ("cupy_debug", "1" if debug else "0"),
+    debug = os.environ.get("CUPY_CUDA_COMPILE_WITH_DEBUG", "")
+    fixed = _fixed.get(debug)
+    if fixed is None:
+        import cupy
+        from cupy.cuda import compiler
+
+        on = compiler._get_bool_env_variable("CUPY_CUDA_COMPILE_WITH_DEBUG", False)
+        fixed = _fixed[debug] = [
+            ("kind", KEY_KIND),
+            ("cupy", cupy.__version__),
+            ("cupy_payload", str(getattr(compiler, "_cache_payload_version", 0))),
+            ("cupy_nvrtc", ".".join(map(str, compiler._get_nvrtc_version()))),
+            ("cupy_debug", "1" if on else "0"),
+        ]
+    return fixed + [
         ("cooperative", "1" if call.cooperative else "0"),
         ("extra_source", _extra_digest(call.extra_source)),
     ]

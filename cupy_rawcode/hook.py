@@ -58,11 +58,18 @@ def _wrap(compiler) -> None:
     if hasattr(original, _MARK):
         return
 
+    names = list(signature.parameters)
+    defaults = {n: p.default for n, p in signature.parameters.items() if p.default is not p.empty}
+
     @functools.wraps(original)
     def compile_module_with_cache(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = bound.arguments
+        given = names[: len(args)]
+        if 1 <= len(args) <= 2 and kwargs.keys() <= defaults.keys() - set(given):  # CuPy's way
+            a = {**defaults, **dict(zip(given, args, strict=True)), **kwargs}
+        else:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            a = bound.arguments
         from . import cupy_compiles, recording
 
         call = cupy_compiles.call_from(a)

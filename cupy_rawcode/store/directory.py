@@ -10,6 +10,7 @@ to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
+import threading
 from pathlib import Path
 
 try:
@@ -60,8 +61,7 @@ class DirectoryStore:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_SH)
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read()
+            data = _read_all(fd)
             try:
                 os.utime(fd)  # mark used, for LRU eviction
             except OSError:
@@ -122,26 +122,26 @@ class DirectoryStore:
         return done.removed.get("entries", 0)
 
     def record(self, hit: bool) -> None:
-        """Count one hit or miss (best effort: a read-only cache counts nothing)."""
-        path = self.root / "stats" / ("hits" if hit else "misses")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            try:
-                from ..fsutil import make_private_dirs
-
-                make_private_dirs(path.parent)
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            except OSError:
-                return
-        except OSError:
+        """Count one hit or miss (best effort: a read-only cache counts nothing). Hits are
+        written HIT_BATCH at a time, and at exit (a killed process loses at most that many):
+        a process serving hundreds of CuPy kernels pays no file write per hit."""
+        if hit:
+            with _pending_lock:
+                n = _pending[self.root] = _pending.get(self.root, 0) + 1
+                if n == 1:
+                    _at_exit()
+                if n < HIT_BATCH:
+                    return
+            self.flush_counts()
             return
-        try:
-            os.write(fd, b".")
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        self._append("misses", 1)
+
+    def flush_counts(self) -> None:
+        """Write the hits this process counted in this directory and has not written yet."""
+        _flush(self.root)
+
+    def _append(self, name: str, n: int) -> None:
+        _append(self.root, name, n)
 
     def zero_counts(self) -> None:
         """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
@@ -164,6 +164,7 @@ class DirectoryStore:
         """(hits, misses) recorded, or None when nothing was recorded."""
         from .sizebound import read_counts
 
+        self.flush_counts()
         folded = read_counts(self.root)
         sizes: list[int | None] = []
         for name in ("hits", "misses"):
@@ -172,3 +173,66 @@ class DirectoryStore:
             except OSError:
                 sizes.append(folded.get(name))
         return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
+
+
+HIT_BATCH = 32
+_pending_lock = threading.Lock()
+_pending: dict[Path, int] = {}  # cache directory -> hits counted and not written yet
+_exit_registered: list[bool] = []
+
+
+def _at_exit() -> None:
+    """Write every directory's pending hits when the process exits (registered once)."""
+    if not _exit_registered:
+        import atexit
+
+        _exit_registered.append(True)
+        atexit.register(_flush_all)
+
+
+def _flush_all() -> None:
+    for root in list(_pending):
+        _flush(root)
+
+
+def _flush(root: Path) -> None:
+    with _pending_lock:
+        n = _pending.pop(root, 0)
+    if n:
+        _append(root, "hits", n)
+
+
+def _append(root: Path, name: str, n: int) -> None:
+    """Add ``n`` events to a counter file (best effort: a read-only cache counts nothing)."""
+    path = root / "stats" / name
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        try:
+            from ..fsutil import make_private_dirs
+
+            make_private_dirs(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError:
+            return
+    except OSError:
+        return
+    try:
+        os.write(fd, b"." * n)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    """A whole file from its descriptor: one read when it is no larger than fstat said (a
+    short read is caught by the entry's checksum)."""
+    size = os.fstat(fd).st_size
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]  # it grew meanwhile: read on to the end
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)

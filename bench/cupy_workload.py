@@ -9,15 +9,19 @@ and the store's hits and misses to RAWCODE_REPORT. Each scenario is a fresh proc
 outside:
 
   cupy-cold   CuPy alone, empty kernel cache
-  cupy-warm   CuPy alone, its cache filled by cupy-cold
   ours-cold   install(scope="all"), empty caches; records the workload (record())
   prebuild    cupy-rawcode prebuild --manifest <record>, then bundle export --prebuilt
-  bundle      install(scope="all"), empty caches, the bundle as a read-only layer
   warmup      install(scope="all"), empty caches, warmup(<record>) first
-  ours-warm   install(scope="all"), the cache warmup filled
 
-and then the warm path per compile call: every CuPy call of the record replayed in one fresh
-process, through CuPy's warm cache and through ours (medians of the per-call times).
+then, --repeats times, interleaved (host noise is large):
+
+  cupy-warm   CuPy alone, its cache filled by cupy-cold
+  bundle      install(scope="all"), empty caches, the bundle as a read-only layer
+  ours-warm   install(scope="all"), the cache warmup filled
+  per call    every CuPy call of the record replayed in one fresh process, through CuPy's warm
+              cache and through ours (the median per-call time of each)
+
+Ratios are of the medians over the repeats.
 
 Targets (reported, never asserted): bundle: 0 NVRTC compiles and wall <= 1.1x cupy-warm;
 warmup: wall <= 0.25x cupy-cold; per call: ours <= CuPy's own warm path.
@@ -29,6 +33,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -147,6 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", required=True)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--name", default="cupy-workload")
+    ap.add_argument("--repeats", type=int, default=3, help="warm comparisons, interleaved")
     ap.add_argument("pytest_args", nargs="*")
     a = ap.parse_args(argv)
     tests = os.path.abspath(a.tests)
@@ -156,42 +162,55 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="cupy-workload-")
     d = lambda name: os.path.join(work, name)  # noqa: E731
     record = d("app.rec")
+    t = (tests, a.pytest_args, work)
     runs = [
-        pytest_run(tests, a.pytest_args, work, "cupy-cold", CUPY_CACHE_DIR=d("c1")),
-        pytest_run(tests, a.pytest_args, work, "cupy-warm", CUPY_CACHE_DIR=d("c1")),
+        pytest_run(*t, "cupy-cold", CUPY_CACHE_DIR=d("c1")),
         pytest_run(
-            tests, a.pytest_args, work, "ours-cold", CUPY_CACHE_DIR=d("c2"),
-            CUPY_RAWCODE_CACHE_DIR=d("r1"), RAWCODE_ALL=1, RAWCODE_RECORD=record,
+            *t, "ours-cold", CUPY_CACHE_DIR=d("c2"), CUPY_RAWCODE_CACHE_DIR=d("r1"),
+            RAWCODE_ALL=1, RAWCODE_RECORD=record,
         ),
         prebuild(record, work, f"sm_{cc}"),
         pytest_run(
-            tests, a.pytest_args, work, "bundle", CUPY_CACHE_DIR=d("c3"),
-            CUPY_RAWCODE_CACHE_DIR=d("r2"), CUPY_RAWCODE_BUNDLES=d("app.bundle"), RAWCODE_ALL=1,
-        ),
-        pytest_run(
-            tests, a.pytest_args, work, "warmup", CUPY_CACHE_DIR=d("c4"),
-            CUPY_RAWCODE_CACHE_DIR=d("r3"), RAWCODE_ALL=1, RAWCODE_WARMUP=record,
-        ),
-        pytest_run(
-            tests, a.pytest_args, work, "ours-warm", CUPY_CACHE_DIR=d("c4"),
-            CUPY_RAWCODE_CACHE_DIR=d("r3"), RAWCODE_ALL=1,
+            *t, "warmup", CUPY_CACHE_DIR=d("c4"), CUPY_RAWCODE_CACHE_DIR=d("r3"), RAWCODE_ALL=1,
+            RAWCODE_WARMUP=record,
         ),
     ]  # fmt: skip
-    calls = [
-        per_call(record, work, "cupy", CUPY_CACHE_DIR=d("c1")),
-        per_call(record, work, "ours", CUPY_CACHE_DIR=d("c5"), CUPY_RAWCODE_CACHE_DIR=d("r3")),
-    ]
-    by = {r["scenario"]: r for r in runs}
+    calls = []
+    for r in range(a.repeats):  # the warm comparisons, interleaved: host noise is large
+        runs += [
+            pytest_run(*t, "cupy-warm", CUPY_CACHE_DIR=d("c1")),
+            pytest_run(
+                *t, "bundle", CUPY_CACHE_DIR=d(f"c3-{r}"), CUPY_RAWCODE_CACHE_DIR=d(f"r2-{r}"),
+                CUPY_RAWCODE_BUNDLES=d("app.bundle"), RAWCODE_ALL=1,
+            ),
+            pytest_run(
+                *t, "ours-warm", CUPY_CACHE_DIR=d("c4"), CUPY_RAWCODE_CACHE_DIR=d("r3"),
+                RAWCODE_ALL=1,
+            ),
+        ]  # fmt: skip
+        calls += [
+            per_call(record, work, "cupy", CUPY_CACHE_DIR=d("c1")),
+            per_call(record, work, "ours", CUPY_CACHE_DIR=d("c5"), CUPY_RAWCODE_CACHE_DIR=d("r3")),
+        ]
+
+    def wall(name: str) -> float:
+        return statistics.median(r["wall_s"] for r in runs if r["scenario"] == name)
+
+    def call_ms(mode: str) -> float:
+        return statistics.median(c["median_ms"] for c in calls if c.get("mode") == mode)
+
+    bundles = [r for r in runs if r["scenario"] == "bundle"]
     targets = {
-        "bundle NVRTC compiles (target 0)": by["bundle"].get("nvrtc_compiles"),
-        "bundle / cupy-warm wall (target <= 1.1)": by["bundle"]["wall_s"] / by["cupy-warm"]["wall_s"],
-        "warmup / cupy-cold wall (target <= 0.25)": by["warmup"]["wall_s"] / by["cupy-cold"]["wall_s"],
-        "ours-warm / cupy-warm wall": by["ours-warm"]["wall_s"] / by["cupy-warm"]["wall_s"],
-    }  # fmt: skip
+        "bundle NVRTC compiles, every run (target 0)": [r.get("nvrtc_compiles") for r in bundles],
+        "bundle / cupy-warm wall, medians (target <= 1.1)": wall("bundle") / wall("cupy-warm"),
+        "warmup / cupy-cold wall (target <= 0.25)": wall("warmup") / wall("cupy-cold"),
+        "ours-warm / cupy-warm wall, medians": wall("ours-warm") / wall("cupy-warm"),
+    }
     if all("median_ms" in c for c in calls):
-        targets["per call, ours / CuPy warm (target <= 1.0)"] = (
-            calls[1]["median_ms"] / calls[0]["median_ms"]
+        targets["per call, ours / CuPy warm, medians (target <= 1.0)"] = call_ms("ours") / call_ms(
+            "cupy"
         )
+        targets["per call, hook overhead ms (ours - CuPy)"] = call_ms("ours") - call_ms("cupy")
     with open(record) as f:
         entries = [json.loads(line) for line in f if line.strip()]
     result = {
@@ -202,7 +221,7 @@ def main(argv=None) -> int:
         "record_cupy_entries": sum(e["kind"] == "cupy" for e in entries),
         "runs": runs,
         "per_call": calls,
-        "targets": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in targets.items()},
+        "targets": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in targets.items()},
     }
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, a.name + ".json"), "w") as f:

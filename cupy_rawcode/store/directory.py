@@ -11,6 +11,7 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
 import threading
+import time
 from pathlib import Path
 
 try:
@@ -61,11 +62,12 @@ class DirectoryStore:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_SH)
-            data = _read_all(fd)
-            try:
-                os.utime(fd)  # mark used, for LRU eviction
-            except OSError:
-                pass  # a read-only cache still serves hits
+            data, used = _read_all(fd)
+            if time.time() - used > USE_RESOLUTION:
+                try:
+                    os.utime(fd)  # mark used, for LRU eviction
+                except OSError:
+                    pass  # a read-only cache still serves hits
             return data
         except OSError:
             return None
@@ -176,6 +178,7 @@ class DirectoryStore:
 
 
 HIT_BATCH = 32
+USE_RESOLUTION = 60.0  # seconds: an entry used more recently is not marked again (LRU order)
 _pending_lock = threading.Lock()
 _pending: dict[Path, int] = {}  # cache directory -> hits counted and not written yet
 _exit_registered: list[bool] = []
@@ -225,14 +228,15 @@ def _append(root: Path, name: str, n: int) -> None:
         os.close(fd)
 
 
-def _read_all(fd: int) -> bytes:
-    """A whole file from its descriptor: one read when it is no larger than fstat said (a
-    short read is caught by the entry's checksum)."""
-    size = os.fstat(fd).st_size
+def _read_all(fd: int) -> tuple[bytes, float]:
+    """A whole file from its descriptor, and when it was last marked used (its mtime): one read
+    when it is no larger than fstat said (a short read is caught by the entry's checksum)."""
+    st = os.fstat(fd)
+    size = st.st_size
     data = os.read(fd, size + 1)
     if len(data) <= size:
-        return data
+        return data, st.st_mtime
     chunks = [data]  # it grew meanwhile: read on to the end
     while chunk := os.read(fd, 1 << 16):
         chunks.append(chunk)
-    return b"".join(chunks)
+    return b"".join(chunks), st.st_mtime

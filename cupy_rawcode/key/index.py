@@ -48,11 +48,9 @@ def index_id(
     device: str,
     name_expressions: tuple[str, ...],
     source_dir: str | None,
-    extra: list[tuple[str, str]] | None = None,
 ) -> str:
     """The id of an index entry (pure but for the environment it reads: see module docstring).
-    ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90';
-    ``extra``: more labelled fields (what CuPy brings to a compile: cupy_compiles.py)."""
+    ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90'."""
     fields = [
         ("schema", SCHEMA),
         ("package", __version__),
@@ -64,7 +62,6 @@ def index_id(
     ]
     fields += [("option", o) for o in options]
     fields += [("name_expression", n) for n in name_expressions]
-    fields += [("extra_" + label, value) for label, value in extra or ()]
     fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
     fields += [("python", sys.executable), ("prefix", sys.prefix)]
     fields += [("site", p) for p in config.site_dirs()]

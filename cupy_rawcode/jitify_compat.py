@@ -15,6 +15,7 @@ class DroppedIncludeWarning(UserWarning):
 # What CuPy's jitify=True adds to the options (compiler.py): no effect on the code, but it keys
 # Jitify compiles apart from the others, in CuPy's cache and in ours alike.
 JITIFY_MACRO = "-DCUPY_USE_JITIFY"
+JITIFY_PREINCLUDE = "--pre-include=jitify_preinclude.h"  # as CuPy's Jitify compiled
 # CuPy's jitify=True puts this line first in the source; its using-declarations bring a few
 # cuda::std names into std, which then cannot be specialized there (toolkit/specializable.py).
 _CUPY_WORKAROUND = "#include <cupy/cuda_workaround.h>\n"
@@ -30,8 +31,11 @@ def jitify_source(source: str) -> str:
 
 
 def jitify_options(options: tuple[str, ...]) -> tuple[str, ...]:
-    """The options a jitify=True compile runs with: as given, plus CuPy's marker."""
-    return options if JITIFY_MACRO in options else options + (JITIFY_MACRO,)
+    """The options a jitify=True compile runs with: as given, plus CuPy's marker and the header
+    CuPy's Jitify pre-included into every compile (``__host__``, ``try`` and ``catch`` defined
+    away: include/jitify_preinclude.h)."""
+    added = tuple(o for o in (JITIFY_MACRO, JITIFY_PREINCLUDE) if o not in options)
+    return options + added
 
 
 def compile_as_jitify(

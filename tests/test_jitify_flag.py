@@ -113,18 +113,41 @@ def test_without_jitify_the_classes_keep_the_plain_error(tree, cls, src, raised)
     assert not isinstance(e.value, _jitify_exception())
 
 
-def test_jitify_compiles_are_keyed_apart_as_in_cupy():
-    """CuPy adds -DCUPY_USE_JITIFY to a jitify=True compile: a different key, and the warm
-    index keeps the two apart."""
+JITIFY_OPTIONS = ("-DCUPY_USE_JITIFY", "--pre-include=jitify_preinclude.h")
+
+
+def test_jitify_compiles_are_keyed_apart_and_preinclude_as_in_cupy():
+    """CuPy's Jitify adds -DCUPY_USE_JITIFY and pre-includes jitify_preinclude.h: a different
+    key, and the warm index keeps the two apart."""
     src = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
     plain = cupy_rawcode.RawKernel(src, "k")._build
     jit = cupy_rawcode.RawKernel(src, "k", jitify=True)._build
-    assert plain.compile_options == () and jit.compile_options == ("-DCUPY_USE_JITIFY",)
+    assert plain.compile_options == () and jit.compile_options == JITIFY_OPTIONS
     assert cupy_rawcode.cache_key(src, arch=ARCH) != cupy_rawcode.cache_key(
         src, arch=ARCH, options=jit.compile_options
     )
-    given = cupy_rawcode.RawKernel(src, "k", options=("-DCUPY_USE_JITIFY",), jitify=True)
-    assert given._build.compile_options == ("-DCUPY_USE_JITIFY",)  # not added twice
+    given = cupy_rawcode.RawKernel(src, "k", options=JITIFY_OPTIONS, jitify=True)
+    assert given._build.compile_options == JITIFY_OPTIONS  # not added twice
+
+
+JITIFY_ONLY = {
+    "an explicitly __host__ function": "__host__ float twice(float v) { return 2 * v; }\n"
+    'extern "C" __global__ void k(float* x) { x[0] = twice(x[0]); }\n',
+    "try and catch": 'extern "C" __global__ void k(float* x) {\n'
+    "  try { x[0] = 1.0f; } catch (...) { x[0] = 2.0f; }\n}\n",
+    "THRUST_STATIC_ASSERT": "#define CHECK THRUST_STATIC_ASSERT(sizeof(int) == 4)\n"
+    'CHECK;\nextern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n',
+}
+
+
+@pytest.mark.parametrize("what", sorted(JITIFY_ONLY))
+def test_what_jitify_preincluded_compiles_with_jitify_only(what):
+    """CuPy's Jitify pre-included a header defining __host__, try and catch away: code written
+    for it compiles with jitify=True, and without it NVRTC's error stays."""
+    src = JITIFY_ONLY[what]
+    cupy_rawcode.RawKernel(src, "k", jitify=True).compile(arch=ARCH)
+    with pytest.raises(errors.CompileError):
+        cupy_rawcode.RawKernel(src, "k").compile(arch=ARCH)
 
 
 @pytest.mark.parametrize("jitify", [True, None])
@@ -237,9 +260,25 @@ def test_nvcc_backend_reaches_cupys_class_when_the_classes_are_swapped(monkeypat
     assert type(k).__module__ == type(m).__module__ == "cupy._core.raw"
 
 
-def test_cupy_12_cub_path_names_the_include_to_write():
+@pytest.mark.parametrize("jitify", [True, None])
+def test_cupy_12_cub_path_is_answered_by_cccls_cub_with_one_warning(jitify):
     """Code written for CuPy <= 12 included CuPy's own CUB copy, gone since CuPy 13."""
-    src = '#include <cupy/cub/cub/block/block_load.cuh>\nextern "C" __global__ void k() {}\n'
-    with pytest.raises(MissingHeaderError) as e:
-        cupy_rawcode.RawKernel(src, "k", jitify=True).compile(arch=ARCH)
-    assert "write <cub/block/block_load.cuh> instead" in str(e.value)
+    from cupy_rawcode.compiler.relocated import RelocatedIncludeWarning
+
+    src = (
+        "#include <cupy/cub/cub/block/block_load.cuh>\n"
+        'extern "C" __global__ void k(float* x) {\n'
+        "  float v[2]; cub::LoadDirectBlocked(threadIdx.x, x, v); x[0] = v[1];\n}\n"
+    )
+    with pytest.warns(RelocatedIncludeWarning, match="as <cub/block/block_load.cuh>") as w:
+        cupy_rawcode.RawKernel(src, "k", jitify=jitify).compile(arch=ARCH)
+    assert len(w) == 1
+
+
+def test_a_moved_header_missing_at_its_new_place_too_is_named_with_both():
+    src = '#include <cupy/cub/cub/no_such.cuh>\nextern "C" __global__ void k() {}\n'
+    with pytest.warns(Warning), pytest.raises(MissingHeaderError) as e:
+        cupy_rawcode.RawKernel(src, "k").compile(arch=ARCH)
+    text = str(e.value)
+    assert 'cannot open source file "cub/no_such.cuh"' in text
+    assert "included from isys0:cupy/cub/cub/no_such.cuh" in text

@@ -309,7 +309,18 @@ def compile_for(
         source_dir=source_dir,
         source_name=source_name,
     )
-    result = compile_request(req)
+    try:
+        result = compile_request(req)
+    except Exception as e:  # a header that moved (relocated.py) is answered by its new name
+        from . import relocated
+
+        moved = relocated.forwarding_dir(getattr(e, "missing", ()))
+        if moved is None:
+            raise
+        opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (moved,))
+        req = req._replace(options=opts)
+        result = compile_request(req)
+        index_id = None  # the index would name a directory that lives as long as this process
     if index_id is not None:
         from ..key import index
 

@@ -596,6 +596,23 @@ JITIFY_WORKAROUND_TEXT = """\
 """
 
 
+JITIFY_PREINCLUDE = "jitify_preinclude.h"  # the name Jitify gave it: sources include it by name
+JITIFY_PREINCLUDE_TEXT = """\
+// cupy-rawcode: what Jitify pre-included into every jitify=True compile (CuPy's Jitify passed
+// --pre-include=jitify_preinclude.h), for jitify=True here too (cupy_rawcode/jitify_compat.py):
+// explicitly host functions compile as device code, try/catch parse, and Thrust's static
+// assertions are skipped.
+#pragma once
+#ifdef __host__
+#undef __host__
+#endif
+#define __host__
+#define try
+#define catch(...)
+#define THRUST_STATIC_ASSERT(x)
+"""
+
+
 def files() -> dict[str, str]:
     """Every generated file under include/, by relative path."""
     out = {name: render(name) for name in sorted(SUPPORTED) + sorted(C_HEADERS) + sorted(STUBS)}
@@ -605,6 +622,7 @@ def files() -> dict[str, str]:
     )
     out[STUB_BASE] = STUB_BASE_TEXT
     out[JITIFY_WORKAROUND] = JITIFY_WORKAROUND_TEXT
+    out[JITIFY_PREINCLUDE] = JITIFY_PREINCLUDE_TEXT
     return out
 
 

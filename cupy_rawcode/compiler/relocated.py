@@ -1,0 +1,57 @@
+"""Headers that moved: an include of an old location is answered by a header that includes the
+new one, with one warning saying what to write instead.
+
+CuPy 8-12 shipped CUB inside its own include directory, so code of that era includes
+``<cupy/cub/cub/block/block_load.cuh>``; CuPy 13 dropped that copy for CCCL, where the same
+header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with or without
+``jitify=True``; here it compiles too, against the CUB the search finds.
+"""
+
+from __future__ import annotations
+
+import os
+
+# old prefix -> new prefix
+MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
+
+
+class RelocatedIncludeWarning(UserWarning):
+    """An include named a header's old location; it was answered by the new one."""
+
+
+def new_name(name: str) -> str | None:
+    """Where header ``name`` lives now, or None when it did not move."""
+    for old, new in MOVES:
+        if name.startswith(old):
+            return new + name[len(old) :]
+    return None
+
+
+def forwarding_dir(missing) -> str | None:
+    """A directory (for -isystem) of headers that include each moved header's new name, after
+    one warning naming them; None when any missing include is not a moved one."""
+    moves = {m.name: new_name(m.name) for m in missing}
+    if not moves or None in moves.values():
+        return None
+    import atexit
+    import shutil
+    import tempfile
+    import warnings
+
+    listed = ", ".join(f"<{old}> as <{new}>" for old, new in sorted(moves.items()))
+    warnings.warn(
+        f"cupy-rawcode: CuPy 13 and later have no <cupy/cub/...> headers (CuPy 12's copy of "
+        f"CUB): answered {listed}; include the latter to silence this",
+        RelocatedIncludeWarning,
+        stacklevel=5,
+    )
+    d = tempfile.mkdtemp(prefix="cupy-rawcode-moved-")
+    atexit.register(shutil.rmtree, d, True)
+    for old, new in moves.items():
+        path = os.path.normpath(os.path.join(d, old))
+        if not path.startswith(d + os.sep):
+            return None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"// cupy-rawcode: <{old}> moved to <{new}>\n#include <{new}>\n")
+    return d

@@ -45,3 +45,22 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
         except OSError:
             pass
         raise
+
+
+def process_header_dir(headers: dict[str, str], prefix: str) -> str:
+    """A directory holding ``headers`` (include name -> text) for this process, removed at exit:
+    what an -isystem answer to missing includes searches. A name that would land outside it
+    (absolute, or with ../) is left out."""
+    import atexit
+    import shutil
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    for name, text in headers.items():
+        path = os.path.normpath(os.path.join(d, name))
+        if not path.startswith(d + os.sep):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    return d

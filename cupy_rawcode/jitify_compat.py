@@ -119,18 +119,7 @@ def _by_source(missing) -> bool:
 
 def _stub_dir(names) -> str:
     """A directory of empty headers under the given names, for this process."""
-    import atexit
-    import os
-    import shutil
-    import tempfile
+    from .fsutil import process_header_dir
 
-    d = tempfile.mkdtemp(prefix="cupy-rawcode-dropped-")
-    atexit.register(shutil.rmtree, d, True)
-    for name in names:
-        path = os.path.normpath(os.path.join(d, name))
-        if not path.startswith(d + os.sep):  # an absolute or ../ name: not answerable here
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write("// cupy-rawcode: an include that matched no file (jitify=True leniency)\n")
-    return d
+    stub = "// cupy-rawcode: an include that matched no file (jitify=True leniency)\n"
+    return process_header_dir(dict.fromkeys(names, stub), "cupy-rawcode-dropped-")

@@ -14,6 +14,7 @@ so that many processes recording at once write each compile once.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -124,10 +125,8 @@ def cupy_user_options(options: tuple[str, ...]) -> tuple[str, ...] | None:
     assembly of anything (then the options are recorded as they are)."""
     from cupy._core import core
 
-    bare = tuple(core.assemble_cupy_compiler_options(()))
+    head, tail = _cupy_dirs()
     std = "--std=c++17"
-    head = [o for o in bare if o.startswith("-I") and "_cccl" in o]
-    tail = [o for o in bare if o.startswith("-I") and o not in head]
     n, m = len(head), len(tail)
     if tuple(options[:n]) != tuple(head) or tuple(options[len(options) - m :]) != tuple(tail):
         return None
@@ -135,6 +134,17 @@ def cupy_user_options(options: tuple[str, ...]) -> tuple[str, ...] | None:
     if user[-1:] == (std,) and not any("-std=" in o for o in user[:-1]):
         user = user[:-1]
     return user if tuple(core.assemble_cupy_compiler_options(user)) == tuple(options) else None
+
+
+@functools.cache
+def _cupy_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The -I options CuPy puts before a compile's own (its CCCL) and after them (its include
+    and CUDA directories), as this CuPy assembles them."""
+    from cupy._core import core
+
+    bare = tuple(core.assemble_cupy_compiler_options(()))
+    head = tuple(o for o in bare if o.startswith("-I") and "_cccl" in o)
+    return head, tuple(o for o in bare if o.startswith("-I") and o not in head)
 
 
 # -- the process's recorder ---------------------------------------------------------------------

@@ -9,8 +9,6 @@ header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with 
 
 from __future__ import annotations
 
-import os
-
 # old prefix -> new prefix
 MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
 
@@ -33,10 +31,9 @@ def forwarding_dir(missing) -> str | None:
     moves = {m.name: new_name(m.name) for m in missing}
     if not moves or None in moves.values():
         return None
-    import atexit
-    import shutil
-    import tempfile
     import warnings
+
+    from ..fsutil import process_header_dir
 
     listed = ", ".join(f"<{old}> as <{new}>" for old, new in sorted(moves.items()))
     warnings.warn(
@@ -45,13 +42,8 @@ def forwarding_dir(missing) -> str | None:
         RelocatedIncludeWarning,
         stacklevel=5,
     )
-    d = tempfile.mkdtemp(prefix="cupy-rawcode-moved-")
-    atexit.register(shutil.rmtree, d, True)
-    for old, new in moves.items():
-        path = os.path.normpath(os.path.join(d, old))
-        if not path.startswith(d + os.sep):
-            return None
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(f"// cupy-rawcode: <{old}> moved to <{new}>\n#include <{new}>\n")
-    return d
+    forwarding = {
+        old: f"// cupy-rawcode: <{old}> moved to <{new}>\n#include <{new}>\n"
+        for old, new in moves.items()
+    }
+    return process_header_dir(forwarding, "cupy-rawcode-moved-")

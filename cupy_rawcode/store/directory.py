@@ -136,14 +136,11 @@ class DirectoryStore:
                     return
             self.flush_counts()
             return
-        self._append("misses", 1)
+        _append(self.root, "misses", 1)
 
     def flush_counts(self) -> None:
         """Write the hits this process counted in this directory and has not written yet."""
         _flush(self.root)
-
-    def _append(self, name: str, n: int) -> None:
-        _append(self.root, name, n)
 
     def zero_counts(self) -> None:
         """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are

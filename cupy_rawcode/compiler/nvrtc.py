@@ -75,6 +75,10 @@ class _Pch:
     - backs off when a PCH it created was never reused before being replaced (runs of pairs,
       say): ``need`` grows by one for each such waste, and falls back to 2 after a reuse, so a
       series of distinct kernels loses at most one creation per run length it shows.
+    NVRTC does not check a PCH against the headers it was made from (measured with 12.9: an
+    edited header, size and mtime changed, still compiled to the old code). So a PCH is made from
+    the header stamps taken just before (stamps.py), in a directory of its own, and reused only
+    while they all hold; else a new one is made in a new directory.
     Files go to a private temp directory removed at exit."""
 
     def __init__(self):
@@ -86,21 +90,48 @@ class _Pch:
         self.charged = False  # its waste already raised ``need``
         self.need = 2
         self.dir: str | None = None
+        self.stamps: tuple | None = None  # the live PCH's files as stamps.take gave them
+        self.made = 0  # PCHs made: the live one's directory is its number
 
-    def wanted(self, req: Request, nvrtc_version: tuple[int, int]) -> bool:
+    def wanted(self, req: Request, nvrtc_version: tuple[int, int], ctx=None) -> bool:
         mode = config.pch_mode()
         if mode == "never" or nvrtc_version < (12, 8) or req.is_ptx:
             return False
-        if mode == "always":
-            return True
         prefix = include_prefix(req.source)
         signature = (prefix, req.options, req.arch, req.source_dir)
         with self.lock:
             self.run = self.run + 1 if signature == self.last else 1
             self.last = signature
-            if "include" not in prefix:
+            if signature == self.live and self._stale():
+                self.live = None  # its headers changed: never reused again
+            if mode != "always" and "include" not in prefix:
                 return False  # nothing to precompile
-            return self._decide(signature)
+            was = self.live
+            use = True if mode == "always" else self._decide(signature)
+            if use and signature != was:  # a new PCH: its files stamped before NVRTC reads them
+                self.live, self.used, self.charged = signature, 0, False
+                return self._made_from(req, ctx)
+            return use
+
+    def _stale(self) -> bool:
+        """Whether a file the live PCH was made from changed since (or could not be stamped)."""
+        from ..key.stamps import first_changed
+
+        return self.stamps is None or first_changed(self.stamps) is not None
+
+    def _made_from(self, req: Request, ctx) -> bool:
+        """Stamp the files of a new PCH (its header prefix's closure) and give it a directory of
+        its own; False (no PCH) when they cannot be stamped."""
+        self.stamps = prefix_stamps(req, ctx)
+        if self.stamps is None:
+            self.live = None
+            return False
+        self.made += 1
+        if self.dir is not None:  # the previous PCH's files: never read again
+            import shutil
+
+            shutil.rmtree(os.path.join(self.dir, str(self.made - 1)), True)
+        return True
 
     def _decide(self, signature) -> bool:
         if signature == self.live:
@@ -126,7 +157,25 @@ class _Pch:
 
                 self.dir = tempfile.mkdtemp(prefix="cupy-rawcode-pch-")
                 atexit.register(shutil.rmtree, self.dir, True)
-            return self.dir
+            path = os.path.join(self.dir, str(self.made))
+            os.makedirs(path, exist_ok=True)
+            return path
+
+
+def prefix_stamps(req: Request, ctx=None) -> tuple | None:
+    """The stamps (stamps.take part) of every file a PCH of ``req``'s header prefix reads, taken
+    now: its fast-mode closure, with the pre-includes; None when it cannot be resolved."""
+    from ..headers.fast import resolve_fast
+    from ..key.request import context
+    from ..key.stamps import absent, take
+
+    ctx = ctx if ctx is not None else context(req)
+    try:
+        closure = resolve_fast(include_prefix(req.source), ctx, req.pre_includes)
+    except (OSError, ValueError):
+        return None
+    ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
+    return take(ids + [absent(p) for p in closure.absent])
 
 
 _pch = _Pch()
@@ -298,7 +347,7 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
     from cuda.bindings import nvrtc
 
     if pch is None:
-        pch = _pch.wanted(req, ctx.toolchain.nvrtc_version)
+        pch = _pch.wanted(req, ctx.toolchain.nvrtc_version, ctx)
     flags = nvrtc_flags(req, ctx, pch)
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
 

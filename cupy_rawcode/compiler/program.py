@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import config
 from ..key.request import Request, compute_key, context, make_request
+from ..key.stamps import changed_since, first_changed
 from ..store import Layered, default_store
 from ..store.entry import encode, entry_log
 
@@ -35,6 +36,7 @@ class Result:
         "made",
         "symbols",
         "target",
+        "trusted",
     )
 
     def __init__(
@@ -52,6 +54,7 @@ class Result:
         made: dict | None = None,
         keyed=None,
         log: str = "",
+        trusted: bool = True,
     ):
         self.code, self.symbols, self.target, self.key = code, symbols, target, key
         self.hit, self.hit_layer, self.header_count = hit, hit_layer, header_count
@@ -59,6 +62,7 @@ class Result:
         self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
         self.log = log if isinstance(log, str) else ""  # NVRTC's log: replayed on every hit
         self._keyed = keyed  # request.Keyed: its stamps are what index.py records
+        self.trusted = trusted  # False: a closure file changed while it compiled; not stored
         self._object_code = object_code
 
     def __repr__(self) -> str:
@@ -112,6 +116,27 @@ def _speculate(req: Request, ctx, dump: bool) -> Early | None:
         return found
 
 
+class HeaderChangedWarning(UserWarning):
+    """A file the key read changed while NVRTC compiled: the code was returned but not cached,
+    since it may have been built from another text than the key's."""
+
+
+def _not_cached(req: Request, ctx, path: str) -> None:
+    """One warning naming the changed file, and the source's manifest forgotten: a compile whose
+    closure changed under it stores nothing (no entry, manifest or warm-index record)."""
+    import warnings
+
+    from ..headers.manifest import discard
+
+    discard(req.source, ctx, req.pre_includes)
+    warnings.warn(
+        f"cupy-rawcode: {path} changed while {req.program_name} compiled; the code is used "
+        "but not cached (it may hold the new text, the key the old one)",
+        HeaderChangedWarning,
+        stacklevel=4,
+    )
+
+
 def _worth_overlapping(req: Request) -> bool:
     """A source that includes nothing keys in well under a millisecond: handing its compile to
     another thread would cost more (GIL hand-offs) than the overlap saves."""
@@ -155,6 +180,7 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
     from ..headers.manifest import lookup
 
     dump = config.dump_source() if dump is None else dump
+    start_ns = time.time_ns()  # a closure file changed since may differ from what NVRTC read
     t0 = time.perf_counter()
     ctx = context(req)
     known = None if req.is_ptx else lookup(req.source, ctx, req.pre_includes)
@@ -197,6 +223,9 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         if keyed.options != req.options:  # another standard, own std templates (key/request.py)
             _forget(req, early)
             req, early = req._replace(options=keyed.options), None
+        if early is not None and changed_since(keyed.closure_stamps, start_ns) is not None:
+            _forget(req, early)  # NVRTC may have read a file before the key read its new text
+            early = None
         try:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         finally:
@@ -218,7 +247,11 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         if not code:  # never cache nothing as a kernel
             raise RuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
-        store.put(key, encode(key, code, meta))
+        changed = first_changed(keyed.closure_stamps)  # ccache's check: still what the key saw?
+        if changed is not None:
+            _not_cached(req, ctx, changed)
+        else:
+            store.put(key, encode(key, code, meta))
         return Result(
             code,
             dict(made.symbols),
@@ -233,6 +266,7 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
             made.made,
             keyed,
             made.log,
+            changed is None,
         )
 
 
@@ -321,7 +355,7 @@ def compile_for(
         req = req._replace(options=opts)
         result = compile_request(req)
         index_id = None  # the index would name a directory that lives as long as this process
-    if index_id is not None:
+    if index_id is not None and result.trusted:
         from ..key import index
 
         index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)

@@ -3,9 +3,9 @@ in a new process without re-scanning headers.
 
 A manifest is keyed by everything that decides the closure *on this machine* (source, options,
 absolute search directories) and holds the closure's digest, whether the source can expand
-``__FILE__`` (filename.py) and the stamps (size, mtime_ns, inode; stamps.py) each closure file had
-when it was read, plus each file a quoted include of the source looked for in the source's own
-directory and did not find there, stamped absent.
+``__FILE__`` (filename.py) and the stamps (size, mtime_ns, inode, ctime_ns; stamps.py) each
+closure file had when it was read, plus each file a quoted include of the source looked for in
+the source's own directory and did not find there, stamped absent.
 If every file still stats the same, the stored digest is used; otherwise the closure is
 resolved again and the manifest replaced. A new file shadowing a header earlier in the search
 path (a -I directory) is not seen by ``stat`` validation (ccache has the same limit):
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from .. import config
 from ..key import closure_digest, digest_fields
-from ..key.stamps import check, take
+from ..key.stamps import absent, check, take
 from .standard import Floor
 
 SCHEMA = "cupy-rawcode-manifest-8"  # 6: the stamps' digest covers values only; 7: "file", and
@@ -101,6 +101,17 @@ class Facts(NamedTuple):
     specialized: tuple[str, ...]
 
 
+def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
+    """Forget a source's manifest, here and on disk: one of its files changed while a compile
+    read them, so what it holds was never compiled (program.py stores nothing then)."""
+    mid = manifest_id(source, ctx, pre_includes)
+    _memo.pop(mid, None)
+    try:
+        os.unlink(_path(mid))
+    except OSError:
+        pass  # none was written (a read-only cache), or it is gone already
+
+
 def _facts(data: dict, values) -> Facts:
     return Facts(
         data["closure"],
@@ -145,7 +156,7 @@ def closure_digests(
     closure = resolve_fast(source, ctx, pre_includes, main_name or MAIN)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    rec, values = take(ids + [(p, None, None, None) for p in closure.absent])
+    rec, values = take(ids + [absent(p) for p in closure.absent])
     data = {
         "schema": SCHEMA,
         "closure": closure_digest(closure.digests()),

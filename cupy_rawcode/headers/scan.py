@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..key.stamps import values_of
 from ..regular import open_regular
 from ..toolkit.specializable import specialized_names
 from .standard import guard_year
@@ -156,12 +157,12 @@ def _guarded(matches: list) -> bool:
     return bool(a and b and a.group(1) == b.group(1))
 
 
-FileId = tuple  # (path, size, mtime_ns, inode)
+FileId = tuple  # (path, size, mtime_ns, inode, ctime_ns): stamps.py's stamp
 _memo: dict[FileId, FileScan] = {}
 
 
 def _id(path: str, st: os.stat_result) -> FileId:
-    return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    return (path, *values_of(st))
 
 
 def file_id(path: str) -> FileId:
@@ -180,7 +181,8 @@ def _read_all(fd: int, size: int) -> bytes:
 
 
 def scan_file(path: str) -> tuple[FileId, FileScan]:
-    """Scan a file at most once per process while its (size, mtime_ns, inode) stay the same.
+    """Scan a file at most once per process while its stamp (size, mtime_ns, inode, ctime_ns)
+    stays the same.
     Only a regular file is read: anything else (a FIFO would block) is a NotRegularFileError,
     an OSError."""
     fd, st = open_regular(path)

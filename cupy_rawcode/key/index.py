@@ -99,7 +99,7 @@ def lookup(iid: str) -> Found | None:
 
 
 def package_stamps() -> list:
-    """The (path, size, mtime_ns, inode) of this package's directories and modules, every
+    """The stamps (stamps.stamp) of this package's directories and modules, every
     subpackage included: the code that computes keys."""
     paths = []
     for d, subdirs, files in os.walk(_PACKAGE):

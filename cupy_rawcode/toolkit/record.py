@@ -3,7 +3,7 @@ so that a warm process neither imports cuda.pathfinder nor loads NVRTC to build 
 
 A record is kept per search policy and Python environment under ``<cache>/toolchain/``. It holds
 what discovery found (NVRTC version and architectures, header directories, CCCL version) and a
-stamp (size, mtime_ns, inode; or "absent") of everything that decides it: the NVRTC library,
+stamp (size, mtime_ns, inode, ctime_ns; or absent) of everything that decides it: the NVRTC library,
 each header directory (the shims included) and CCCL's version header, every site-packages
 directory on ``sys.path`` (a ``pip install`` changes its mtime) and the toolkit's include
 directory, plus the environment variables the search reads. Any difference means discovery

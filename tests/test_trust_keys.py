@@ -1,0 +1,172 @@
+"""A cache entry is served only for the text it was compiled from: a header that changes while a
+kernel compiles stores nothing, and every stamp change (ctime included) makes the manifest and
+the warm index miss."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from cupy_rawcode.compiler import program
+from cupy_rawcode.compiler.program import compile_for, compile_request
+from cupy_rawcode.key import index
+from cupy_rawcode.key.request import make_request
+
+KERNEL = '#include "hv.h"\nextern "C" __global__ void k(int* p) { *p = VAL; }\n'
+OLD, NEW = "#define VAL 1111111\n", "#define VAL 2222222\n"  # the same size
+
+
+def _replace(path: Path, text: str) -> None:
+    """Save ``text`` as an editor does: a temp file renamed over the old one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _compile(root: Path, **kw):
+    req = make_request(KERNEL, arch="sm_80", target="ptx", source_dir=str(root), source_name="k.cu")
+    return compile_request(req, **kw)
+
+
+def _value(result) -> str:
+    """Which VAL the PTX holds."""
+    ptx = result.code.decode()
+    assert ("1111111" in ptx) != ("2222222" in ptx), ptx
+    return "1111111" if "1111111" in ptx else "2222222"
+
+
+def _cache_files(kind: str) -> list[Path]:
+    root = Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / kind
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def _race(monkeypatch, header: Path, when: str) -> None:
+    """Replace ``header`` by NEW once, at a fixed point of the next compile: 'after_key' (the
+    key has read OLD, NVRTC then reads NEW) or 'before_key' (an early NVRTC compile reads OLD,
+    then the key reads NEW)."""
+    keyed, replaced, done = threading.Event(), threading.Event(), []
+    real_key, real_nvrtc = program.compute_key, program._nvrtc_compile
+
+    def key_hook(*args, **kw):
+        if when == "before_key":
+            assert replaced.wait(30)
+        out = real_key(*args, **kw)
+        keyed.set()
+        return out
+
+    def nvrtc_hook(req, ctx, dump):
+        if done:
+            return real_nvrtc(req, ctx, dump)
+        done.append(1)
+        if when == "after_key":
+            assert keyed.wait(30)
+            _replace(header, NEW)
+            return real_nvrtc(req, ctx, dump)
+        out = real_nvrtc(req, ctx, dump)
+        time.sleep(0.02)  # past the file system clock's tick
+        _replace(header, NEW)
+        replaced.set()
+        return out
+
+    monkeypatch.setattr(program, "compute_key", key_hook)
+    monkeypatch.setattr(program, "_nvrtc_compile", nvrtc_hook)
+
+
+# served only for the text compiled: (where the header changes, CUPY_RAWCODE_OVERLAP)
+RACES = [("after_key", "0"), ("after_key", "1"), ("before_key", "1")]
+
+
+@pytest.mark.parametrize("when, overlap", RACES, ids=[f"{w}-overlap{o}" for w, o in RACES])
+def test_served_only_for_the_text_compiled(when, overlap, tree, monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", overlap)
+    root = tree({"hv.h": OLD})
+    header = root / "hv.h"
+    time.sleep(0.05)  # the header is older than the request
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+        _race(mp, header, when)
+        warnings.simplefilter("always")
+        first = _compile(root)
+    assert not first.hit
+    changed = [w for w in caught if issubclass(w.category, program.HeaderChangedWarning)]
+    if when == "after_key":  # compiled from NEW, keyed on OLD: returned, never stored
+        assert _value(first) == "2222222"
+        assert len(changed) == 1 and "hv.h" in str(changed[0].message)
+        assert _cache_files("entries") == [] and _cache_files("manifests") == []
+    else:  # the early result read OLD: recompiled from NEW, which the key saw
+        assert _value(first) == "2222222"
+    # every later compile gets the code of the text it asks for
+    now_new = _compile(root)
+    assert _value(now_new) == "2222222"
+    _replace(header, OLD)
+    again_old = _compile(root)
+    assert _value(again_old) == "1111111" and not again_old.hit
+
+
+def test_a_changed_header_writes_no_warm_index_record(tree, monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    root = tree({"hv.h": OLD})
+    _race(monkeypatch, root / "hv.h", "after_key")
+    with pytest.warns(program.HeaderChangedWarning, match="hv.h"):
+        _, result = compile_for(KERNEL, (), "sm_80", "ptx", (), str(root), "a" * 64, "k.cu")
+    assert _value(result) == "2222222"
+    assert index.lookup("a" * 64) is None and _cache_files("index") == []
+
+
+CLI_KERNEL = """#include <cub/block/block_reduce.cuh>
+#include "hv.h"
+extern "C" __global__ void k(int* p) {
+  using R = cub::BlockReduce<int, 128>;
+  __shared__ typename R::TempStorage t;
+  int v = R(t).Sum(p[threadIdx.x]);
+  if (threadIdx.x == 0) p[0] = v + VAL;
+}
+"""
+
+
+def _cli(root: Path, env: dict) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "cupy_rawcode.cli", "compile", str(root / "k.cu")]
+    argv += ["--arch", "sm_80", "--target", "ptx", "--output", str(root / "k.ptx")]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_a_header_saved_by_another_process_mid_compile(overlap, tree):
+    """The issue's reproduction: the header is saved while a CUB kernel compiles in another
+    process; the old text compiled again afterwards gives the old value."""
+    root = tree({"k.cu": CLI_KERNEL, "hv.h": OLD})
+    env = dict(os.environ, CUPY_RAWCODE_OVERLAP=overlap)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(program.__file__).parents[2])] + sys.path)
+    manifests = Path(env["CUPY_RAWCODE_CACHE_DIR"]) / "manifests"
+    proc = _cli(root, env)
+    deadline = time.monotonic() + 60
+    while not any(manifests.rglob("*.json")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    _replace(root / "hv.h", NEW)  # keyed on OLD by now; NVRTC is still in CUB
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    _replace(root / "hv.h", OLD)
+    proc = _cli(root, env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "1111111" in (root / "k.ptx").read_text(), out
+
+
+@pytest.mark.parametrize("pch", ["auto", "1"])
+def test_an_edited_header_never_comes_from_a_precompiled_header(pch, tree, monkeypatch):
+    """NVRTC reuses a precompiled header made from a header's old text: each edit of the header
+    between compiles of one process gives the code of the new text."""
+    from cupy_rawcode.compiler import nvrtc
+
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", pch)
+    monkeypatch.setattr(nvrtc, "_pch", nvrtc._Pch())
+    root = tree({"hv.h": OLD})
+    for text in [OLD, NEW, OLD.replace("1", "3"), NEW.replace("2", "4")]:
+        _replace(root / "hv.h", text)
+        value = text.split()[-1]
+        assert value in _compile(root).code.decode()

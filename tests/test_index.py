@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,15 @@ def _replace_by_copy(path):
     tmp.write_bytes(data.replace(b"2", b"5") if b"2" in data else data.swapcase())
     os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(tmp, path)
+
+
+def _rewrite_in_place(path):
+    """Other bytes of the same size written into the same inode, the old mtime set back."""
+    data, st = path.read_bytes(), os.stat(path)
+    time.sleep(0.02)  # past the file system clock's tick
+    with open(path, "r+b") as f:
+        f.write(data.swapcase() if data.swapcase() != data else data[::-1] + b" ")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _bump_system_header(monkeypatch):
@@ -399,6 +409,7 @@ def test_a_warm_process_imports_only_the_hit_path(tmp_path):
 
 _RACE = r"""
 import sys
+import time
 import cupy_rawcode
 k = cupy_rawcode.RawKernel(open(sys.argv[1]).read(), "kern")
 sys.stdout.write(k._build.device_code(90).data.hex()[:4096])
@@ -436,6 +447,7 @@ HOLD = {
     "content of another size": (lambda p: p.write_text("xy"), False),
     "same size, newer mtime": (lambda p: (p.write_text("y"), _bump(p)), False),
     "replaced, size and mtime kept (new inode)": (_replace_by_copy, False),
+    "rewritten in place, size and mtime kept (the ctime tells)": (_rewrite_in_place, False),
     "removed": (lambda p: p.unlink(), False),
     "its directory removed": (lambda p: (p.unlink(), p.parent.rmdir()), False),
 }

@@ -170,3 +170,57 @@ def test_an_edited_header_never_comes_from_a_precompiled_header(pch, tree, monke
         _replace(root / "hv.h", text)
         value = text.split()[-1]
         assert value in _compile(root).code.decode()
+
+
+def _in_place(path: Path, text: str, truncate: bool) -> None:
+    """Rewrite ``path`` in place (same inode) with a same-sized text, and set its atime and
+    mtime back: only the ctime tells."""
+    st = os.stat(path)
+    time.sleep(0.02)  # past the file system clock's tick
+    if truncate:
+        path.write_text(text)
+    else:
+        with open(path, "r+") as f:
+            f.write(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = os.stat(path)
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+# stamp changes that must miss: (how the header changes, ...)
+IN_PLACE = [("overwritten", False), ("truncated-and-rewritten", True)]
+
+
+@pytest.mark.parametrize("how, truncate", IN_PLACE, ids=[c[0] for c in IN_PLACE])
+def test_an_in_place_rewrite_with_mtime_restored_misses(how, truncate, tree):
+    root = tree({"hv.h": OLD})
+    iid = "b" * 64
+    _, first = compile_for(KERNEL, (), "sm_80", "ptx", (), str(root), iid, "k.cu")
+    assert _value(first) == "1111111" and index.lookup(iid) is not None
+    _in_place(root / "hv.h", NEW, truncate)
+    assert index.lookup(iid) is None  # the warm index sees the change
+    again = _compile(root)  # the manifest sees it: keyed on the new text
+    assert _value(again) == "2222222" and not again.hit
+
+
+def test_a_manifest_of_the_previous_schema_is_a_miss(tree):
+    """Records written before stamps held the ctime are misses, not errors."""
+    import json
+
+    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key.request import context
+    from cupy_rawcode.key.stamps import take
+
+    root = tree({"hv.h": OLD})
+    req = make_request(KERNEL, arch="sm_80", target="ptx", source_dir=str(root), source_name="k.cu")
+    ctx = context(req)
+    _compile(root)
+    path = manifest._path(manifest.manifest_id(req.source, ctx, req.pre_includes))
+    data = json.loads(path.read_bytes())
+    st = os.stat(root / "hv.h")
+    data["schema"] = "cupy-rawcode-manifest-8"
+    data["stamps"] = take([(str(root / "hv.h"), st.st_size, st.st_mtime_ns, st.st_ino)])[0]
+    path.write_text(json.dumps(data))
+    manifest._memo.clear()
+    assert manifest.lookup(req.source, ctx, req.pre_includes) is None
+    assert _value(_compile(root)) == "1111111"

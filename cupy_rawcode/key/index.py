@@ -27,7 +27,7 @@ from . import SCHEMA as KEY_SCHEMA
 from . import digest_fields, strip_field
 from .stamps import check, merge, stamp, take
 
-SCHEMA = "cupy-rawcode-index-2"  # 2: stamps digest the values only
+SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
 _memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps still checked)
 

@@ -26,7 +26,8 @@ from ..key import digest_fields
 from ..key.stamps import stamp
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
-SCHEMA = "cupy-rawcode-toolchain-3"  # 2: CuPy's include root; 3: the curand and crt roots
+SCHEMA = "cupy-rawcode-toolchain-4"  # 2: CuPy's include root; 3: the curand and crt roots;
+#                                        4: stamps hold the ctime
 ENV_VARS = config.TOOLCHAIN_ENV
 
 

@@ -271,9 +271,10 @@ def _cmd_prebuild(args, options) -> int:
         from .config import check_workers
 
         check_workers("-j", args.jobs)
-    jobs = jobs_for(args.paths, archs, tuple(options))
+    roots = args.root or ()
+    jobs = jobs_for(args.paths, archs, tuple(options), roots)
     for rec in args.manifest or ():
-        jobs += record_jobs(rec, archs)
+        jobs += record_jobs(rec, archs, roots)
     if not jobs:
         raise ValueError("prebuild: nothing to compile (give files, JSON manifests or --manifest)")
     outcomes = prebuild(jobs, workers=args.jobs)
@@ -448,6 +449,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RECORD",
         help="a record of what an application compiled (cupy_rawcode.record, "
         "CUPY_RAWCODE_RECORD): every entry, CuPy's own compiles included; repeatable",
+    )
+    pb.add_argument(
+        "--root",
+        action="append",
+        metavar="DIR",
+        help="a directory that manifests and records may name paths in, beside their own "
+        "(absolute paths in them need one); repeatable",
     )
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
     pb.add_argument(

@@ -9,7 +9,7 @@ import time
 
 # Exit statuses, the same for every subcommand (listed in --help and in the README).
 EXIT_OK = 0
-EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: one or more kernels failed
+EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: a kernel failed or was not stored
 EXIT_USAGE = 2  # argparse's: the command line, a manifest or a source is refused as given
 EXIT_MISSING_HEADER = 3  # an #include matched no file
 EXIT_ERROR = 4  # a file that cannot be read (a FIFO...), a broken bundle, an internal error
@@ -18,7 +18,11 @@ EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (| head): 128 + SIGPIPE
 
 EXIT_CODES = (
     (EXIT_OK, "success"),
-    (EXIT_COMPILE, "compile error (NVRTC rejected the source); prebuild: a kernel failed"),
+    (
+        EXIT_COMPILE,
+        "compile error (NVRTC rejected the source); prebuild: a kernel failed, or was "
+        "compiled but not stored (a full or read-only cache)",
+    ),
     (
         EXIT_USAGE,
         "usage error or bad input, refused before NVRTC runs: an unknown subcommand or "
@@ -285,15 +289,28 @@ def _cmd_prebuild(args, options) -> int:
             + str(o.error).replace("\n", "\n  "),
             file=sys.stderr,
         )
-    keys = [o.key for o in outcomes if o.key]
+    lost = [o for o in outcomes if not o.error and not o.stored]
+    for o in lost:
+        print(
+            f"cupy-rawcode: {o.job.label} ({o.job.arch}) compiled, but not stored in "
+            f"{_disk().root} (full or read-only?)",
+            file=sys.stderr,
+        )
+    keys = [o.key for o in outcomes if o.key and o.stored]
     if keys:
         _record_prebuilt(keys)
-    hits = sum(o.hit for o in outcomes if not o.error)
-    print(
-        f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
-        f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed"
+    print(_prebuild_summary(len(outcomes), len(failed), len(lost), sum(o.hit for o in outcomes)))
+    return EXIT_COMPILE if failed or lost else EXIT_OK
+
+
+def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
+    """prebuild's last line: a kernel compiled but not stored did not succeed, and says so."""
+    ok = total - failed - lost
+    line = (
+        f"prebuild: {ok} of {total} succeeded ({ok - hits} compiled, {hits} already cached), "
+        f"{failed} failed"
     )
-    return EXIT_COMPILE if failed else EXIT_OK
+    return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
 def _record_prebuilt(keys: list[str]) -> None:
@@ -340,20 +357,26 @@ def _cmd_bundle(args, options) -> int:
         )
         return EXIT_OK
     try:
-        index, size = read_index(args.out)
+        found = read_index(args.out)
     except BundleError as e:
         raise InputError(f"{args.out}: {e}") from None
-    from .store.bundle import BundleStore
+    from .store.bundle import BundleStore, truncation
 
-    store, broken = BundleStore(args.out), 0
-    for key in sorted(index):
+    store, broken = BundleStore(args.out, found.entries), len(found.cut)
+    for key in sorted(found.entries):
         try:
             _code, meta = decode(key, store.get(key) or b"")
             print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
         except EntryError as e:
             broken += 1
             print(f"{key}  BROKEN ({e})")
-    print(f"{len(index)} entries, {_human(size)}, {broken} broken")
+    for key in found.cut:
+        print(f"{key}  BROKEN (beyond the end of the file)")
+    total = len(found.entries) + len(found.cut)
+    print(f"{total} entries, {_human(found.size)}, {broken} broken")
+    cut = truncation(found)
+    if cut:
+        _report(f"cupy-rawcode: error: {args.out}: {cut}")
     return EXIT_ERROR if broken else EXIT_OK
 
 

@@ -253,3 +253,145 @@ def test_warmup_takes_a_root_for_a_record(layout):
     assert not refused.ok and "--root" in str(refused)
     allowed = cupy_rawcode.warmup(str(rec), arch="sm_90", workers=1, root=layout)
     assert allowed.ok, str(allowed)
+
+
+# ------------------------------------------------------------------ item 7: no silent success
+
+
+class FullDisk:
+    """A lasting layer whose writes vanish, as DirectoryStore's do on a full disk (it warns)."""
+
+    name = "disk"
+
+    def get(self, key):
+        return None
+
+    def put(self, key, data):
+        pass
+
+
+@pytest.fixture
+def full_disk():
+    from cupy_rawcode.store import Layered, set_store
+    from cupy_rawcode.store.memory import MemoryStore
+
+    set_store(Layered([MemoryStore(16), FullDisk()]))
+    yield
+    set_store(None)
+
+
+def test_prebuild_on_a_full_disk_fails_and_says_not_stored(capsys, tmp_path, full_disk):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.cu").write_text(KERNEL.replace("k(", f"{name}("))
+    rc, out, err = run_cli(
+        capsys, "prebuild", tmp_path / "a.cu", tmp_path / "b.cu", "--arch", "sm_90", "-j", "1"
+    )
+    assert rc == cli.EXIT_COMPILE, out + err
+    assert "0 of 2 succeeded" in out and "(2 compiled, but not stored)" in out
+    assert err.count("compiled, but not stored in") == 2 and "a.cu (sm_90)" in err
+
+
+def test_the_summary_counts_what_was_not_stored():
+    from cupy_rawcode.cli import _prebuild_summary
+
+    assert _prebuild_summary(3, 1, 0, 1) == (
+        "prebuild: 2 of 3 succeeded (1 compiled, 1 already cached), 1 failed"
+    )
+    assert _prebuild_summary(3, 0, 2, 1).endswith(
+        "1 of 3 succeeded (0 compiled, 1 already cached), 0 failed (2 compiled, but not stored)"
+    )
+
+
+def test_kept_looks_past_memory():
+    from cupy_rawcode.store import Layered
+    from cupy_rawcode.store.entry import encode
+    from cupy_rawcode.store.memory import MemoryStore
+
+    key = "ab" * 32
+    memory, disk = MemoryStore(4), MemoryStore(4)
+    disk.name = "disk"
+    memory.put(key, encode(key, b"code", {}))
+    store = Layered([memory, disk])
+    assert not store.kept(key)
+    disk.put(key, encode(key, b"code", {}))
+    assert store.kept(key)
+    disk.put(key, b"garbage")
+    assert not store.kept(key)
+    assert Layered([memory]).kept(key)  # nothing lasting to keep it in
+
+
+def test_prebuild_on_a_full_disk_end_to_end(tmp_path):
+    """A real compile in a new process whose os.replace fails with ENOSPC: exit 1."""
+    (tmp_path / "k.cu").write_text(KERNEL)
+    script = (
+        "import errno, os, sys\n"
+        "def full(*a, **k): raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "os.replace = full\n"
+        "from cupy_rawcode.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, "prebuild", str(tmp_path / "k.cu"), "--arch", "sm_90"]
+        + ["-j", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")},
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "0 of 1 succeeded" in out.stdout and "not stored" in out.stdout
+    assert "No space left on device" in out.stderr
+
+
+def _bundle(tmp_path, n=2):
+    from cupy_rawcode.store.bundle import write_bundle
+    from cupy_rawcode.store.entry import encode
+
+    keys = [f"{i:02d}" * 32 for i in range(n)]
+    path = tmp_path / "app.bundle"
+    write_bundle(path, [(k, encode(k, b"x" * 500, {"arch": "sm_90"})) for k in keys])
+    return path, keys
+
+
+def test_bundle_info_on_a_truncated_bundle_names_it_broken(capsys, tmp_path):
+    path, keys = _bundle(tmp_path)
+    path.write_bytes(path.read_bytes()[:-200])  # the last entry cut off
+    rc, out, err = run_cli(capsys, "bundle", "info", path)
+    assert rc == cli.EXIT_ERROR
+    assert f"{keys[-1]}  BROKEN" in out and "2 entries" in out and "1 broken" in out
+    assert "app.bundle: truncated: 1 of 2 entries" in err
+
+
+def test_bundle_info_on_a_bundle_cut_after_its_index(capsys, tmp_path):
+    from cupy_rawcode.store.bundle import MAGIC
+
+    path, keys = _bundle(tmp_path)
+    data = path.read_bytes()
+    head = len(MAGIC) + 8 + int.from_bytes(data[len(MAGIC) : len(MAGIC) + 8], "little")
+    path.write_bytes(data[:head])
+    rc, out, err = run_cli(capsys, "bundle", "info", path)
+    assert rc == cli.EXIT_ERROR and "2 entries" in out and "2 broken" in out
+    assert "truncated: 2 of 2" in err
+
+
+def test_a_truncated_bundle_layer_warns_once_naming_it(tmp_path, caplog):
+    from cupy_rawcode.store.bundle import BundleStore
+
+    path, keys = _bundle(tmp_path)
+    path.write_bytes(path.read_bytes()[:-200])
+    store = BundleStore(path)
+    assert store.get(keys[0]) is not None and store.get(keys[1]) is None
+    assert store.get(keys[1]) is None
+    warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert len(warnings) == 1 and str(path) in warnings[0]
+
+
+def test_bundle_info_on_a_truncated_bundle_end_to_end(tmp_path):
+    path, keys = _bundle(tmp_path)
+    path.write_bytes(path.read_bytes()[:-200])
+    out = subprocess.run(
+        [sys.executable, "-m", "cupy_rawcode.cli", "bundle", "info", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    assert out.returncode == 4 and "app.bundle: truncated" in out.stderr

@@ -41,6 +41,7 @@ class Outcome:
     hit: bool = False
     seconds: float = 0.0
     error: str | None = None
+    stored: bool = True  # False: compiled, but the store kept nothing (a full disk)
 
 
 class ManifestError(ValueError):
@@ -185,13 +186,15 @@ def run_job(job: Job) -> Outcome:
 
 
 def _outcome(job: Job, o) -> Outcome:
-    return Outcome(job, o.key, o.hit, o.seconds, o.error)
+    return Outcome(job, o.key, o.hit, o.seconds, o.error, o.stored)
 
 
 def _progress(done: int, total: int, o: Outcome, stream) -> None:
     width = 24
     filled = width * done // max(total, 1)
     state = "FAILED" if o.error else ("hit" if o.hit else "compiled")
+    if not o.error and not o.stored:
+        state = "compiled, NOT STORED"
     line = (
         f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
         f"{o.job.label} {o.job.arch} {state} ({o.seconds:.2f} s)"

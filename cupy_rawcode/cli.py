@@ -503,9 +503,67 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# ccache and sccache options -> what does it here ({} is the option's value)
+CCACHE_OPTIONS = {
+    "-s": "cache stats",
+    "--show-stats": "cache stats",
+    "--print-stats": "cache stats",
+    "--show-adv-stats": "cache stats",
+    "-z": "cache stats -z",
+    "--zero-stats": "cache stats -z",
+    "-C": "cache clear",
+    "--clear": "cache clear",
+    "-c": "cache prune",
+    "--cleanup": "cache prune",
+    "-M": "cache prune --max-size {}",
+    "--max-size": "cache prune --max-size {}",
+    "-p": "env",
+    "--show-config": "env",
+}
+
+
+_CACHE_OWN = ("-z", "--zero", "-l", "--long", "--max-size")  # cache's own: never a hint
+
+
+def _ccache_flag(item: str) -> tuple[str | None, str]:
+    """(the ccache option ``item`` is, its value if joined), or (None, "")."""
+    flag, _, value = item.partition("=")
+    if flag not in CCACHE_OPTIONS and item.startswith("-M") and len(item) > 2:
+        flag, value = "-M", item[2:]
+    return (flag, value) if flag in CCACHE_OPTIONS else (None, "")
+
+
+def ccache_hint(argv: list[str]) -> str | None:
+    """The message for a ccache/sccache option given before any subcommand or to ``cache``,
+    naming our equivalent (those users type ``-s``, ``-M 5G``); None for other command lines."""
+    sub = None
+    for n, item in enumerate(argv):
+        if not item.startswith("-"):
+            sub = sub or item
+            if sub != "cache":
+                return None  # another subcommand: its own parser judges its options
+            continue
+        if sub == "cache" and item.partition("=")[0] in _CACHE_OWN:
+            continue
+        flag, value = _ccache_flag(item)
+        if flag is None:
+            continue
+        sized = "{}" in CCACHE_OPTIONS[flag]
+        if sized and not value:
+            following = argv[n + 1] if n + 1 < len(argv) else "-"
+            value = "SIZE" if following.startswith("-") else following
+        ours = CCACHE_OPTIONS[flag].format(value)
+        note = f" (CUPY_RAWCODE_CACHE_MAX_SIZE={value} sets a lasting bound)" if sized else ""
+        return f"unknown option {item} (a ccache option); did you mean `cupy-rawcode {ours}`?{note}"
+    return None
+
+
 def _parse(argv: list[str] | None):
     """(args, NVRTC options): argparse's SystemExit(2) for what the subcommand cannot take."""
     parser = build_parser()
+    hint = ccache_hint(sys.argv[1:] if argv is None else list(argv))
+    if hint:
+        parser.error(hint)
     args, extra = parser.parse_known_args(argv)
     here = parser.subcommands[args.cmd]  # type: ignore[attr-defined]
     if extra and not args.nvrtc:

@@ -395,3 +395,50 @@ def test_bundle_info_on_a_truncated_bundle_end_to_end(tmp_path):
         env={**os.environ, "PYTHONPATH": ROOT},
     )
     assert out.returncode == 4 and "app.bundle: truncated" in out.stderr
+
+
+# ------------------------------------------------------------------ ccache's options
+
+CCACHE = {  # what a ccache or sccache user types -> the command the hint names
+    "-s": (["-s"], "cache stats"),
+    "--show-stats": (["--show-stats"], "cache stats"),
+    "-z": (["-z"], "cache stats -z"),
+    "--zero-stats": (["--zero-stats"], "cache stats -z"),
+    "-M 5G": (["-M", "5G"], "cache prune --max-size 5G"),
+    "-M5G": (["-M5G"], "cache prune --max-size 5G"),
+    "--max-size=5G": (["--max-size=5G"], "cache prune --max-size 5G"),
+    "--show-config": (["--show-config"], "env"),
+    "-C": (["-C"], "cache clear"),
+    "--clear": (["--clear"], "cache clear"),
+    "cache -s": (["cache", "-s"], "cache stats"),
+}
+
+
+@pytest.mark.parametrize("argv, ours", CCACHE.values(), ids=CCACHE.keys())
+def test_a_ccache_option_gets_a_hint_and_exit_2(capsys, argv, ours):
+    rc, _, err = run_cli(capsys, *argv)
+    assert rc == cli.EXIT_USAGE
+    assert f"(a ccache option); did you mean `cupy-rawcode {ours}`?" in err
+    assert "required" not in err  # not argparse's "SUBCOMMAND is required"
+
+
+def test_the_hint_leaves_our_own_command_lines_alone():
+    for argv in (
+        ["cache", "stats", "-z"],
+        ["cache", "prune", "--max-size", "1G"],
+        ["cache", "list", "-l"],
+        ["compile", "k.cu", "--arch", "sm_90", "-DM=1"],
+        ["--version"],
+    ):
+        assert cli.ccache_hint(argv) is None, argv
+    assert "--max-size SIZE`" in cli.ccache_hint(["-M"])
+
+
+def test_a_ccache_option_end_to_end():
+    out = subprocess.run(
+        [sys.executable, "-m", "cupy_rawcode.cli", "-s"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    assert out.returncode == 2 and "did you mean `cupy-rawcode cache stats`?" in out.stderr

@@ -228,6 +228,16 @@ def note_build(build) -> None:
     _recorder.add(entry)
 
 
+def _text(raw: bytes, where: str) -> str:
+    """A record line as text; a line that is not UTF-8 is a SchemaError naming it."""
+    from .schema import SchemaError
+
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> list[dict]:
     """The entries of a record, checked (schema.py) and their paths made local again, each
     inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
@@ -238,12 +248,12 @@ def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> li
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     allowed = [os.path.abspath(os.fspath(r)) for r in roots]
     out = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             where = f"{path}:{number}"
-            entry = record_entry(loads(line, where), where)
+            entry = record_entry(loads(_text(raw, where), where), where)
             own = _cupy_roots() if entry["kind"] == "cupy" else []
             options = confine_options(entry["options"], base, allowed + own, where)
             entry["options"] = local_options(list(options), base)

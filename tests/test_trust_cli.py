@@ -57,13 +57,16 @@ BAD_RECORD_LINES = {
         "app.rec:2: source_name must be a file name (no directory), got str",
     ),
     "nested 100,000 levels": ("[" * 100_000 + "]" * 100_000, "app.rec:2: nested deeper than"),
+    "not UTF-8": ('{"schema": 1, "x": "\udcff"}', "app.rec:2: not UTF-8 text"),
 }
 
 
 @pytest.mark.parametrize("line, message", BAD_RECORD_LINES.values(), ids=BAD_RECORD_LINES.keys())
 def test_a_bad_record_line_is_one_message_and_exit_2(capsys, tmp_path, line, message):
     rec = tmp_path / "app.rec"
-    rec.write_text(record_line() + "\n" + line + "\n")
+    rec.write_bytes(
+        record_line().encode() + b"\n" + line.encode("utf-8", "surrogateescape") + b"\n"
+    )
     rc, _, err = run_cli(capsys, "prebuild", "--manifest", rec, "--arch", "sm_90", "-j", "1")
     assert (rc, "Traceback" in err) == (cli.EXIT_USAGE, False), err
     assert message in err

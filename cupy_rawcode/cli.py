@@ -9,7 +9,7 @@ import time
 
 # Exit statuses, the same for every subcommand (listed in --help and in the README).
 EXIT_OK = 0
-EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: one or more kernels failed
+EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: a kernel failed or was not stored
 EXIT_USAGE = 2  # argparse's: the command line, a manifest or a source is refused as given
 EXIT_MISSING_HEADER = 3  # an #include matched no file
 EXIT_ERROR = 4  # a file that cannot be read (a FIFO...), a broken bundle, an internal error
@@ -18,7 +18,11 @@ EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (| head): 128 + SIGPIPE
 
 EXIT_CODES = (
     (EXIT_OK, "success"),
-    (EXIT_COMPILE, "compile error (NVRTC rejected the source); prebuild: a kernel failed"),
+    (
+        EXIT_COMPILE,
+        "compile error (NVRTC rejected the source); prebuild: a kernel failed, or was "
+        "compiled but not stored (a full or read-only cache)",
+    ),
     (
         EXIT_USAGE,
         "usage error or bad input, refused before NVRTC runs: an unknown subcommand or "
@@ -271,9 +275,10 @@ def _cmd_prebuild(args, options) -> int:
         from .config import check_workers
 
         check_workers("-j", args.jobs)
-    jobs = jobs_for(args.paths, archs, tuple(options))
+    roots = args.root or ()
+    jobs = jobs_for(args.paths, archs, tuple(options), roots)
     for rec in args.manifest or ():
-        jobs += record_jobs(rec, archs)
+        jobs += record_jobs(rec, archs, roots)
     if not jobs:
         raise ValueError("prebuild: nothing to compile (give files, JSON manifests or --manifest)")
     outcomes = prebuild(jobs, workers=args.jobs)
@@ -284,15 +289,28 @@ def _cmd_prebuild(args, options) -> int:
             + str(o.error).replace("\n", "\n  "),
             file=sys.stderr,
         )
-    keys = [o.key for o in outcomes if o.key]
+    lost = [o for o in outcomes if not o.error and not o.stored]
+    for o in lost:
+        print(
+            f"cupy-rawcode: {o.job.label} ({o.job.arch}) compiled, but not stored in "
+            f"{_disk().root} (full or read-only?)",
+            file=sys.stderr,
+        )
+    keys = [o.key for o in outcomes if o.key and o.stored]
     if keys:
         _record_prebuilt(keys)
-    hits = sum(o.hit for o in outcomes if not o.error)
-    print(
-        f"prebuild: {len(outcomes) - len(failed)} of {len(outcomes)} succeeded "
-        f"({len(keys) - hits} compiled, {hits} already cached), {len(failed)} failed"
+    print(_prebuild_summary(len(outcomes), len(failed), len(lost), sum(o.hit for o in outcomes)))
+    return EXIT_COMPILE if failed or lost else EXIT_OK
+
+
+def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
+    """prebuild's last line: a kernel compiled but not stored did not succeed, and says so."""
+    ok = total - failed - lost
+    line = (
+        f"prebuild: {ok} of {total} succeeded ({ok - hits} compiled, {hits} already cached), "
+        f"{failed} failed"
     )
-    return EXIT_COMPILE if failed else EXIT_OK
+    return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
 def _record_prebuilt(keys: list[str]) -> None:
@@ -339,20 +357,26 @@ def _cmd_bundle(args, options) -> int:
         )
         return EXIT_OK
     try:
-        index, size = read_index(args.out)
+        found = read_index(args.out)
     except BundleError as e:
         raise InputError(f"{args.out}: {e}") from None
-    from .store.bundle import BundleStore
+    from .store.bundle import BundleStore, truncation
 
-    store, broken = BundleStore(args.out), 0
-    for key in sorted(index):
+    store, broken = BundleStore(args.out, found.entries), len(found.cut)
+    for key in sorted(found.entries):
         try:
             _code, meta = decode(key, store.get(key) or b"")
             print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
         except EntryError as e:
             broken += 1
             print(f"{key}  BROKEN ({e})")
-    print(f"{len(index)} entries, {_human(size)}, {broken} broken")
+    for key in found.cut:
+        print(f"{key}  BROKEN (beyond the end of the file)")
+    total = len(found.entries) + len(found.cut)
+    print(f"{total} entries, {_human(found.size)}, {broken} broken")
+    cut = truncation(found)
+    if cut:
+        _report(f"cupy-rawcode: error: {args.out}: {cut}")
     return EXIT_ERROR if broken else EXIT_OK
 
 
@@ -449,6 +473,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a record of what an application compiled (cupy_rawcode.record, "
         "CUPY_RAWCODE_RECORD): every entry, CuPy's own compiles included; repeatable",
     )
+    pb.add_argument(
+        "--root",
+        action="append",
+        metavar="DIR",
+        help="a directory that manifests and records may name paths in, beside their own "
+        "(absolute paths in them need one); repeatable",
+    )
     pb.add_argument("--arch", required=True, help="comma-separated, e.g. sm_80,sm_90")
     pb.add_argument(
         "-j",
@@ -472,9 +503,67 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# ccache and sccache options -> what does it here ({} is the option's value)
+CCACHE_OPTIONS = {
+    "-s": "cache stats",
+    "--show-stats": "cache stats",
+    "--print-stats": "cache stats",
+    "--show-adv-stats": "cache stats",
+    "-z": "cache stats -z",
+    "--zero-stats": "cache stats -z",
+    "-C": "cache clear",
+    "--clear": "cache clear",
+    "-c": "cache prune",
+    "--cleanup": "cache prune",
+    "-M": "cache prune --max-size {}",
+    "--max-size": "cache prune --max-size {}",
+    "-p": "env",
+    "--show-config": "env",
+}
+
+
+_CACHE_OWN = ("-z", "--zero", "-l", "--long", "--max-size")  # cache's own: never a hint
+
+
+def _ccache_flag(item: str) -> tuple[str | None, str]:
+    """(the ccache option ``item`` is, its value if joined), or (None, "")."""
+    flag, _, value = item.partition("=")
+    if flag not in CCACHE_OPTIONS and item.startswith("-M") and len(item) > 2:
+        flag, value = "-M", item[2:]
+    return (flag, value) if flag in CCACHE_OPTIONS else (None, "")
+
+
+def ccache_hint(argv: list[str]) -> str | None:
+    """The message for a ccache/sccache option given before any subcommand or to ``cache``,
+    naming our equivalent (those users type ``-s``, ``-M 5G``); None for other command lines."""
+    sub = None
+    for n, item in enumerate(argv):
+        if not item.startswith("-"):
+            sub = sub or item
+            if sub != "cache":
+                return None  # another subcommand: its own parser judges its options
+            continue
+        if sub == "cache" and item.partition("=")[0] in _CACHE_OWN:
+            continue
+        flag, value = _ccache_flag(item)
+        if flag is None:
+            continue
+        sized = "{}" in CCACHE_OPTIONS[flag]
+        if sized and not value:
+            following = argv[n + 1] if n + 1 < len(argv) else "-"
+            value = "SIZE" if following.startswith("-") else following
+        ours = CCACHE_OPTIONS[flag].format(value)
+        note = f" (CUPY_RAWCODE_CACHE_MAX_SIZE={value} sets a lasting bound)" if sized else ""
+        return f"unknown option {item} (a ccache option); did you mean `cupy-rawcode {ours}`?{note}"
+    return None
+
+
 def _parse(argv: list[str] | None):
     """(args, NVRTC options): argparse's SystemExit(2) for what the subcommand cannot take."""
     parser = build_parser()
+    hint = ccache_hint(sys.argv[1:] if argv is None else list(argv))
+    if hint:
+        parser.error(hint)
     args, extra = parser.parse_known_args(argv)
     here = parser.subcommands[args.cmd]  # type: ignore[attr-defined]
     if extra and not args.nvrtc:

@@ -19,11 +19,13 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 SCHEMA = 1
 _PLACE = "{record}"
-_PATH_OPTIONS = ("-I", "-isystem", "--include-path=", "--pre-include=", "-include")
+_PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-include")
+_HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's name
 
 
 class Recorder:
@@ -83,28 +85,32 @@ def entry_id(entry: dict) -> str:
 
 
 def portable_options(options: tuple[str, ...], base: str) -> list[str]:
-    """The options with every absolute path written relative to ``base`` as {record}/..."""
-    out, take_next = [], False
+    """The options with every path written relative to ``base`` as {record}/... (a relative
+    directory is taken from the current one, as NVRTC takes it; a pre-included header given
+    by name stays a name)."""
+    out, take_next = [], ""
     for o in options:
         if take_next:
-            out.append(_portable_path(o, base))
-            take_next = False
+            out.append(_portable_path(o, base, take_next in _HEADER_NAMES))
+            take_next = ""
             continue
         if o in _PATH_OPTIONS:
             out.append(o)
-            take_next = True
+            take_next = o
             continue
         for flag in _PATH_OPTIONS:
-            if o.startswith(flag) and os.path.isabs(o[len(flag) :]):
-                o = flag + _portable_path(o[len(flag) :], base)
+            if o.startswith(flag) and len(o) > len(flag):
+                o = flag + _portable_path(o[len(flag) :], base, flag in _HEADER_NAMES)
                 break
         out.append(o)
     return out
 
 
-def _portable_path(path: str, base: str) -> str:
+def _portable_path(path: str, base: str, header_name: bool = False) -> str:
     if not os.path.isabs(path):
-        return path
+        if header_name:
+            return path
+        path = os.path.abspath(path)
     return _PLACE + "/" + os.path.relpath(path, base)
 
 
@@ -145,6 +151,16 @@ def _cupy_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     bare = tuple(core.assemble_cupy_compiler_options(()))
     head = tuple(o for o in bare if o.startswith("-I") and "_cccl" in o)
     return head, tuple(o for o in bare if o.startswith("-I") and o not in head)
+
+
+def _cupy_roots() -> list[str]:
+    """The directories this CuPy adds -I options for (its CCCL, include and CUDA directories):
+    a CuPy compile recorded with them as given may name them; none without CuPy."""
+    try:
+        head, tail = _cupy_dirs()
+    except ImportError:
+        return []
+    return [o[2:] for o in head + tail]
 
 
 # -- the process's recorder ---------------------------------------------------------------------
@@ -212,23 +228,38 @@ def note_build(build) -> None:
     _recorder.add(entry)
 
 
-def read(path: str | os.PathLike) -> list[dict]:
-    """The entries of a record, their paths made local again (ValueError naming the line for a
-    line that is not one)."""
+def _text(raw: bytes, where: str) -> str:
+    """A record line as text; a line that is not UTF-8 is a SchemaError naming it."""
+    from .schema import SchemaError
+
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> list[dict]:
+    """The entries of a record, checked (schema.py) and their paths made local again, each
+    inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
+    for a line that is not an entry or names a path outside."""
+    from .confine import confine, confine_options
+    from .schema import loads, record_entry
+
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
+    allowed = [os.path.abspath(os.fspath(r)) for r in roots]
     out = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
-            try:
-                entry = json.loads(line)
-                if entry.get("schema") != SCHEMA or entry.get("kind") not in ("cupy", "raw"):
-                    raise ValueError("not a cupy-rawcode record entry of this version")
-                entry["options"] = local_options(entry["options"], base)
-                if entry.get("source_dir"):
-                    entry["source_dir"] = local_options([entry["source_dir"]], base)[0]
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise ValueError(f"{path}:{number}: {e}") from None
+            where = f"{path}:{number}"
+            entry = record_entry(loads(_text(raw, where), where), where)
+            own = _cupy_roots() if entry["kind"] == "cupy" else []
+            options = confine_options(entry["options"], base, allowed + own, where)
+            entry["options"] = local_options(list(options), base)
+            if entry.get("source_dir"):
+                entry["source_dir"] = confine(
+                    entry["source_dir"], base, allowed, "source_dir", where
+                )
             out.append(entry)
     return out

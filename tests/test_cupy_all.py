@@ -295,7 +295,7 @@ def test_a_record_holds_no_path_of_this_machine_and_no_code(tmp_path):
     for path in (str(tmp_path), core._get_header_dir_path(), sys.prefix, ROOT):
         assert path not in text
     assert "ELF" not in text and "cubin" not in text
-    entries = recording.read(rec)
+    entries = recording.read(rec, [tmp_path])  # inc/ lies beside the record's directory
     assert {tuple(e["options"]) for e in entries if e["kind"] == "cupy"} == {(), (f"-I{inc}",)}
 
 
@@ -307,7 +307,7 @@ def test_a_record_is_read_back_with_its_paths_made_local(tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.copytree(tmp_path / "app", moved / "app")
     (moved / "inc").mkdir()
-    entries = recording.read(moved / "app" / "app.rec")
+    entries = recording.read(moved / "app" / "app.rec", [moved])
     assert any(f"-I{moved / 'inc'}" in e["options"] for e in entries)
 
 
@@ -316,7 +316,9 @@ def test_prebuild_from_a_record_then_a_new_process_hits(tmp_path):
     env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "fresh")}
     cli = [sys.executable, "-m", "cupy_rawcode.cli"]
     out = subprocess.run(
-        cli + ["prebuild", "--manifest", str(rec), "--arch", "sm_90", "-j", "2"],
+        cli
+        + ["prebuild", "--manifest", str(rec), "--root", str(tmp_path), "--arch", "sm_90"]
+        + ["-j", "2"],
         env=env,
         capture_output=True,
         text=True,

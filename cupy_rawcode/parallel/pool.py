@@ -88,7 +88,8 @@ class Task:
 class Outcome:
     """What one task gave: the cache ``key`` and whether the cache already held it (``hit``),
     the arch and target compiled, the seconds it took, or the ``error`` text. ``max_rss``: the
-    worker's peak resident memory (bytes) after this task, when known."""
+    worker's peak resident memory (bytes) after this task, when known. ``stored``: False when a
+    compile's entry did not reach a lasting layer of the store (a full or read-only disk)."""
 
     key: str | None = None
     hit: bool = False
@@ -97,6 +98,7 @@ class Outcome:
     seconds: float = 0.0
     error: str | None = None
     max_rss: int | None = None
+    stored: bool = True
 
     @classmethod
     def from_json(cls, d: dict) -> Outcome:
@@ -108,6 +110,7 @@ class Outcome:
             float(d.get("seconds", 0.0)),
             d.get("error"),
             d.get("max_rss"),
+            bool(d.get("stored", True)),
         )
 
 
@@ -141,9 +144,21 @@ def run_task(task: Task) -> Outcome:
             task.index_id,
             task.source_name,
         )
-        return Outcome(result.key, result.hit, req.arch, req.target, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        return Outcome(result.key, result.hit, req.arch, req.target, seconds, stored=_kept(result))
     except Exception as e:
         return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
+
+
+def _kept(result) -> bool:
+    """Whether a compile's entry is in the store to stay (a hit was there already)."""
+    return result.hit or _kept_key(result.key)
+
+
+def _kept_key(key: str) -> bool:
+    from ..store import default_store
+
+    return default_store().kept(key)
 
 
 def _run_cupy(task: Task, t0: float) -> Outcome:
@@ -154,7 +169,8 @@ def _run_cupy(task: Task, t0: float) -> Outcome:
         assert task.arch is not None and task.cupy is not None  # record jobs name an arch
         call = call_for(task.source, task.options, task.arch, task.name_expressions, *task.cupy)
         key, hit = compile_ahead(call)
-        return Outcome(key, hit, task.arch, "cubin", time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        return Outcome(key, hit, task.arch, "cubin", seconds, stored=hit or _kept_key(key))
     except Exception as e:
         return Outcome(error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0)
 

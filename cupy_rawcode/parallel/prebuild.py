@@ -6,17 +6,18 @@ Inputs are CUDA files (compiled with the command's options) or JSON manifests na
       "arch": ["sm_90"]},
      {"code": "extern \\"C\\" __global__ void k() {}", "name": "inline-k"}]
 
-``file`` is relative to the manifest; ``arch`` (optional) replaces the command's list. A record
+``file`` and the paths of ``options`` are relative to the manifest and stay inside its directory
+or a ``--root`` (confine.py); ``arch`` (optional) replaces the command's list. A record
 (recording.py: what a process compiled, CuPy's own compiles included; ``--manifest``) gives one job
 per entry and arch. A failing kernel is reported and the rest go on.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -40,6 +41,7 @@ class Outcome:
     hit: bool = False
     seconds: float = 0.0
     error: str | None = None
+    stored: bool = True  # False: compiled, but the store kept nothing (a full disk)
 
 
 class ManifestError(ValueError):
@@ -59,20 +61,15 @@ def _read(path: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def _strings(value, what: str, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-        raise ManifestError(f"{where}: {what} must be a list of strings")
-    return tuple(value)
-
-
-def jobs_for(paths: list[str], archs: list[str], options: tuple[str, ...]) -> list[Job]:
-    """Expand files and manifests into one job per (kernel, arch)."""
+def jobs_for(
+    paths: list[str], archs: list[str], options: tuple[str, ...], roots: Sequence[str] = ()
+) -> list[Job]:
+    """Expand files and manifests into one job per (kernel, arch); what a manifest names stays
+    inside its directory or ``roots`` (confine.py)."""
     jobs: list[Job] = []
     for path in paths:
         if path.endswith(".json"):
-            jobs += _manifest_jobs(path, archs, options)
+            jobs += _manifest_jobs(path, archs, options, roots)
         else:
             src = _read(path)
             where = os.path.dirname(os.path.abspath(path))
@@ -80,25 +77,23 @@ def jobs_for(paths: list[str], archs: list[str], options: tuple[str, ...]) -> li
     return jobs
 
 
-def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> list[Job]:
-    text = _read(path)
-    try:
-        items = json.loads(text)
-    except ValueError as e:
-        raise ManifestError(f"{path}: not JSON ({e})") from None
+def _manifest_jobs(
+    path: str, archs: list[str], options: tuple[str, ...], roots: Sequence[str]
+) -> list[Job]:
+    from ..confine import confine, confine_options
+    from ..schema import loads, manifest_entry
+
+    items = loads(_read(path), path)  # SchemaError (a ManifestError's ValueError) for bad JSON
     if not isinstance(items, list):
         raise ManifestError(f"{path}: a manifest is a list of kernels")
     base = os.path.dirname(os.path.abspath(path))
     jobs = []
-    for i, item in enumerate(items):
+    for i, raw in enumerate(items):
         where = f"{path}[{i}]"
-        if not isinstance(item, dict) or ("file" in item) == ("code" in item):
-            raise ManifestError(f"{where}: give exactly one of 'file' and 'code'")
-        unknown = set(item) - {"file", "code", "name", "options", "name_expressions", "arch"}
-        if unknown:
-            raise ManifestError(f"{where}: unknown field(s) {sorted(unknown)}")
+        item = manifest_entry(raw, where)
         if "file" in item:
-            fpath = os.path.join(base, item["file"])
+            what = f"file {item['file']!r}"
+            fpath = confine(item["file"], base, roots, what, where, record=False)
             try:
                 src = _read(fpath)
             except OSError as e:
@@ -108,21 +103,24 @@ def _manifest_jobs(path: str, archs: list[str], options: tuple[str, ...]) -> lis
         else:
             src, sdir, label = item["code"], None, item.get("name", f"{path}[{i}]")
             fname = None
-        item_archs = _strings(item.get("arch"), "arch", where) or tuple(archs)
-        opts = options + _strings(item.get("options"), "options", where)
-        names = _strings(item.get("name_expressions"), "name_expressions", where)
+        item_archs = tuple(item.get("arch") or archs)
+        opts = options + confine_options(
+            item.get("options") or (), base, roots, where, record=False
+        )
+        names = tuple(item.get("name_expressions") or ())
         jobs += [Job(str(label), src, sdir, a, opts, names, fname) for a in item_archs]
     return jobs
 
 
-def record_jobs(path: str, archs: list[str]) -> list[Job]:
+def record_jobs(path: str, archs: list[str], roots: Sequence[str] = ()) -> list[Job]:
     """One job per entry of a record (recording.py) and arch. A "cupy" entry is compiled as CuPy
     compiles it (its options assembled by this machine's CuPy), a jitify one as install()
-    compiles it, a "raw" one as our RawKernel/RawModule do."""
+    compiles it, a "raw" one as our RawKernel/RawModule do. Its paths stay inside the record's
+    directory or ``roots`` (confine.py)."""
     from .. import recording
 
     try:
-        entries = recording.read(path)
+        entries = recording.read(path, roots)
     except ValueError as err:
         raise ManifestError(str(err)) from None
     jobs = []
@@ -188,13 +186,15 @@ def run_job(job: Job) -> Outcome:
 
 
 def _outcome(job: Job, o) -> Outcome:
-    return Outcome(job, o.key, o.hit, o.seconds, o.error)
+    return Outcome(job, o.key, o.hit, o.seconds, o.error, o.stored)
 
 
 def _progress(done: int, total: int, o: Outcome, stream) -> None:
     width = 24
     filled = width * done // max(total, 1)
     state = "FAILED" if o.error else ("hit" if o.hit else "compiled")
+    if not o.error and not o.stored:
+        state = "compiled, NOT STORED"
     line = (
         f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
         f"{o.job.label} {o.job.arch} {state} ({o.seconds:.2f} s)"

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,9 +214,12 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
     return cached, failed, todo
 
 
-def record_plan(path: str, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, Any]]]:
+def record_plan(
+    path: str, arch=None, roots: Sequence[str] = ()
+) -> tuple[list[Item], list[Item], list[tuple[Item, Any]]]:
     """plan() for a record: (cached, failed, [(item, task)]), one item per entry and arch (the
-    current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's)."""
+    current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's); its paths
+    stay inside its directory or ``roots`` (confine.py)."""
     from .prebuild import ManifestError, record_jobs, task_for
 
     if arch is None:
@@ -225,7 +229,7 @@ def record_plan(path: str, arch=None) -> tuple[list[Item], list[Item], list[tupl
     else:
         archs = [a for a, _ in _archs(arch)]
     try:
-        jobs = record_jobs(path, archs)
+        jobs = record_jobs(path, archs, roots)
     except (OSError, ManifestError) as e:
         return [], [Item(path, path, ",".join(archs), error=f"{type(e).__name__}: {e}")], []
     cached, todo = [], []
@@ -248,14 +252,22 @@ def _cupy_args(job) -> tuple:
     return (job.source, job.options, job.arch, job.name_expressions, *job.cupy)
 
 
-def warmup(*kernels, arch=None, workers: int | None = None, background: bool = False):
+def _roots(root) -> list[str]:
+    """warmup's ``root``: None, one directory or a list of them, as strings."""
+    if root is None:
+        return []
+    return [os.fspath(r) for r in ([root] if isinstance(root, (str, os.PathLike)) else root)]
+
+
+def warmup(*kernels, arch=None, workers: int | None = None, background: bool = False, root=None):
     """Compile every kernel the cache does not hold, in worker processes, so that first launches
     are cache hits. ``kernels``: RawKernel/RawModule objects, (source, options,
     name_expressions) tuples, or paths of records (recording.py: every compile an application
     made, CuPy's own included); ``arch``: 'sm_90' (or a list) instead of the current device's;
     ``workers``: processes (default CUPY_RAWCODE_WORKERS, else cores and memory at ~400 MB per
     compile). Returns a Summary (compiled, already cached, failed with errors), or with
-    ``background=True`` a Warmup handle at once (``wait()``, ``done()``).
+    ``background=True`` a Warmup handle at once (``wait()``, ``done()``). ``root``: a directory
+    (or a list) that records may name paths in beside their own (confine.py).
 
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""
@@ -267,7 +279,7 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     records = [k for k in kernels if isinstance(k, (str, os.PathLike))]
     cached, failed, todo = plan([k for k in kernels if not isinstance(k, (str, os.PathLike))], arch)
     for path in records:
-        more = record_plan(os.fspath(path), arch)
+        more = record_plan(os.fspath(path), arch, _roots(root))
         cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
     from .. import kernel
 

@@ -70,6 +70,21 @@ class Layered:
         for layer in self.layers:
             layer.put(key, data)
 
+    def kept(self, key: str) -> bool:
+        """Whether a layer that outlives the process (any but memory) holds a valid entry for
+        ``key``: a put on a full or read-only disk only warns, so prebuild checks here. True
+        when no such layer exists (nothing could keep it)."""
+        from .entry import EntryError, decode
+
+        lasting = [layer for layer in self.layers if layer.name != "memory"]
+        for layer in lasting:
+            try:
+                decode(key, layer.get(key) or b"")
+                return True
+            except EntryError:
+                continue
+        return not lasting
+
     def record(self, hit: bool) -> None:
         """Count a hit or a miss in the layers that keep counts."""
         for layer in self.layers:

@@ -3,7 +3,8 @@
 Layout: magic, 8-byte little-endian index length, JSON index {"entries": {key: [offset,
 length]}}, then the entries' bytes back to back. Each entry is the self-validating bytes of
 entry.py, so a damaged bundle can only cause misses; an unreadable index makes the whole
-bundle empty, with one warning.
+bundle empty, and a truncated one (entries the index places beyond the end of the file) loses
+those entries, each with one warning naming the bundle.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from ..fsutil import atomic_write
 from ..log import warn
@@ -39,8 +41,17 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
     return len(index)
 
 
-def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int]:
-    """(key -> (absolute offset, length), file size); raises BundleError when unreadable."""
+class Index(NamedTuple):
+    """A bundle's index: ``entries`` (key -> (absolute offset, length)) that the file holds, its
+    ``size``, and the keys ``cut`` off: placed beyond its end (a truncated bundle)."""
+
+    entries: dict[str, tuple[int, int]]
+    size: int
+    cut: list[str]
+
+
+def read_index(path: str | os.PathLike) -> Index:
+    """The bundle's Index; raises BundleError when unreadable."""
     from ..regular import open_regular  # a FIFO named as a bundle would block a read
 
     try:
@@ -59,36 +70,53 @@ def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int
     except ValueError as e:
         raise BundleError(f"unreadable index ({e})") from None
     base = len(MAGIC) + 8 + hlen
-    index = {}
+    index, cut = {}, []
     entries = raw.get("entries") if isinstance(raw, dict) else None
     if not isinstance(entries, dict):
         raise BundleError("index has no entries")
     for key, span in entries.items():
-        if (
+        if not (
             isinstance(span, list)
             and len(span) == 2
             and all(type(v) is int and v >= 0 for v in span)
-            and base + span[0] + span[1] <= size
         ):
+            continue
+        if base + span[0] + span[1] > size:
+            cut.append(key)
+        else:
             index[key] = (base + span[0], span[1])
-    return index, size
+    return Index(index, size, sorted(cut))
+
+
+def truncation(index: Index) -> str | None:
+    """Words for a truncated bundle (None when whole): how many entries lie beyond its end."""
+    if not index.cut:
+        return None
+    total = len(index.entries) + len(index.cut)
+    return f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
 
 
 class BundleStore:
-    """A read-only store over one bundle file; the index is read on first use."""
+    """A read-only store over one bundle file; the index is read on first use (or given: the
+    ``entries`` of an Index already read)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, entries: dict | None = None):
         self.path = os.fspath(path)
         self.name = f"bundle:{os.path.basename(self.path)}"
-        self._index: dict | None = None
+        self._index: dict | None = entries
 
     def _entries(self) -> dict:
         if self._index is None:
             try:
-                self._index, _ = read_index(self.path)
+                found = read_index(self.path)
             except BundleError as e:
                 warn("cupy-rawcode: ignoring the bundle %s (%s)", self.path, e)
                 self._index = {}
+            else:
+                self._index = found.entries
+                cut = truncation(found)
+                if cut:
+                    warn("cupy-rawcode: the bundle %s is %s; those are misses", self.path, cut)
         return self._index
 
     def keys(self) -> list[str]:

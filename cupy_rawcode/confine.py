@@ -5,9 +5,9 @@ cannot make a compile read, and an error echo, any file of the machine.
 
 The rule: a relative path and a ``{record}/...`` path are taken from the record's (manifest's)
 directory and must stay inside it or a root; an absolute path in a record must lie in a root
-(in a manifest, its own directory will do too); a pre-included
-header given by name (``-include cuda_fp16.h``) is searched like an #include and must not climb
-with ``..``. Symbolic links are resolved before the check. Pure functions, no file is opened.
+(in a manifest, its own directory will do too); a pre-included header given by name
+(``-include cuda_fp16.h``) is searched like an #include and must not climb with ``..``.
+Symbolic links are resolved before the check. Pure functions: no file is opened or read.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 
 PLACE = "{record}"
-# options whose value is a path: (spelling, whether the value may be a header name)
+# options whose value is a path: spelling -> whether the value may be a header name
 PATH_OPTIONS: dict[str, bool] = {
     "-I": False,
     "--include-path": False,

@@ -13,7 +13,6 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from ..fsutil import atomic_write
 from ..log import warn
@@ -41,13 +40,15 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
     return len(index)
 
 
-class Index(NamedTuple):
+class Index:
     """A bundle's index: ``entries`` (key -> (absolute offset, length)) that the file holds, its
-    ``size``, and the keys ``cut`` off: placed beyond its end (a truncated bundle)."""
+    ``size``, and the keys ``cut`` off: placed beyond its end (a truncated bundle). A plain
+    slotted class, as in every store module (a hit with bundles configured imports this one)."""
 
-    entries: dict[str, tuple[int, int]]
-    size: int
-    cut: list[str]
+    __slots__ = ("cut", "entries", "size")
+
+    def __init__(self, entries: dict[str, tuple[int, int]], size: int, cut: list[str]):
+        self.entries, self.size, self.cut = entries, size, cut
 
 
 def read_index(path: str | os.PathLike) -> Index:

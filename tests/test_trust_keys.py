@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import cupy_rawcode
 from cupy_rawcode.compiler import program
 from cupy_rawcode.compiler.program import compile_for, compile_request
 from cupy_rawcode.key import index
@@ -92,7 +93,7 @@ def test_served_only_for_the_text_compiled(when, overlap, tree, monkeypatch):
         warnings.simplefilter("always")
         first = _compile(root)
     assert not first.hit
-    changed = [w for w in caught if issubclass(w.category, program.HeaderChangedWarning)]
+    changed = [w for w in caught if issubclass(w.category, cupy_rawcode.HeaderChangedWarning)]
     if when == "after_key":  # compiled from NEW, keyed on OLD: returned, never stored
         assert _value(first) == "2222222"
         assert len(changed) == 1 and "hv.h" in str(changed[0].message)

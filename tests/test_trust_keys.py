@@ -225,3 +225,40 @@ def test_a_manifest_of_the_previous_schema_is_a_miss(tree):
     manifest._memo.clear()
     assert manifest.lookup(req.source, ctx, req.pre_includes) is None
     assert _value(_compile(root)) == "1111111"
+
+
+def test_a_header_changed_while_cupy_compiles_stores_nothing(tree, monkeypatch):
+    """install(scope="all"): CuPy reads the headers itself while it compiles; a header that
+    changed since the key read it stores nothing, and the next key reads it again."""
+    pytest.importorskip("cupy")
+    from cupy._core import core
+    from cupy.cuda import compiler
+
+    from cupy_rawcode import cupy_compiles, hook
+
+    root = tree({"hv.h": OLD})
+    options = core.assemble_cupy_compiler_options((f"-I{root}",))
+    real, done = cupy_compiles.capture, []
+
+    def racing(*args):
+        if not done:
+            done.append(_replace(root / "hv.h", NEW))
+        return real(*args)
+
+    def cupy_compile():
+        with cupy_compiles.unloaded(compiler):
+            compiler._compile_module_with_cache(
+                KERNEL, options, arch="80", extra_source=core._get_header_source()
+            )
+
+    monkeypatch.setattr(cupy_compiles, "capture", racing)
+    hook.install("all")
+    try:
+        with pytest.warns(cupy_rawcode.HeaderChangedWarning, match="hv.h"):
+            cupy_compile()
+        assert _cache_files("entries") == [] and _cache_files("manifests") == []
+        cupy_compile()  # keyed on the text CuPy compiles now: stored
+        assert len(_cache_files("entries")) == 1
+    finally:
+        hook.uninstall()
+        hook.record(None)

@@ -262,3 +262,23 @@ def test_a_header_changed_while_cupy_compiles_stores_nothing(tree, monkeypatch):
     finally:
         hook.uninstall()
         hook.record(None)
+
+
+START = 1_800_000_000_123_456_789  # a request's start, ns
+# (ctime of the file, whether it may have changed since START): the file system's clock lags
+LAGS = [
+    (START + 1, True),
+    (START - 5_000_000, True),  # within a tick of the coarse clock
+    (START - 50_000_000, False),
+    (1_800_000_000_000_000_000, True),  # whole seconds: a file system that keeps seconds
+    (1_799_999_997_000_000_000, False),
+]
+
+
+@pytest.mark.parametrize("ctime, changed", LAGS)
+def test_a_file_changed_since_the_request_started_allows_for_the_clock(ctime, changed, tmp_path):
+    from cupy_rawcode.key.stamps import absent, changed_since, take
+
+    path = str(tmp_path / "x.h")
+    part = take([(path, 1, 2, 3, ctime), absent(str(tmp_path / "none.h"))])
+    assert (changed_since(part, START) == path) is changed

@@ -23,6 +23,7 @@ _EXPORTS = {
     "RawModule": ("kernel", "RawModule"),
     "SignatureWarning": ("kernel", "SignatureWarning"),
     "StandardRaisedWarning": ("headers.standard", "StandardRaisedWarning"),
+    "HeaderChangedWarning": ("compiler.program", "HeaderChangedWarning"),
     "Signature": ("launch.signature", "Signature"),
     "install": ("hook", "install"),
     "set_store": ("store", "set_store"),

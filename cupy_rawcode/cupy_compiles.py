@@ -29,7 +29,8 @@ _DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
-_closures: dict[tuple[str, tuple[str, ...]], str] = {}  # (directives, options) -> digest
+# (directives, options) -> (closure digest, its files' stamps as stamps.take gave them)
+_closures: dict[tuple[str, tuple[str, ...]], tuple[str, tuple]] = {}
 _fixed: dict[str, list[tuple[str, str]]] = {}  # CUPY_CUDA_COMPILE_WITH_DEBUG -> CuPy's fields
 
 
@@ -143,13 +144,33 @@ def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
     opts, ctx = _context(options)
     skeleton = directives(source)
     memo = (skeleton, options)
-    digest = _closures.get(memo)
-    if digest is None:
+    known = _closures.get(memo)
+    if known is None:
         from .headers.manifest import closure_digests
 
         facts, _ = closure_digests(skeleton, ctx)
-        digest = _closures[memo] = facts.digest
-    return opts, digest
+        known = _closures[memo] = (facts.digest, facts.stamps)
+    return opts, known[0]
+
+
+def changed_header(call: Call) -> str | None:
+    """A file of the call's closure whose stamp differs from the one its key was computed with
+    (stamps.first_changed), else None; then the closure is forgotten (here and its manifest), so
+    that the next key reads the files again. CuPy read its headers itself while compiling: what
+    it compiled may not be what the key covers."""
+    from .key.stamps import first_changed
+
+    skeleton = directives(call.source)
+    known = _closures.get((skeleton, call.options))
+    if known is None:
+        return None
+    path = first_changed(known[1])
+    if path is not None:
+        from .headers.manifest import discard
+
+        del _closures[(skeleton, call.options)]
+        discard(skeleton, _context(call.options)[1])
+    return path
 
 
 def key_of(call: Call) -> str:
@@ -230,8 +251,22 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         if mod is not None:
             return mod
     mod, captured = capture(original, args, kwargs)
-    if captured is not None:
+    if captured is None:
+        return mod
+    changed = changed_header(call)
+    if changed is None:
         save(key, call, captured)
+    else:  # as compile_request does (compiler/program.py)
+        import warnings
+
+        from .compiler.program import HeaderChangedWarning
+
+        warnings.warn(
+            f"cupy-rawcode: {changed} changed while CuPy compiled a kernel that includes it; "
+            "the module is used but not cached",
+            HeaderChangedWarning,
+            stacklevel=3,
+        )
     return mod
 
 

@@ -38,6 +38,12 @@ def _surrogate(text: str) -> int:
     return -1
 
 
+def strip_bom(text: str) -> str:
+    """``text`` without a leading UTF-8 byte order mark: nvcc skips one, NVRTC would read it as
+    four bad tokens; a source keys as the same text without it."""
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def check_source(text: str, where: str) -> None:
     """Raise BadInputError naming ``where:line:col`` of a NUL byte or a lone surrogate in a
     source (``where``: its file, or ``<source>`` for a string)."""

@@ -413,3 +413,55 @@ def test_compile_names_the_kernels_of_a_module_without_the_name(make, arch, mess
 )
 def test_compile_accepts_a_defined_kernel(make, arch):
     make().compile(arch=arch)
+
+
+BOM_KERNEL = 'extern "C" __global__ void k(int* p) { *p = 7; }\n'
+
+
+def test_a_source_starting_with_a_bom_compiles_keyed_as_without_it(tmp_path):
+    """nvcc skips a leading UTF-8 byte order mark; NVRTC would read it as four bad tokens."""
+    assert cache_key("\ufeff" + BOM_KERNEL, arch="sm_80") == cache_key(BOM_KERNEL, arch="sm_80")
+    assert compile("\ufeff" + BOM_KERNEL, arch="sm_80", target="ptx").code
+    path = tmp_path / "k.cu"
+    path.write_bytes(b"\xef\xbb\xbf" + BOM_KERNEL.encode())
+    from cupy_rawcode.cli import main
+
+    assert main(["compile", str(path), "--arch", "sm_80", "--target", "ptx"]) == 0
+
+
+def test_a_header_starting_with_a_bom_is_reported_at_its_first_byte(tree):
+    """NVRTC reads headers from disk itself and rejects a BOM (nvcc skips it): it is reported
+    as file:1:1 with the include chain, before NVRTC runs."""
+    root = tree({"i/a.h": "#include <b.h>\n"})
+    (root / "i" / "b.h").write_bytes(b"\xef\xbb\xbf#define VAL 3\n")
+    for exact in (False, True):
+        with pytest.raises(ResolveError) as e:
+            resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact)
+        msg = str(e.value)
+        assert f"{root / 'i' / 'b.h'}:1:1:" in msg and "byte order mark" in msg
+        assert "user0:a.h:1" in msg
+    with pytest.raises(ResolveError, match="byte order mark"):
+        compile("#include <a.h>\n" + BOM_KERNEL, arch="sm_80", options=("-I", str(root / "i")))
+
+
+def _symlink_loop(path):
+    os.symlink(path.name, path)  # a link to itself
+
+
+# an #include that names something other than a file says what it is
+NOT_FILES = [
+    ("a directory", lambda p: p.mkdir(), "is a directory"),
+    ("a symlink loop", _symlink_loop, "is a symlink loop"),
+]
+
+
+@pytest.mark.parametrize("what, make, words", NOT_FILES, ids=[c[0] for c in NOT_FILES])
+def test_an_include_of_a_directory_or_a_symlink_loop_says_what_it_is(what, make, words, tree):
+    root = tree({"i/a.h": '// one\n#include "thing.h"\n'})
+    make(root / "i" / "thing.h")
+    for exact in (False, True):
+        with pytest.raises(MissingHeaderError) as e:
+            resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact).raise_for_missing()
+        msg = str(e.value)
+        assert f"{root / 'i' / 'thing.h'} {words}" in msg, msg
+        assert "user0:a.h:2" in msg and "<source>:1" in msg and "not found" not in msg

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import cupy_rawcode
 from cupy_rawcode.compiler import program
 from cupy_rawcode.compiler.program import compile_for, compile_request
 from cupy_rawcode.key import index
@@ -92,7 +93,7 @@ def test_served_only_for_the_text_compiled(when, overlap, tree, monkeypatch):
         warnings.simplefilter("always")
         first = _compile(root)
     assert not first.hit
-    changed = [w for w in caught if issubclass(w.category, program.HeaderChangedWarning)]
+    changed = [w for w in caught if issubclass(w.category, cupy_rawcode.HeaderChangedWarning)]
     if when == "after_key":  # compiled from NEW, keyed on OLD: returned, never stored
         assert _value(first) == "2222222"
         assert len(changed) == 1 and "hv.h" in str(changed[0].message)
@@ -224,3 +225,60 @@ def test_a_manifest_of_the_previous_schema_is_a_miss(tree):
     manifest._memo.clear()
     assert manifest.lookup(req.source, ctx, req.pre_includes) is None
     assert _value(_compile(root)) == "1111111"
+
+
+def test_a_header_changed_while_cupy_compiles_stores_nothing(tree, monkeypatch):
+    """install(scope="all"): CuPy reads the headers itself while it compiles; a header that
+    changed since the key read it stores nothing, and the next key reads it again."""
+    pytest.importorskip("cupy")
+    from cupy._core import core
+    from cupy.cuda import compiler
+
+    from cupy_rawcode import cupy_compiles, hook
+
+    root = tree({"hv.h": OLD})
+    options = core.assemble_cupy_compiler_options((f"-I{root}",))
+    real, done = cupy_compiles.capture, []
+
+    def racing(*args):
+        if not done:
+            done.append(_replace(root / "hv.h", NEW))
+        return real(*args)
+
+    def cupy_compile():
+        with cupy_compiles.unloaded(compiler):
+            compiler._compile_module_with_cache(
+                KERNEL, options, arch="80", extra_source=core._get_header_source()
+            )
+
+    monkeypatch.setattr(cupy_compiles, "capture", racing)
+    hook.install("all")
+    try:
+        with pytest.warns(cupy_rawcode.HeaderChangedWarning, match="hv.h"):
+            cupy_compile()
+        assert _cache_files("entries") == [] and _cache_files("manifests") == []
+        cupy_compile()  # keyed on the text CuPy compiles now: stored
+        assert len(_cache_files("entries")) == 1
+    finally:
+        hook.uninstall()
+        hook.record(None)
+
+
+START = 1_800_000_000_123_456_789  # a request's start, ns
+# (ctime of the file, whether it may have changed since START): the file system's clock lags
+LAGS = [
+    (START + 1, True),
+    (START - 5_000_000, True),  # within a tick of the coarse clock
+    (START - 50_000_000, False),
+    (1_800_000_000_000_000_000, True),  # whole seconds: a file system that keeps seconds
+    (1_799_999_997_000_000_000, False),
+]
+
+
+@pytest.mark.parametrize("ctime, changed", LAGS)
+def test_a_file_changed_since_the_request_started_allows_for_the_clock(ctime, changed, tmp_path):
+    from cupy_rawcode.key.stamps import absent, changed_since, take
+
+    path = str(tmp_path / "x.h")
+    part = take([(path, 1, 2, 3, ctime), absent(str(tmp_path / "none.h"))])
+    assert (changed_since(part, START) == path) is changed

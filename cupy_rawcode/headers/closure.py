@@ -62,14 +62,14 @@ class Missing(NamedTuple):
     def message(self) -> str:
         """NVRTC's words for a missing include (so messages match CuPy's), the include chain
         and the directories searched."""
+        from .search import not_files
+
         spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
         hint = f"\n  ({_hint(self.name)})" if _hint(self.name) else ""
-        return (
-            f'cannot open source file "{self.name}": header {spelled} not found\n{chain}'
-            f"\n  searched:\n{dirs}{hint}"
-        )
+        what = "; ".join(not_files(self.name, self.searched)) or f"header {spelled} not found"
+        return f'cannot open source file "{self.name}": {what}\n{chain}\n  searched:\n{dirs}{hint}'
 
 
 def _hint(name: str) -> str:

@@ -299,11 +299,8 @@ def _file_directives(path: str) -> tuple[tuple, tuple[str, list]]:
     hit = _lines_memo.get(fid)
     if hit is None:
         data = read_bytes(path)  # a regular file only: a FIFO would block
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            _scan.scan_bytes(data, path)  # raises ScanError naming file:line
-            raise
+        _scan.check_header(data, path)  # ScanError naming file:line:col
+        text = data.decode("utf-8")
         hit = _lines_memo[fid] = (_scan.digest_bytes(data), directives(text))
     return fid, hit
 

@@ -76,6 +76,21 @@ def _check_utf8(data: bytes, path: str) -> None:
         ) from None
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def check_header(data: bytes, path: str) -> None:
+    """Raise ScanError naming ``path:line:col`` for a header NVRTC cannot read as it is: bytes
+    that are not UTF-8, or a leading byte order mark (NVRTC reads headers from disk itself and
+    rejects one, where nvcc skips it: so it is reported, never stripped)."""
+    if data.startswith(BOM):
+        raise ScanError(
+            f"{path}:1:1: the file starts with a UTF-8 byte order mark (BOM), which NVRTC "
+            "rejects (nvcc skips it); save the header without it"
+        )
+    _check_utf8(data, path)
+
+
 def _at_line_start(data: bytes, start: int) -> bool:
     return (
         not start
@@ -190,7 +205,9 @@ def scan_file(path: str) -> tuple[FileId, FileScan]:
         fid = _id(path, st)
         hit = _memo.get(fid)
         if hit is None:
-            hit = _memo[fid] = scan_bytes(_read_all(fd, fid[1]), path)
+            data = _read_all(fd, fid[1])
+            check_header(data, path)
+            hit = _memo[fid] = scan_bytes(data, path)
     finally:
         os.close(fd)
     return fid, hit

@@ -9,6 +9,7 @@
   toolchain.py (cccl, cuda, shim).
 """
 
+import errno
 import os
 import stat
 from typing import NamedTuple
@@ -115,6 +116,24 @@ def find(
         if _is_file(path, memo):
             return Found(path, i, dirs[i].tag, os.path.normpath(name))
     return None
+
+
+def not_files(name: str, searched_dirs) -> list[str]:
+    """What each path an unanswered include names is, where it is there but no file ('PATH is a
+    directory', 'PATH is a symlink loop'): the search skips those (as gcc's does), and "not
+    found" alone would send the user looking for a file that exists."""
+    paths = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in searched_dirs]
+    out = []
+    for path in dict.fromkeys(os.path.normpath(p) for p in paths):
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                out.append(f"{path} is a symlink loop")
+            continue
+        if is_dir:
+            out.append(f"{path} is a directory")
+    return out
 
 
 def searched(

@@ -9,7 +9,7 @@ from ..headers.filename import line_info
 from ..headers.manifest import NOT_LOOKED_UP, Facts, closure_digests
 from ..headers.options import Options, normalize_arch, parse_options, with_cupy_defaults
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
-from ..inputs import check_source
+from ..inputs import check_source, strip_bom
 from ..inputs import name_expressions as checked_names
 from ..toolkit.specializable import macros as specializable_macros
 from . import closure_digest, digest_fields, key_fields, program_name, strip_field
@@ -68,6 +68,7 @@ def make_request(
     if not isinstance(source, str):
         raise TypeError(f"source must be str, not {type(source).__name__}")
     where = os.path.join(source_dir, source_name) if source_dir and source_name else "<source>"
+    source = strip_bom(source)  # nvcc accepts a byte order mark; NVRTC does not
     check_source(source, where)  # a NUL would end NVRTC's copy of it: before anything runs
     opts = options if isinstance(options, Options) else parse_options(options)
     opts = with_cupy_defaults(opts)

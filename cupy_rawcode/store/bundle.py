@@ -17,6 +17,7 @@ from ..fsutil import atomic_write
 from ..log import warn
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
+INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)
 
 
 class BundleError(ValueError):
@@ -40,8 +41,10 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
 
 
 def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int]:
-    """(key -> (absolute offset, length), file size); raises BundleError when unreadable."""
-    from ..regular import open_regular  # a FIFO named as a bundle would block a read
+    """(key -> (absolute offset, length), file size); raises BundleError when unreadable, not
+    a regular file (a link to one is followed: a bundle is the user's file) or its index is
+    larger than INDEX_LIMIT."""
+    from ..regular import ENTRY_LIMIT, open_regular  # a FIFO would block a read
 
     try:
         fd, st = open_regular(os.fspath(path))
@@ -53,6 +56,8 @@ def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int
             hlen = int.from_bytes(head[len(MAGIC) :], "little")
             if hlen > size:
                 raise BundleError("index length beyond the end of the file")
+            if hlen > INDEX_LIMIT:
+                raise BundleError(f"index larger than {INDEX_LIMIT} bytes")
             raw = json.loads(f.read(hlen))
     except OSError as e:
         raise BundleError(e.strerror or str(e)) from None
@@ -69,6 +74,7 @@ def read_index(path: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], int
             and len(span) == 2
             and all(type(v) is int and v >= 0 for v in span)
             and base + span[0] + span[1] <= size
+            and span[1] <= ENTRY_LIMIT
         ):
             index[key] = (base + span[0], span[1])
     return index, size
@@ -98,8 +104,11 @@ class BundleStore:
         span = self._entries().get(key)
         if span is None:
             return None
+        from ..regular import open_regular
+
         try:
-            with open(self.path, "rb") as f:
+            fd, _ = open_regular(self.path)  # replaced by a FIFO since its index was read
+            with os.fdopen(fd, "rb") as f:
                 f.seek(span[0])
                 data = f.read(span[1])
         except OSError:

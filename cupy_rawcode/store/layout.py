@@ -127,8 +127,8 @@ def foreign_message(root) -> str:
     return (
         f"{root} is not a cupy-rawcode cache directory: it is not empty and has no {MARKER}; "
         "cupy-rawcode neither writes, reads nor removes anything there. Point "
-        "CUPY_RAWCODE_CACHE_DIR at a new or empty directory (or at an existing cupy-rawcode "
-        "cache)"
+        "CUPY_RAWCODE_CACHE_DIR at a new or empty directory (a cache written before "
+        f"cupy-rawcode wrote {MARKER}: remove it, and it is made again)"
     )
 
 

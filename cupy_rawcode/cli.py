@@ -188,10 +188,23 @@ def _disk():
     return DirectoryStore(config.cache_dir())
 
 
+def _cache_disk():
+    """The cache directory for a command that reads or removes its files; a directory that is
+    not a cupy-rawcode cache (store/layout.py: CUPY_RAWCODE_CACHE_DIR=/, say) is a usage error,
+    refused before anything there is walked."""
+    from .store.layout import refusal
+
+    disk = _disk()
+    why = refusal(disk.root)
+    if why is not None:
+        raise UsageError(why)
+    return disk
+
+
 def _cmd_cache(args, options) -> int:
     if args.zero and args.action != "stats":
         raise UsageError(f"--zero goes with 'cache stats', not 'cache {args.action}'")
-    disk = _disk()
+    disk = _cache_disk()
     if args.action == "stats":
         from .store.sizebound import scan
 
@@ -243,9 +256,15 @@ def _cmd_cache(args, options) -> int:
         bound = (
             disk.max_bytes
             if args.max_size is None
-            else config.parse_size("--max-size", args.max_size)
+            else config.parse_size("--max-size", args.max_size) or None
         )
-        if bound is None:
+        if bound is None and args.max_size is not None:
+            print(
+                f"--max-size {args.max_size} means no bound (as CUPY_RAWCODE_CACHE_MAX_SIZE=0): "
+                "nothing to prune"
+            )
+            return EXIT_OK
+        if not bound:
             print(f"no bound is configured for {disk.root}: nothing to prune (use --max-size)")
             return EXIT_OK
         done = disk.prune(bound)
@@ -314,11 +333,21 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
 
 
 def _record_prebuilt(keys: list[str]) -> None:
-    """Append to <cache>/prebuilt.keys, which ``bundle export --prebuilt`` reads."""
+    """Append to <cache>/prebuilt.keys, which ``bundle export --prebuilt`` reads: only in a
+    directory the cache claims (store/layout.py), never through a link or into a FIFO."""
+    from .regular import open_own
+    from .store.layout import claim, foreign_message
+
     disk = _disk()
     try:
-        disk.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(disk.root / "prebuilt.keys", "a", encoding="ascii") as f:
+        if not claim(disk.root):
+            print(
+                f"cupy-rawcode: prebuilt keys not recorded: {foreign_message(disk.root)}",
+                file=sys.stderr,
+            )
+            return
+        fd = open_own(disk.root / "prebuilt.keys", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="ascii") as f:
             f.write("".join(k + "\n" for k in keys))
     except OSError as e:
         print(f"cupy-rawcode: cannot record prebuilt keys ({e})", file=sys.stderr)
@@ -329,11 +358,16 @@ def _cmd_bundle(args, options) -> int:
     from .store.entry import EntryError, decode
 
     if args.action == "export":
-        disk = _disk()
+        from .regular import RECORD_LIMIT, read_cache_file
+
+        disk = _cache_disk()
         if args.prebuilt:
+            raw = read_cache_file(disk.root / "prebuilt.keys", 32 * RECORD_LIMIT)
             try:
-                wanted = (disk.root / "prebuilt.keys").read_text().split()
-            except OSError:
+                wanted = (raw or b"").decode("ascii").split()
+            except UnicodeDecodeError:
+                raw = None
+            if raw is None:
                 raise ValueError(
                     f"no prebuild recorded in {disk.root}; run cupy-rawcode "
                     "prebuild first, or export everything"
@@ -454,8 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=("stats", "list", "clear", "prune"))
     ca.add_argument(
         "--max-size",
-        help="prune: the size to trim the cache to (e.g. 500M; 0 removes every file not in use; "
-        "default: the configured bound)",
+        help="prune: the size to trim the cache to (e.g. 500M; 0 means no bound, as "
+        "CUPY_RAWCODE_CACHE_MAX_SIZE=0; default: the configured bound)",
     )
     ca.add_argument("-l", "--long", action="store_true", help="list: arch, target, NVRTC")
     ca.add_argument(

@@ -1,5 +1,6 @@
-"""Open input files (sources, headers) only when they are regular files: a FIFO, a device or a
-socket named as a source or found as a header would block a read forever, or never end."""
+"""Open files only when they are regular files: a FIFO, a device or a socket named as a source,
+found as a header or standing in the cache would block a read forever, or never end. The cache's
+own files are also opened without following a symlink, and read up to a size limit."""
 
 from __future__ import annotations
 
@@ -29,10 +30,25 @@ def kind_of(mode: int) -> str:
     return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: str) -> tuple[int, os.stat_result]:
+class TooLargeError(OSError):
+    """A file larger than its reader's limit (a cache file cannot be that big)."""
+
+
+# the cache's limits: an entry is code (CUB kernels are < 1 MiB), a record is a JSON object
+ENTRY_LIMIT = 256 << 20
+RECORD_LIMIT = 8 << 20
+
+
+def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
     """(file descriptor, its fstat) of a regular file, opened for reading without ever
-    blocking; NotRegularFileError (an OSError) for anything else."""
-    fd = os.open(path, _FLAGS)
+    blocking; NotRegularFileError (an OSError) for anything else, and for a symlink when
+    ``follow`` is False (the cache's own files: a link there points outside it)."""
+    try:
+        fd = os.open(path, _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise NotRegularFileError(errno.ELOOP, "a symbolic link", os.fspath(path)) from None
+        raise
     try:
         st = os.fstat(fd)
     except BaseException:
@@ -46,8 +62,102 @@ def open_regular(path: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
+def open_own(path, flags: int) -> int:
+    """An fd of one of the cache's own files opened with ``flags`` (creating it 0600 with
+    O_CREAT) without following a link or blocking on a FIFO; NotRegularFileError when it is
+    anything but a regular file: a counter or a ledger never writes through a link."""
+    extra = (
+        getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        fd = os.open(path, flags | extra, 0o600)
+    except OSError as e:
+        words = {
+            errno.ELOOP: "a symbolic link",
+            errno.ENXIO: "a FIFO (named pipe), not a regular file",  # opened to write, no reader
+            errno.EISDIR: "a directory, not a regular file",
+        }.get(e.errno or 0)
+        if words is not None:
+            raise NotRegularFileError(e.errno, words, os.fspath(path)) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFileError(
+            errno.EINVAL, f"{kind_of(st.st_mode)}, not a regular file", os.fspath(path)
+        )
+    return fd
+
+
 def read_bytes(path: str) -> bytes:
     """The whole of a regular file (NotRegularFileError for anything else)."""
     fd, _ = open_regular(path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
+
+
+def read_fd(fd: int, st: os.stat_result, limit: int, path: str = "") -> bytes:
+    """A whole open file of at most ``limit`` bytes (TooLargeError past it, even when it grows
+    while read): one read when it is no larger than fstat said."""
+    if st.st_size > limit:
+        raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+    data = os.read(fd, st.st_size + 1)
+    if len(data) <= st.st_size:
+        return data
+    chunks, total = [data], len(data)  # it grew meanwhile: read on to the end, or the limit
+    while chunk := os.read(fd, 1 << 16):
+        total += len(chunk)
+        if total > limit:
+            raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_strange: set[str] = set()  # cache paths already warned about, in this process
+
+
+def warned(path) -> bool:
+    """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
+    return str(path) in _strange
+
+
+def refused(path, e: OSError) -> None:
+    """Warn once per path that a cache file is a symlink, not a regular file or too large: a
+    miss (a missing or unreadable one is a plain miss, silently)."""
+    if isinstance(e, (NotRegularFileError, TooLargeError)) and str(path) not in _strange:
+        _strange.add(str(path))
+        from .log import warn
+
+        warn("cupy-rawcode: ignoring %s in the cache: %s (a miss)", path, e.strerror)
+
+
+def open_cache_file(path) -> tuple[int, os.stat_result] | None:
+    """(fd, fstat) of one of the cache's own files: a regular file reached without a symlink;
+    None (a miss, see ``refused``) for anything else."""
+    try:
+        return open_regular(path, follow=False)
+    except OSError as e:
+        refused(path, e)
+        return None
+
+
+def read_cache_file(path, limit: int, mark_used: bool = False) -> bytes | None:
+    """One of the cache's own files (``open_cache_file``) of at most ``limit`` bytes, or None
+    (a miss); ``mark_used`` sets its mtime through the open file (the size bound's LRU)."""
+    opened = open_cache_file(path)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        data = read_fd(fd, st, limit, os.fspath(path))
+        if mark_used:
+            try:
+                os.utime(fd)
+            except OSError:
+                pass  # a read-only cache still serves hits
+        return data
+    except OSError as e:
+        refused(path, e)
+        return None
+    finally:
+        os.close(fd)

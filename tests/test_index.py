@@ -381,6 +381,8 @@ HIT_PATH = {
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.memory",
     "cupy_rawcode.store.entry",
+    "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
+    "cupy_rawcode.regular",  # cache files are read only as regular files, never through a link
 }
 
 

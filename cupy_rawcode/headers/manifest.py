@@ -44,12 +44,15 @@ def _path(mid: str) -> Path:
     return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
 
 
-def _mark_used(path: Path) -> None:
-    """Set the file's mtime: the size bound evicts the least recently used files first."""
-    try:
-        os.utime(path)
-    except OSError:
-        pass  # a read-only cache
+def _read(mid: str) -> bytes | None:
+    """A manifest's bytes, marked used (the size bound evicts the least recently used files
+    first); None when missing, not a regular file, too large, or not in a cache (layout.py)."""
+    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..store.layout import owned
+
+    if not owned(config.cache_dir()):
+        return None
+    return read_cache_file(_path(mid), RECORD_LIMIT, mark_used=True)
 
 
 def _load(mid: str) -> tuple[dict, list] | None:
@@ -57,9 +60,10 @@ def _load(mid: str) -> tuple[dict, list] | None:
     data = _memo.get(mid)
     try:
         if data is None:
-            path = _path(mid)
-            data = json.loads(path.read_bytes())
-            _mark_used(path)
+            raw = _read(mid)
+            if raw is None:
+                return None
+            data = json.loads(raw)
             if (
                 data.get("schema") != SCHEMA
                 or not isinstance(data["closure"], str)
@@ -105,8 +109,12 @@ class Facts(NamedTuple):
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
     """Forget a source's manifest, here and on disk: one of its files changed while a compile
     read them, so what it holds was never compiled (program.py stores nothing then)."""
+    from ..store.layout import owned
+
     mid = manifest_id(source, ctx, pre_includes)
     _memo.pop(mid, None)
+    if not owned(config.cache_dir()):
+        return  # nothing of ours there: never remove through a foreign or linked directory
     try:
         os.unlink(_path(mid))
     except OSError:

@@ -72,19 +72,29 @@ def _path(iid: str) -> Path:
     return config.cache_dir() / "index" / iid[:2] / f"{iid}.json"
 
 
+def _read(path: Path) -> bytes | None:
+    """An index entry's bytes, marked used (the size bound evicts least recently used first);
+    None when missing, not a regular file, too large, or not in a cache (layout.py)."""
+    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..store.layout import owned
+
+    if not owned(config.cache_dir()):
+        return None
+    return read_cache_file(path, RECORD_LIMIT, mark_used=True)
+
+
 def lookup(iid: str) -> Found | None:
     """The key and target recorded for these inputs while every stamp still holds, else None."""
     path = _path(iid)
     data = _memo.get(path)
     try:
         if data is None:
-            data = json.loads(path.read_bytes())
+            raw = _read(path)
+            if raw is None:
+                return None
+            data = json.loads(raw)
             if data.get("schema") != SCHEMA:
                 return None
-            try:
-                os.utime(path)  # marked used: the size bound evicts least recently used first
-            except OSError:
-                pass  # a read-only cache
         found = Found(data["key"], data["arch"], data["target"], data["count"])
         if (
             not all(isinstance(v, str) for v in (found.key, found.arch, found.target))

@@ -18,6 +18,7 @@ from ..fsutil import atomic_write
 from ..log import warn
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
+INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)
 
 
 class BundleError(ValueError):
@@ -52,8 +53,9 @@ class Index:
 
 
 def read_index(path: str | os.PathLike) -> Index:
-    """The bundle's Index; raises BundleError when unreadable."""
-    from ..regular import open_regular  # a FIFO named as a bundle would block a read
+    """The bundle's Index; raises BundleError when unreadable, not a regular file (a link to
+    one is followed: a bundle is the user's file) or its index is larger than INDEX_LIMIT."""
+    from ..regular import ENTRY_LIMIT, open_regular  # a FIFO would block a read
 
     try:
         fd, st = open_regular(os.fspath(path))
@@ -65,6 +67,8 @@ def read_index(path: str | os.PathLike) -> Index:
             hlen = int.from_bytes(head[len(MAGIC) :], "little")
             if hlen > size:
                 raise BundleError("index length beyond the end of the file")
+            if hlen > INDEX_LIMIT:
+                raise BundleError(f"index larger than {INDEX_LIMIT} bytes")
             raw = json.loads(f.read(hlen))
     except OSError as e:
         raise BundleError(e.strerror or str(e)) from None
@@ -80,6 +84,7 @@ def read_index(path: str | os.PathLike) -> Index:
             isinstance(span, list)
             and len(span) == 2
             and all(type(v) is int and v >= 0 for v in span)
+            and span[1] <= ENTRY_LIMIT
         ):
             continue
         if base + span[0] + span[1] > size:
@@ -127,8 +132,11 @@ class BundleStore:
         span = self._entries().get(key)
         if span is None:
             return None
+        from ..regular import open_regular
+
         try:
-            with open(self.path, "rb") as f:
+            fd, _ = open_regular(self.path)  # replaced by a FIFO since its index was read
+            with os.fdopen(fd, "rb") as f:
                 f.seek(span[0])
                 data = f.read(span[1])
         except OSError:

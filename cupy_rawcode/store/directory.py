@@ -10,6 +10,7 @@ to ``stats/hits`` or ``stats/misses`` (O_APPEND writes do not interleave).
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -55,31 +56,44 @@ class DirectoryStore:
         return self.entries_dir / key[:2] / key
 
     def get(self, key: str) -> bytes | None:
-        try:
-            fd = os.open(self.path(key), os.O_RDONLY)
-        except OSError:
+        """The entry's bytes, or None: missing, or not a regular file reached without a link
+        (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
+        cache (layout.py)."""
+        from ..regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
+        from .layout import owned
+
+        if not owned(self.root):
             return None
+        path = self.path(key)
+        opened = open_cache_file(path)
+        if opened is None:
+            return None
+        fd, st = opened
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_SH)
-            data, used = _read_all(fd)
-            if time.time() - used > USE_RESOLUTION:
+            data = read_fd(fd, os.fstat(fd), ENTRY_LIMIT, str(path))  # size after the lock
+            if time.time() - st.st_mtime > USE_RESOLUTION:
                 try:
                     os.utime(fd)  # mark used, for LRU eviction
                 except OSError:
                     pass  # a read-only cache still serves hits
             return data
-        except OSError:
+        except OSError as e:
+            refused(path, e)
             return None
         finally:
             os.close(fd)  # releases the lock
 
     def put(self, key: str, data: bytes) -> None:
         global _warned
+        from .layout import NotACacheError
         from .sizebound import publish  # not imported on a hit
 
         try:
             publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
+        except NotACacheError:
+            pass  # layout.py warned once
         except OSError as e:
             if not _warned:  # read-only or full: compiling goes on from memory
                 _warned = True
@@ -106,11 +120,14 @@ class DirectoryStore:
 
     def prune(self, max_bytes: int):
         """Evict least recently used files of every kind (entries, manifests, index entries,
-        toolchain records) until the whole directory holds at most ``max_bytes``; an entry being
-        read is kept. Returns sizebound.Pruned (what was removed, and what could not be)."""
+        toolchain records) until the whole directory holds at most ``max_bytes`` (0: no bound,
+        as CUPY_RAWCODE_CACHE_MAX_SIZE=0: nothing is removed); an entry being read is kept.
+        Returns sizebound.Pruned (what was removed, and what could not be)."""
+        import sys
+
         from .sizebound import prune
 
-        return prune(self.root, max_bytes)
+        return prune(self.root, max_bytes or sys.maxsize)
 
     def clear(self) -> int:
         """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
@@ -146,14 +163,18 @@ class DirectoryStore:
         """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
         append-only files, one byte per event: truncating them loses no concurrent append."""
         from ..fsutil import make_private_dirs
+        from ..regular import open_own
+        from .layout import claim, foreign_message
 
+        if not claim(self.root):
+            raise OSError(f"cannot zero the counts: {foreign_message(self.root)}")
         make_private_dirs(self.root / "stats")
         try:
             os.unlink(self.root / "stats" / "counts")  # what sizebound folded from them
         except FileNotFoundError:
             pass
         for name in ("hits", "misses"):
-            fd = os.open(self.root / "stats" / name, os.O_WRONLY | os.O_CREAT, 0o600)
+            fd = open_own(self.root / "stats" / name, os.O_WRONLY | os.O_CREAT)
             try:
                 os.ftruncate(fd, 0)
             finally:
@@ -168,7 +189,9 @@ class DirectoryStore:
         sizes: list[int | None] = []
         for name in ("hits", "misses"):
             try:
-                sizes.append(os.stat(self.root / "stats" / name).st_size + folded.get(name, 0))
+                st = os.lstat(self.root / "stats" / name)  # a link counts nothing
+                size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+                sizes.append(size + folded.get(name, 0))
             except OSError:
                 sizes.append(folded.get(name))
         return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
@@ -203,19 +226,34 @@ def _flush(root: Path) -> None:
 
 
 def _append(root: Path, name: str, n: int) -> None:
-    """Add ``n`` events to a counter file (best effort: a read-only cache counts nothing)."""
-    path = root / "stats" / name
+    """Add ``n`` events to a counter file (best effort: a read-only cache, or a directory that
+    is not a cache (layout.py), counts nothing; a counter that is no regular file neither)."""
+    from ..regular import open_own
+    from .layout import claim, real_dir
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if not claim(root):
+            return
+    except OSError:
+        return
+    path = root / "stats" / name
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    try:
+        fd = open_own(path, flags)
     except FileNotFoundError:
         try:
             from ..fsutil import make_private_dirs
 
             make_private_dirs(path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if not real_dir(path.parent):
+                return
+            fd = open_own(path, flags)
         except OSError:
             return
-    except OSError:
+    except OSError as e:
+        from ..regular import refused
+
+        refused(path, e)  # a link or a FIFO: one warning
         return
     try:
         os.write(fd, b"." * n)
@@ -223,17 +261,3 @@ def _append(root: Path, name: str, n: int) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _read_all(fd: int) -> tuple[bytes, float]:
-    """A whole file from its descriptor, and when it was last marked used (its mtime): one read
-    when it is no larger than fstat said (a short read is caught by the entry's checksum)."""
-    st = os.fstat(fd)
-    size = st.st_size
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data, st.st_mtime
-    chunks = [data]  # it grew meanwhile: read on to the end
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks), st.st_mtime

@@ -6,8 +6,11 @@ What a cache directory holds, by kind:
   ``toolchain/`` (toolkit/record.py): evicted, least recently used first; a reader marks each
   file used (its mtime);
 - ``stats/``: the hit and miss counters (folded into ``stats/counts`` when they grow) and the
-  ledger; ``nvrtc-headers/``: the headers NVRTC >= 13.3 extracts, a header root in use; anything
-  else (``prebuilt.keys``): counted, never evicted.
+  ledger; ``nvrtc-headers/``: the headers NVRTC >= 13.3 extracts, a header root in use;
+  ``prebuilt.keys`` and the ``CACHEDIR.TAG`` marker: counted, never evicted.
+Only the names the layout writes (layout.py) are counted or removed, no symbolic link is
+followed, and nothing is written, counted or removed in a directory that is not marked as a
+cache.
 
 The ledger (``stats/size``: bytes, and when the directory was last counted) is updated under an
 flock by each write. A write that takes it past the bound evicts down to LOW_WATER of it, holding
@@ -32,9 +35,9 @@ try:
 except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
-EVICTED = ("entries", "manifests", "index", "toolchain")
-_DEPTH = {"entries": 2, "manifests": 2, "index": 2, "toolchain": 1}  # where a kind's files sit
-KEPT = ("stats", "nvrtc-headers")  # and "other": counted, never evicted
+from . import layout
+from .layout import EVICTED
+
 LOW_WATER = 0.9  # a write past the bound evicts down to this fraction of it
 RESCAN_SECONDS = 60.0
 STALE_TMP_SECONDS = 3600
@@ -110,13 +113,16 @@ def failure(what: str, root: Path, errors: list) -> OSError:
 
 
 def _tree(path: str, errors: list | None = None) -> tuple[int, int]:
-    """(files, bytes) under a directory, walked again only when its mtime changed."""
+    """(files, bytes) under a directory that is no link (links below are not followed), walked
+    again only when its mtime changed."""
     try:
-        mtime = os.stat(path).st_mtime_ns
+        st = os.lstat(path)
     except OSError:
         return 0, 0
+    if not stat.S_ISDIR(st.st_mode):
+        return 0, 0
     memo = _tree_memo.get(path)
-    if memo is not None and memo[0] == mtime:
+    if memo is not None and memo[0] == st.st_mtime_ns:
         return memo[1], memo[2]
     n = size = 0
 
@@ -131,7 +137,7 @@ def _tree(path: str, errors: list | None = None) -> tuple[int, int]:
                 n += 1
             except OSError:
                 pass
-    _tree_memo[path] = (mtime, n, size)
+    _tree_memo[path] = (st.st_mtime_ns, n, size)
     return n, size
 
 
@@ -141,64 +147,92 @@ def _add(kept: dict, kind: str, n: int, size: int) -> None:
     row[1] += size
 
 
-def _scan_kind(path: str, kind: str, depth: int, usage: Usage) -> None:
+def _listing(path: str, usage: Usage) -> list:
+    """The entries of a directory that is no link ([] when missing, a link, or unreadable)."""
+    if not layout.real_dir(path):
+        return []
     try:
-        items = list(os.scandir(path))
+        with os.scandir(path) as it:
+            return list(it)
     except FileNotFoundError:
-        return
+        return []
     except OSError as e:
         usage.errors.append((path, e))
+        return []
+
+
+def _scan_file(kind: str, it, shard: str | None, usage: Usage, now: float) -> None:
+    """Count one name of a kind directory: a file of the layout's (evictable), a writer's temp
+    file (kept; removed when stale) or nothing (a name the layout never writes is not ours)."""
+    own = layout.is_own(kind, it.name, shard)
+    if not own and not layout.is_own_temp(kind, it.name, shard):
         return
-    now = time.time()
-    for it in items:
+    try:
+        st = it.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return  # removed since the listing
+    except OSError as e:
+        usage.errors.append((it.path, e))
+        return
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if own:  # a file, or damage where one belongs (a directory, a link, a FIFO): evicted too
+        size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+        usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino, is_dir))
+        return
+    if now - st.st_mtime > STALE_TMP_SECONDS and stat.S_ISREG(st.st_mode):
         try:
-            st = it.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue  # removed since the listing
-        except OSError as e:
-            usage.errors.append((it.path, e))
-            continue
-        is_dir = stat.S_ISDIR(st.st_mode)
-        if it.name.startswith(".") and not is_dir:  # a writer's temp file
-            if it.name.endswith(".tmp") and now - st.st_mtime > STALE_TMP_SECONDS:
-                try:
-                    os.unlink(it.path)  # left by a writer that died mid-publish
-                    continue
-                except OSError:
-                    pass
-            _add(usage.kept, kind, 1, st.st_size)
-        elif is_dir and depth < _DEPTH[kind]:
-            _scan_kind(it.path, kind, depth + 1, usage)
-        else:  # a file, or a directory where a file belongs (damage: evicted too)
-            size = 0 if is_dir else st.st_size
-            usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino, is_dir))
+            os.unlink(it.path)  # left by a writer that died mid-publish
+            return
+        except OSError:
+            pass
+    _add(usage.kept, kind, 1, st.st_size)
+
+
+def _scan_kind(path: str, kind: str, usage: Usage) -> None:
+    """Count the layout's files of one evicted kind (sharded or flat), never through a link."""
+    now = time.time()
+    for it in _listing(path, usage):
+        if kind not in layout.SHARDED:
+            _scan_file(kind, it, None, usage, now)
+        elif layout.is_shard(it.name):
+            for f in _listing(it.path, usage):
+                _scan_file(kind, f, it.name, usage, now)
+
+
+def _own_size(path: str, name_ok: bool) -> int | None:
+    """The size of a regular file the layout writes, None for anything else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_size if name_ok and stat.S_ISREG(st.st_mode) else None
+
+
+def _scan_kept(root: Path, usage: Usage) -> None:
+    """Count the kept files: the counters and ledger, NVRTC's headers, the top files."""
+    for it in _listing(os.path.join(root, "stats"), usage):
+        size = _own_size(it.path, layout.is_own_stats(it.name))
+        if size is not None:
+            _add(usage.kept, "stats", 1, size)
+    n, size = _tree(os.path.join(root, "nvrtc-headers"), usage.errors)
+    if n:
+        _add(usage.kept, "nvrtc-headers", n, size)
+    for name in layout.TOP_FILES:
+        size = _own_size(os.path.join(root, name), True)
+        if size is not None:
+            _add(usage.kept, "other", 1, size)
 
 
 def scan(root: Path, kinds: tuple[str, ...] | None = None) -> Usage:
-    """Count everything under ``root`` (or only the evicted ``kinds`` named)."""
+    """Count the cache's own files under ``root`` (or only those of the evicted ``kinds``
+    named): nothing when ``root`` is not marked as a cache (layout.py)."""
     usage = Usage([], {}, [])
-    try:
-        top = list(os.scandir(root))
-    except FileNotFoundError:
+    if not layout.is_marked(root):
         return usage
-    except OSError as e:
-        usage.errors.append((str(root), e))
-        return usage
-    for d in top:
-        if d.name in _DEPTH:
-            if kinds is None or d.name in kinds:
-                _scan_kind(d.path, d.name, 1, usage)
-            continue
-        if kinds is not None:
-            continue
-        kind = d.name if d.name in KEPT else "other"
-        try:
-            if d.is_dir(follow_symlinks=False):
-                _add(usage.kept, kind, *_tree(d.path, usage.errors))
-            else:
-                _add(usage.kept, kind, 1, d.stat(follow_symlinks=False).st_size)
-        except OSError as e:
-            usage.errors.append((d.path, e))
+    for kind in EVICTED if kinds is None else kinds:
+        _scan_kind(os.path.join(root, kind), kind, usage)
+    if kinds is None:
+        _scan_kept(root, usage)
     usage.files.sort(key=lambda f: f.used)
     return usage
 
@@ -209,14 +243,16 @@ def scan(root: Path, kinds: tuple[str, ...] | None = None) -> Usage:
 def _ledger(root: Path, change) -> tuple[int | None, float]:
     """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
     None when unknown; when the directory was last counted). Raises OSError."""
+    from ..regular import open_own
+
     path = root / "stats" / "size"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)  # never a link, never a FIFO
     except FileNotFoundError:
         from ..fsutil import make_private_dirs
 
         make_private_dirs(path.parent)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -259,7 +295,10 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
 
     try:
         total, _ = _ledger(root, add)
-    except OSError:
+    except OSError as e:
+        from ..regular import refused
+
+        refused(root / "stats" / "size", e)  # a link or a FIFO: one warning
         return  # a read-only or full cache: the write failed too, or was the last one
     low = int(max_bytes * LOW_WATER)
     if total is not None and total > max_bytes:
@@ -329,14 +368,32 @@ def _remove_tree(path: str, errors: list) -> bool:
         return False
 
 
+def _unlink_same(f: CacheFile):
+    """Unlink a name that is no regular file (a link: never its target) unless it was replaced
+    since it was counted: None when removed, _BUSY when kept, or the OSError."""
+    try:
+        if os.lstat(f.path).st_ino != f.inode:
+            return _BUSY
+        os.unlink(f.path)
+        return None
+    except FileNotFoundError:
+        return _BUSY
+    except OSError as e:
+        return e
+
+
 def remove(f: CacheFile, wait: bool = False):
     """Remove one file unless a reader holds it (with ``wait``, once it is released) or it was
-    replaced since it was counted: None when removed, _BUSY when kept, or the OSError."""
+    replaced since it was counted: None when removed, _BUSY when kept, or the OSError. A link
+    or a FIFO standing for a file is unlinked without being opened."""
     if f.is_dir:
         errors: list = []
         return None if _remove_tree(f.path, errors) else errors[0][1]
     try:
-        fd = os.open(f.path, os.O_RDONLY)
+        if not stat.S_ISREG(os.lstat(f.path).st_mode):
+            return _unlink_same(f)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(f.path, flags)
     except FileNotFoundError:
         return _BUSY
     except OSError as e:
@@ -380,11 +437,13 @@ def _fold_counters(root: Path) -> None:
     for name in ("hits", "misses"):
         path, moved = stats / name, stats / f".{name}.fold"
         try:
-            if not moved.exists():
-                if os.stat(path).st_size <= FOLD_BYTES:
+            if not os.path.lexists(moved):
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or st.st_size <= FOLD_BYTES:
                     continue
                 os.rename(path, moved)
-            n = os.stat(moved).st_size
+            st = os.lstat(moved)
+            n = st.st_size if stat.S_ISREG(st.st_mode) else 0
             counts = read_counts(root)
             counts[name] = counts.get(name, 0) + n
             from ..fsutil import atomic_write
@@ -399,8 +458,11 @@ def read_counts(root: Path) -> dict:
     """The folded hit and miss counts ({} when none were folded)."""
     import json
 
+    from ..regular import RECORD_LIMIT, read_cache_file
+
+    raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
     try:
-        data = json.loads((root / "stats" / "counts").read_bytes())
+        data = json.loads(raw if raw is not None else b"{}")
         return {k: int(data[k]) for k in ("hits", "misses") if k in data}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
@@ -419,6 +481,8 @@ def prune(
     entry being read is kept. Sets the ledger. None when another process is pruning and ``wait``
     is False, or (``trust_ledger``) when the ledger says it is under ``limit`` already."""
     target = limit if target is None else min(target, limit)
+    if not layout.is_marked(root):
+        return Pruned({}, 0, 0, [])  # not a cache: nothing there is the cache's to remove
     lock = _lock(root, wait)
     if lock is _BUSY:
         return None
@@ -458,8 +522,44 @@ def prune(
             os.close(lock)
 
 
+def _drop_empty_dirs(root: Path) -> None:
+    """Remove the kind and shard directories left empty (rmdir: never a link, never a non-empty
+    directory)."""
+    for kind in EVICTED + ("stats",):
+        top = os.path.join(root, kind)
+        if kind in layout.SHARDED and layout.real_dir(top):
+            try:
+                shards = [d for d in os.listdir(top) if layout.is_shard(d)]
+            except OSError:
+                shards = []
+            for shard in shards:
+                try:
+                    os.rmdir(os.path.join(top, shard))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(top)
+        except OSError:
+            pass  # not empty, a link (ENOTDIR), or gone
+
+
+def _remove_stats(root: Path, errors: list) -> None:
+    """Remove the counters, the folded counts and the ledger (their names only)."""
+    stats = os.path.join(root, "stats")
+    if not layout.real_dir(stats):
+        return
+    for name in layout.STATS_FILES:
+        try:
+            os.unlink(os.path.join(stats, name))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            errors.append((os.path.join(stats, name), e))
+
+
 def clear(root: Path) -> Pruned:
-    """Remove every file of every evicted kind (waiting for readers) and the counters."""
+    """Remove every file of every evicted kind (waiting for readers) and the counters: only the
+    names the layout writes, in a directory marked as a cache."""
     usage = scan(root, EVICTED)
     removed: dict[str, int] = {}
     freed, errors = 0, list(usage.errors)
@@ -471,8 +571,9 @@ def clear(root: Path) -> Pruned:
             freed += f.size
         elif outcome is not _BUSY:
             errors.append((f.path, outcome))
-    for sub in ("manifests", "index", "toolchain", "stats"):
-        _remove_tree(str(root / sub), errors)
+    if layout.is_marked(root):
+        _remove_stats(root, errors)
+        _drop_empty_dirs(root)
     return Pruned(removed, freed, scan(root).total, errors)
 
 
@@ -483,11 +584,13 @@ def _clear_the_way(root: Path, path: Path) -> bool:
     """Remove a directory standing where the file ``path`` belongs, or a file standing where
     one of its directories belongs (below ``root``), with a log line; True when one was."""
     from ..log import warn
+    from ..regular import warned
 
     if path.is_dir() and not path.is_symlink():
         errors: list = []
         if _remove_tree(str(path), errors):
-            warn("cupy-rawcode: %s was a directory, not a cache file; removed it", path)
+            if not warned(path):  # the read that missed said so already
+                warn("cupy-rawcode: %s was a directory, not a cache file; removed it", path)
             return True
         return False
     for d in path.parents:
@@ -503,6 +606,21 @@ def _clear_the_way(root: Path, path: Path) -> bool:
     return False
 
 
+def _check_claimed(root: Path, path: Path) -> None:
+    """Raise OSError unless ``root`` is the cache's (claimed now when new or empty: layout.py)
+    and no directory between it and ``path`` is a link: a write never lands outside."""
+    import errno
+
+    if not layout.claim(root):
+        raise layout.NotACacheError(errno.EPERM, "not a cupy-rawcode cache directory", str(root))
+    for d in path.parents:
+        if d == root or root not in d.parents:
+            break
+        if os.path.islink(d):
+            layout.warn_once(d, layout.linked_message(d))
+            raise layout.NotACacheError(errno.ELOOP, "a symbolic link in the cache", str(d))
+
+
 def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     """Write one file of the cache at ``root`` atomically and count it against the bound
     (``max_bytes``: None for none; default the cache's configured bound). Something in the way
@@ -510,6 +628,7 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     the file cannot be written."""
     from ..fsutil import atomic_write
 
+    _check_claimed(Path(root), Path(path))
     try:
         atomic_write(path, data)
     except (IsADirectoryError, NotADirectoryError):

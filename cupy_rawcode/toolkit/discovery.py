@@ -150,7 +150,14 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
     install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
     if install is None:  # cuda-bindings older than the NVRTC it loads
         return {}
+    from ..store.layout import claim
+
     target = bundled_headers_dir()
+    try:
+        if not claim(config.cache_dir()):  # not a cache (layout.py): headers not extracted
+            return {}
+    except OSError:
+        return {}
     if not (target / "cccl" / "cub").is_dir():
         flag = getattr(nvrtc, "NVRTC_INSTALL_HEADERS_SKIP_IF_EXISTS", 0)
         try:

@@ -90,9 +90,15 @@ def save(tc) -> tuple:
 
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
+    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..store.layout import owned
+
     try:
         path = record_path(sources)
-        data = json.loads(path.read_bytes())
+        raw = read_cache_file(path, RECORD_LIMIT) if owned(config.cache_dir()) else None
+        if raw is None:
+            return None
+        data = json.loads(raw)
         if data.get("schema") != SCHEMA or data["env"] != environment():
             return None
         major, minor = data["nvrtc_version"]
@@ -111,7 +117,9 @@ def load(sources: tuple[str, ...]):
         if any(stamp(s[0]) != s for s in stamps):
             return None
         try:
-            os.utime(path)  # marked used: the size bound evicts least recently used first
+            os.utime(
+                path, follow_symlinks=False
+            )  # marked used: the size bound evicts least recently used first
         except OSError:
             pass  # a read-only cache
         return tc._replace(stamps=stamps)

@@ -1,0 +1,201 @@
+"""What a cache directory holds, and whether a directory is one.
+
+A cache directory is marked by ``CACHEDIR.TAG`` (the standard tag: backup tools skip the
+directory). Its first write claims a directory that is new or empty by writing the tag; a
+non-empty directory without it is not a cache: nothing there is read, written, counted or
+removed, and compiles go on uncached, with one warning. Inside a marked directory the cache
+reads, counts and removes only the names its own layout writes (``is_own``), and never follows a
+symbolic link: a kind directory replaced by a link makes the cache unusable for compiles (one
+warning) and is neither walked nor deleted through.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import stat
+from pathlib import Path
+
+MARKER = "CACHEDIR.TAG"
+SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+MARKER_TEXT = SIGNATURE + (
+    b"\n# This file is a cache directory tag created by cupy-rawcode (compiled CUDA kernels).\n"
+    b"# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+EVICTED = ("entries", "manifests", "index", "toolchain")  # kind directories, evicted by LRU
+KEPT = ("stats", "nvrtc-headers")  # kind directories, counted and never evicted
+TOP_FILES = (MARKER, "prebuilt.keys")  # the cache's files at its top: counted, never evicted
+SHARDED = ("entries", "manifests", "index")  # <kind>/<first 2 chars of the name>/<name>
+STATS_FILES = ("hits", "misses", "counts", "size", ".hits.fold", ".misses.fold")
+_FILE = {  # a kind's file names
+    "entries": r"[0-9a-f]{64}",
+    "manifests": r"[0-9a-f]{64}\.json",
+    "index": r"[0-9a-f]{64}\.json",
+    "toolchain": r"[0-9a-f]{32}\.json",
+}
+
+
+class NotACacheError(OSError):
+    """A write refused: the directory is not the cache's, or a link stands in its layout (the
+    refusal was warned about once already)."""
+
+
+_owned: set[str] = set()  # cache directories known to be marked, in this process
+_warned: set[str] = set()  # directories already warned about
+
+
+@functools.cache
+def _pattern(kind: str):
+    """The compiled pattern of a kind's file names, or of its temp files (kind + '.tmp')."""
+    import re
+
+    if kind.endswith(".tmp"):  # fsutil.atomic_write's: .<name>.<8 chars>.tmp
+        return re.compile(rf"\.({_FILE[kind[:-4]]})\.[a-z0-9_]{{8}}\.tmp")
+    return re.compile(_FILE[kind])
+
+
+def is_shard(name: str) -> bool:
+    """A shard directory's name: two lower-case hex digits."""
+    return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
+
+
+def is_own(kind: str, name: str, shard: str | None = None) -> bool:
+    """Whether ``name`` (in ``shard``, for a sharded kind) is a file the layout writes."""
+    if _pattern(kind).fullmatch(name) is None:
+        return False
+    return kind not in SHARDED or (shard is not None and is_shard(shard) and name[:2] == shard)
+
+
+def is_own_temp(kind: str, name: str, shard: str | None = None) -> bool:
+    """Whether ``name`` is a writer's temp file of one of the kind's own files."""
+    m = _pattern(kind + ".tmp").fullmatch(name)
+    return m is not None and (kind not in SHARDED or m.group(1)[:2] == shard)
+
+
+def is_own_stats(name: str) -> bool:
+    """A file of stats/: a counter, the folded counts, the ledger, or a temp file of counts."""
+    return name in STATS_FILES or (name.startswith(".counts.") and name.endswith(".tmp"))
+
+
+def real_dir(path) -> bool:
+    """A directory that is no symbolic link (lstat)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_marked(root) -> bool:
+    """Whether ``root`` holds the cache's marker (a regular file starting with the signature)."""
+    from ..regular import read_cache_file
+
+    data = read_cache_file(Path(root, MARKER), 4096)
+    return data is not None and data.startswith(SIGNATURE)
+
+
+def linked_kind(root) -> str | None:
+    """The first kind directory of ``root`` that is a symbolic link (or no directory), if any."""
+    for kind in EVICTED + KEPT:
+        path = os.path.join(root, kind)
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return path
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return path
+    return None
+
+
+def _only_marker_temps(root) -> bool | None:
+    """True when ``root`` is empty but for marker temp files, False when it holds anything else,
+    None when it is no directory (missing, or a file: a write there fails and says why). Stops at
+    the first other name: never walks a large tree."""
+    try:
+        with os.scandir(root) as it:
+            for d in it:
+                if not (d.name.startswith(f".{MARKER}.") and d.name.endswith(".tmp")):
+                    return False
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return True
+
+
+def foreign_message(root) -> str:
+    """Why ``root`` is not used as a cache, and what to do."""
+    return (
+        f"{root} is not a cupy-rawcode cache directory: it is not empty and has no {MARKER}; "
+        "cupy-rawcode neither writes, reads nor removes anything there. Point "
+        "CUPY_RAWCODE_CACHE_DIR at a new or empty directory (a cache written before "
+        f"cupy-rawcode wrote {MARKER}: remove it, and it is made again)"
+    )
+
+
+def linked_message(path) -> str:
+    """Why a cache with a kind directory replaced by a symbolic link is not used."""
+    return (
+        f"{path} is a symbolic link (or not a directory): cupy-rawcode never follows links "
+        "inside its cache directory; remove it, or point CUPY_RAWCODE_CACHE_DIR at the other "
+        "disk instead"
+    )
+
+
+def warn_once(root, message: str) -> None:
+    """One warning per directory and process: the cache is not used there."""
+    if str(root) not in _warned:
+        _warned.add(str(root))
+        from ..log import warn
+
+        warn("cupy-rawcode: %s; compiling without the cache", message)
+
+
+def owned(root) -> bool:
+    """Whether ``root`` is a usable cache to read: marked, no kind directory a link (checked
+    once per process; a link or a foreign directory is warned about once)."""
+    key = str(root)
+    if key in _owned:
+        return True
+    if not is_marked(root):
+        if _only_marker_temps(root) is False:
+            warn_once(root, foreign_message(root))
+        return False
+    linked = linked_kind(root)
+    if linked is not None:
+        warn_once(root, linked_message(linked))
+        return False
+    _owned.add(key)
+    return True
+
+
+def claim(root) -> bool:
+    """Whether the cache may write in ``root``: it is the cache's (``owned``), or it is new or
+    empty and is marked now. False for anything else (warned about once); OSError when the
+    marker cannot be written (a read-only or full disk: the caller's write says why). A cache
+    removed while this process runs (rm -rf) is claimed again, not rebuilt unmarked."""
+    if str(root) in _owned and not os.path.lexists(os.path.join(root, MARKER)):
+        _owned.discard(str(root))
+    if owned(root):
+        return True
+    if is_marked(root):
+        return False  # a kind directory is a link: owned warned
+    from ..fsutil import atomic_write, make_private_dirs
+
+    if _only_marker_temps(root) is None:
+        make_private_dirs(Path(root))
+    empty = _only_marker_temps(root)
+    if empty is None:
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
+    if not empty:
+        return False  # foreign: owned warned
+    atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
+    return owned(root)
+
+
+def refusal(root) -> str | None:
+    """For the cache commands: why ``root`` must be left alone, or None (a cache, or a
+    directory that is missing or empty)."""
+    if is_marked(root):
+        linked = linked_kind(root)
+        return None if linked is None else linked_message(linked)
+    return foreign_message(root) if _only_marker_temps(root) is False else None

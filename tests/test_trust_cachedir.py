@@ -397,3 +397,24 @@ def test_a_cache_removed_while_a_process_runs_is_claimed_again(tmp_path):
     store.put(key, encode(key, b"code", {}))
     assert (cache / "CACHEDIR.TAG").read_bytes().startswith(SIGNATURE)
     assert store.get(key) is not None
+
+
+@pytest.mark.parametrize("extra", [None, "report.txt", "entries/ab/notes.txt"])
+def test_an_unmarked_cache_of_an_earlier_release_is_adopted_a_foreign_file_refuses_it(
+    tmp_path, extra
+):
+    cache = _populated(tmp_path)
+    (cache / "CACHEDIR.TAG").unlink()  # what a release before the tag left behind
+    if extra:
+        (cache / extra).parent.mkdir(parents=True, exist_ok=True)
+        (cache / extra).write_text("mine")
+    entries = sorted(cache.glob("entries/*/*"))
+    again = _use(cache)
+    assert "CODE " in again.stdout, again.stderr
+    if extra is None:
+        assert again.returncode == 0 and "not a cupy-rawcode cache" not in again.stderr
+        assert (cache / "CACHEDIR.TAG").read_bytes().startswith(SIGNATURE)
+        assert sorted(cache.glob("entries/*/*")) == entries  # a hit: nothing compiled again
+    else:
+        assert "not a cupy-rawcode cache" in again.stderr and again.returncode == 2
+        assert not (cache / "CACHEDIR.TAG").exists() and (cache / extra).read_text() == "mine"

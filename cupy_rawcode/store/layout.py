@@ -3,10 +3,11 @@
 A cache directory is marked by ``CACHEDIR.TAG`` (the standard tag: backup tools skip the
 directory). Its first write claims a directory that is new or empty by writing the tag; a
 non-empty directory without it is not a cache: nothing there is read, written, counted or
-removed, and compiles go on uncached, with one warning. Inside a marked directory the cache
-reads, counts and removes only the names its own layout writes (``is_own``), and never follows a
-symbolic link: a kind directory replaced by a link makes the cache unusable for compiles (one
-warning) and is neither walked nor deleted through.
+removed, and compiles go on uncached, with one warning; unless every name in it is one the
+layout writes (a cache of a release before the tag), which is marked and used. Inside a marked
+directory the cache reads, counts and removes only the names its own layout writes
+(``is_own``), and never follows a symbolic link: a kind directory replaced by a link makes the
+cache unusable for compiles (one warning) and is neither walked nor deleted through.
 """
 
 from __future__ import annotations
@@ -122,13 +123,71 @@ def _only_marker_temps(root) -> bool | None:
     return True
 
 
+def _own_entry(kind: str, d: os.DirEntry) -> bool:
+    """Whether ``d``, found in the kind directory ``kind``, is a name that directory's writer
+    makes (a shard of own files for a sharded kind; any tree under nvrtc-headers/)."""
+    if kind == "nvrtc-headers":
+        return True
+    if kind == "stats":
+        return is_own_stats(d.name) and d.is_file(follow_symlinks=False)
+    if kind not in SHARDED:
+        return (is_own(kind, d.name) or is_own_temp(kind, d.name)) and d.is_file(
+            follow_symlinks=False
+        )
+    if not (is_shard(d.name) and d.is_dir(follow_symlinks=False)):
+        return False
+    with os.scandir(d.path) as files:
+        return all(
+            (is_own(kind, f.name, d.name) or is_own_temp(kind, f.name, d.name))
+            and f.is_file(follow_symlinks=False)
+            for f in files
+        )
+
+
+def written_by_layout(root) -> bool:
+    """Whether everything in the unmarked directory ``root`` is a name the layout writes: a cache
+    written before the marker existed, adopted (marked) rather than refused. Stops at the first
+    other name, so a foreign tree is never walked far."""
+    try:
+        with os.scandir(root) as it:
+            for d in it:
+                if d.name in TOP_FILES or (
+                    d.name.startswith(f".{MARKER}.") and d.name.endswith(".tmp")
+                ):
+                    if not d.is_file(follow_symlinks=False):
+                        return False
+                    continue
+                if d.name not in EVICTED + KEPT or not d.is_dir(follow_symlinks=False):
+                    return False
+                with os.scandir(d.path) as inner:
+                    if not all(_own_entry(d.name, e) for e in inner):
+                        return False
+    except OSError:
+        return False
+    return True
+
+
+def _adopt(root) -> bool:
+    """Mark ``root`` when it holds only the layout's names (a cache of an earlier release);
+    whether it may be used. A marker that cannot be written (a read-only cache) still lets it
+    be read."""
+    if not written_by_layout(root):
+        return False
+    from ..fsutil import atomic_write
+
+    try:
+        atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
+    except OSError:
+        pass
+    return True
+
+
 def foreign_message(root) -> str:
     """Why ``root`` is not used as a cache, and what to do."""
     return (
         f"{root} is not a cupy-rawcode cache directory: it is not empty and has no {MARKER}; "
         "cupy-rawcode neither writes, reads nor removes anything there. Point "
-        "CUPY_RAWCODE_CACHE_DIR at a new or empty directory (a cache written before "
-        f"cupy-rawcode wrote {MARKER}: remove it, and it is made again)"
+        "CUPY_RAWCODE_CACHE_DIR at a new or empty directory"
     )
 
 
@@ -157,9 +216,11 @@ def owned(root) -> bool:
     if key in _owned:
         return True
     if not is_marked(root):
-        if _only_marker_temps(root) is False:
+        if _only_marker_temps(root) is not False:
+            return False  # missing or empty: nothing to read, claim() marks it
+        if not _adopt(root):
             warn_once(root, foreign_message(root))
-        return False
+            return False
     linked = linked_kind(root)
     if linked is not None:
         warn_once(root, linked_message(linked))
@@ -198,4 +259,6 @@ def refusal(root) -> str | None:
     if is_marked(root):
         linked = linked_kind(root)
         return None if linked is None else linked_message(linked)
-    return foreign_message(root) if _only_marker_temps(root) is False else None
+    if _only_marker_temps(root) is False and not _adopt(root):
+        return foreign_message(root)
+    return None

@@ -45,17 +45,21 @@ class Names(NamedTuple):
     condition: str = ""  # a preprocessor condition the using-declarations also need
 
 
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
 _CUPY = "1a0ca0e"
 _OLD = "before de1797c"
 
 GLOBALS: dict[str, tuple[Names, ...]] = {
     "type_traits": (
         Names(
-            (
+            _words(
                 "enable_if true_type false_type is_floating_point is_integral is_signed "
                 "is_unsigned is_same is_array is_function remove_reference remove_extent "
                 "remove_const remove_volatile remove_cv conditional add_pointer decay"
-            ).split(),
+            ),
             11,
             _OLD,
             "Jitify's <type_traits> ended with a global using-directive until 2020 (cuDF's JIT "
@@ -69,10 +73,10 @@ GLOBALS: dict[str, tuple[Names, ...]] = {
             condition="__cplusplus < 202002L",
         ),
         Names(
-            (
+            _words(
                 "enable_if_t remove_reference_t remove_extent_t remove_cv_t remove_const_t "
                 "remove_volatile_t conditional_t add_pointer_t decay_t"
-            ).split(),
+            ),
             14,
             _OLD,
             "as above (Jitify declared the _t aliases from C++14 on)",
@@ -88,10 +92,10 @@ GLOBALS: dict[str, tuple[Names, ...]] = {
     ),
     "iterator": (
         Names(
-            (
+            _words(
                 "input_iterator_tag output_iterator_tag forward_iterator_tag "
                 "bidirectional_iterator_tag random_access_iterator_tag iterator_traits"
-            ).split(),
+            ),
             11,
             _OLD,
             "Jitify's <iterator> ended with a global using-directive until 2020",
@@ -251,3 +255,39 @@ def block(header: str) -> str:
     lines += [f"#ifndef {m}\n#define {m} {v}\n#endif" for m, v in MACROS.get(header, ())]
     lines.append(f"#endif  // {flag}")
     return "\n".join(lines) + "\n"
+
+
+_KEYWORDS = {b"return", b"else", b"case", b"throw", b"sizeof", b"decltype", b"new", b"delete"}
+
+
+def _patterns(name: str) -> re.Pattern[bytes]:
+    n = re.escape(name.encode())
+    return re.compile(
+        rb"\busing\s+" + n + rb"\s*="  # alias (template)
+        rb"|\b(?:struct|class|union|enum)\s+" + n + rb"\s*[{:;]"  # class or enum
+        rb"|\btypedef\b[^;{}]*\b" + n + rb"\s*;"  # typedef ... name;
+        rb"|}\s*" + n + rb"\s*;"  # typedef struct {...} name;
+        rb"|(\w+)[\s*&]+" + n + rb"\s*\("  # a function: a type word before it, not a call
+    )
+
+
+_ALL = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in all_names()) + rb")\b")
+_EACH = {n: _patterns(n) for n in all_names()}
+
+
+def own_global_names(data: bytes) -> tuple[str, ...]:
+    """The GLOBALS names a program's file declares itself, sorted: a superset (a declaration in
+    a namespace of its own, or a function declaration of another signature, counts too), so
+    that the jitify=True blocks leave those names to the program."""
+    found: list[str] = []
+    for word in sorted({m.decode() for m in _ALL.findall(data)}):
+        for m in _EACH[word].finditer(data):
+            if m.group(1) is None or m.group(1) not in _KEYWORDS:
+                found.append(word)
+                break
+    return tuple(found)
+
+
+def own_macros(names) -> tuple[tuple[str, str], ...]:
+    """The -D macros that leave ``names`` (own_global_names) to the program."""
+    return tuple((OWN + n, "1") for n in sorted(names))

@@ -267,7 +267,7 @@ def _patterns(name: str) -> re.Pattern[bytes]:
         rb"|\b(?:struct|class|union|enum)\s+" + n + rb"\s*[{:;]"  # class or enum
         rb"|\btypedef\b[^;{}]*\b" + n + rb"\s*;"  # typedef ... name;
         rb"|}\s*" + n + rb"\s*;"  # typedef struct {...} name;
-        rb"|(\w+)[\s*&]+" + n + rb"\s*\("  # a function: a type word before it, not a call
+        rb"|(\w+|>)[\s*&]+" + n + rb"\s*\("  # a function: a type before it, not a call
     )
 
 

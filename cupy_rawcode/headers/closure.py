@@ -101,7 +101,9 @@ class Closure:
     file_ids: dict[str, tuple] = field(default_factory=dict, repr=False)  # path -> FileId
     errors: tuple[str, ...] = ()  # live #error directives (exact mode)
     floor: Floor = NO_FLOOR  # the lowest C++ standard its headers accept (fast mode)
-    specialized: tuple[str, ...] = ()  # std templates the files specialize (fast mode)
+    # std templates the files specialize, and "::name" for the names of jitify=True's global
+    # blocks they declare themselves (toolkit/jitify_names.py) (fast mode)
+    specialized: tuple[str, ...] = ()
     scans: dict[str, Any] = field(default_factory=dict, repr=False)  # path -> FileScan (fast)
     # (fast) files a quoted include of the main source looked for in its directory, not found
     absent: tuple[str, ...] = ()

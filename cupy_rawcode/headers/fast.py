@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from ..toolkit import jitify_names
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
 from .search import Context, Found, find, searched
@@ -194,6 +195,10 @@ def resolve_fast(
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
+    # and the names of jitify=True's global blocks that they declare themselves ("::name")
+    specialized += sorted(
+        {"::" + s for n in (main, *own) for s in jitify_names.own_global_names(n.scan.data)}
+    )
     scans = {n.found.path: n.scan for n in nodes.values() if n.found is not None}
     return Closure(
         headers,

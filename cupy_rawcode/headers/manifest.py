@@ -24,10 +24,11 @@ from ..key import closure_digest, digest_fields
 from ..key.stamps import absent, check, take
 from .standard import Floor
 
-SCHEMA = "cupy-rawcode-manifest-9"  # 6: the stamps' digest covers values only; 7: "file", and
-#                                       the source directory's absent files; 8: the closure's
-#                                       standard floor and the std templates it specializes;
-#                                       9: stamps hold the ctime
+SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
+#                                        and the source directory's absent files; 8: the
+#                                        closure's standard floor and the std templates it
+#                                        specializes; 9: stamps hold the ctime; 10: "::name"
+#                                        entries (toolkit/jitify_names.py)
 _memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 

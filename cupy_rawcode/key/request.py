@@ -11,6 +11,7 @@ from ..headers.options import Options, normalize_arch, parse_options, with_cupy_
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
 from ..inputs import check_source, strip_bom
 from ..inputs import name_expressions as checked_names
+from ..toolkit import jitify_names
 from ..toolkit.specializable import macros as specializable_macros
 from . import closure_digest, digest_fields, key_fields, program_name, strip_field
 from .stamps import take
@@ -176,8 +177,13 @@ def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:
     if used != opts.std:
         warn_raised(req.program_name, opts.std, used, floor)
         opts = at_standard(opts, used)
-    if specialized:
-        opts = opts._replace(macros=opts.macros + specializable_macros(specialized))
+    templates = [s for s in specialized if not s.startswith("::")]
+    if templates:
+        opts = opts._replace(macros=opts.macros + specializable_macros(templates))
+    # names the program declares itself, left out of jitify=True's global blocks (only there)
+    own = [s[2:] for s in specialized if s.startswith("::")]
+    if own and any(n == jitify_names.GUARD for n, _ in opts.macros):
+        opts = opts._replace(macros=opts.macros + jitify_names.own_macros(own))
     return opts
 
 

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import specializable
+from . import jitify_names, specializable
 
 ALIAS = "cupy_rawcode/std_alias.h"
 
@@ -568,8 +568,8 @@ def render(name: str) -> str:
         lines += [f"#if __has_include(<cuda/std/{h}>)", f"#include <cuda/std/{h}>", "#endif"]
     lines.append(f"#include <{ALIAS}>")
     lines += [f"#include <{h}>" for h in specializable.for_shim(name)]
-    text = "\n".join(lines) + "\n" + shim.extra + f"#endif  // {guard}\n"
-    return text
+    text = "\n".join(lines) + "\n" + shim.extra + jitify_names.block(name)
+    return text + f"#endif  // {guard}\n"
 
 
 ALIAS_TEXT = """\

@@ -195,10 +195,14 @@ def link(code: bytes, kind: str, arch: str, nvrtc_version: tuple[int, int]) -> b
             f"and {LIBRARY}: {'; '.join(problems)}; "
             f"{install_hint(version, bad_linker, lib is None)}"
         )
-    return _nvjitlink_link(mod, code, kind, arch, lib)
+    from .signals import guarded
+
+    return guarded(_nvjitlink_link, mod, code, kind, arch, lib)
 
 
 def _nvjitlink_link(mod, code: bytes, kind: str, arch: str, lib: str) -> bytes:
+    """One nvJitLink link from creation to destruction, on the calling thread (link runs it
+    through signals.guarded: nvJitLink's handle must not change threads)."""
     input_type = {
         "cubin": mod.InputType.CUBIN,
         "ptx": mod.InputType.PTX,

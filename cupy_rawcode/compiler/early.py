@@ -1,5 +1,6 @@
-"""Compiles started before keying (program.py's overlap), each on a daemon thread of its own,
-and how the process exits while one still runs.
+"""Compiles started before keying (program.py's overlap), and the NVRTC calls signals.py runs
+off the waiting thread, each on a daemon thread of its own, and how the process exits while one
+still runs.
 
 Nobody may wait for such a compile any more (the resolver failed, or the store had the entry):
 it must neither keep the process alive (a ThreadPoolExecutor's workers are joined at exit: the
@@ -15,6 +16,7 @@ then. Where ``on_exit`` is missing (not glibc), the exit waits for the compile i
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 AT_ONCE = 4  # compiles started early at once, at most (each holds 300-400 MB)
@@ -29,11 +31,13 @@ class Early:
     """One call started on a daemon thread: ``result()`` waits for it (Ctrl-C interrupts the
     wait) and returns its value or raises its exception."""
 
-    __slots__ = ("_done", "_error", "_value")
+    __slots__ = ("_done", "_error", "_limited", "_value")
 
-    def __init__(self):
+    def __init__(self, limited: bool = True):
         self._done = threading.Event()
-        self._value = self._error = None
+        self._value: object = None
+        self._error: BaseException | None = None
+        self._limited = limited  # holds one of the AT_ONCE slots
 
     def result(self):
         self._done.wait()
@@ -41,13 +45,27 @@ class Early:
             raise self._error
         return self._value
 
+    def wait(self, seconds: float) -> bool:
+        """Wait at most ``seconds`` for the call to end; True when it has."""
+        return self._done.wait(seconds)
+
 
 def start(fn, *args) -> Early | None:
     """``fn(*args)`` on a daemon thread, or None when AT_ONCE calls are running already."""
-    global _exit_hook
     if not _slots.acquire(blocking=False):
         return None
-    early = Early()
+    return _spawn(Early(), fn, args, "cupy-rawcode-nvrtc")
+
+
+def spawn(fn, *args) -> Early:
+    """``fn(*args)`` on a daemon thread whatever else runs (signals.guarded's NVRTC calls)."""
+    return _spawn(Early(limited=False), fn, args, "cupy-rawcode-call")
+
+
+def _spawn(early: Early, fn, args, name: str) -> Early:
+    """Start ``early``'s thread; it runs in a copy of the caller's context (config's cache
+    directory of the compile, say), and the exit knows it runs."""
+    global _exit_hook
     with _guard:
         _running.add(early)
         if not _exit_hook:
@@ -56,8 +74,9 @@ def start(fn, *args) -> Early | None:
             atexit.register(_before_exit)
             _exit_hook = True
     try:
+        context = contextvars.copy_context()
         threading.Thread(
-            target=_run, args=(early, fn, args), name="cupy-rawcode-nvrtc", daemon=True
+            target=context.run, args=(_run, early, fn, args), name=name, daemon=True
         ).start()
     except BaseException:
         _finish(early)
@@ -77,7 +96,8 @@ def _run(early: Early, fn, args) -> None:
 def _finish(early: Early) -> None:
     with _guard:
         _running.discard(early)
-    _slots.release()
+    if early._limited:
+        _slots.release()
     early._done.set()
 
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from .. import config
 from ..key.request import Request
+from .signals import guarded
 
 PCH_WORDS = (
     "precompiled header",
@@ -218,6 +219,17 @@ def refused_option(options: tuple[str, ...]) -> str | None:
         from cuda.bindings import nvrtc
     except ImportError:
         return None
+    raw = guarded(_option_log, nvrtc, options)
+    if raw is None:
+        return None
+    words = clean_log(raw.decode(errors="replace")).strip()
+    words = words.removeprefix("nvrtc: error: ").removesuffix(" found")
+    return words or "an option NVRTC does not accept"
+
+
+def _option_log(nvrtc, options: tuple[str, ...]) -> bytearray | None:
+    """NVRTC's log for an empty program compiled with ``options`` when it refuses one of them,
+    else None; creation to destruction on the calling thread (signals.guarded runs it)."""
     result, prog = nvrtc.nvrtcCreateProgram(b"", b"options.cu", 0, [], [])
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         return None
@@ -230,9 +242,7 @@ def refused_option(options: tuple[str, ...]) -> str | None:
         nvrtc.nvrtcGetProgramLog(prog, raw)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    words = clean_log(raw.decode(errors="replace")).strip()
-    words = words.removeprefix("nvrtc: error: ").removesuffix(" found")
-    return words or "an option NVRTC does not accept"
+    return raw
 
 
 class Compiled(NamedTuple):
@@ -343,12 +353,23 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
     that used a precompiled header and failed is done again without one, so a PCH never
     changes whether a compile succeeds or what its error says."""
     if req.is_ptx:
-        return _link_ptx(req), {}, ""
-    from cuda.bindings import nvrtc
-
+        return guarded(_link_ptx, req), {}, ""
     if pch is None:
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version, ctx)
     flags = nvrtc_flags(req, ctx, pch)
+    failed, log, code, symbols = guarded(_program, req, flags)
+    if failed is not None:
+        if pch:
+            return _nvrtc(req, ctx, dump, False)
+        raise _compile_error(log or failed, req, flags, dump=dump)
+    return (code.rstrip(bytes(1)) if req.target == "ptx" else code), symbols, log
+
+
+def _program(req: Request, flags: list[str]) -> tuple[str | None, str, bytes, dict]:
+    """One NVRTC program from creation to destruction, on the calling thread (signals.guarded
+    runs it): (the failing result's name or None, NVRTC's log, code, symbols)."""
+    from cuda.bindings import nvrtc
+
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
 
     def check(result, *values):
@@ -375,20 +396,17 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
         check(*nvrtc.nvrtcGetProgramLog(prog, raw))
         log = clean_log(raw.decode(errors="replace"))
         if result != ok:
-            if pch:
-                return _nvrtc(req, ctx, dump, False)
-            raise _compile_error(log or f"{result.name}", req, flags, dump=dump)
+            return result.name, log, b"", {}
         get_size, get = getters[req.target]
         buffer = bytearray(check(*get_size(prog)))
         check(*get(prog, buffer))
-        code = bytes(buffer)
         symbols = {
             n: _text(check(*nvrtc.nvrtcGetLoweredName(prog, n.encode())))
             for n in req.name_expressions
         }
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return (code.rstrip(bytes(1)) if req.target == "ptx" else code), symbols, log
+    return None, log, bytes(buffer), symbols
 
 
 def _text(value) -> str:
@@ -396,11 +414,11 @@ def _text(value) -> str:
 
 
 def _link_ptx(req: Request) -> bytes:
-    """PTX input linked to ``req.target`` by cuda.core (nvJitLink or the driver's linker)."""
+    """PTX input linked to ``req.target`` by cuda.core (nvJitLink or the driver's linker), on
+    the calling thread (signals.guarded runs it)."""
     core = cuda_core()
-    return bytes(
-        core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch)).compile(req.target).code
-    )
+    program = core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch))
+    return bytes(program.compile(req.target).code)
 
 
 def _compile_error(

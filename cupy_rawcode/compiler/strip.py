@@ -194,21 +194,28 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
             f" (NVRTC is {nvrtc_version[0]}.{nvrtc_version[1]})"
         )
         return None
-    handle = None
+    from .signals import guarded
+
     try:
-        handle = mod.create(1, [f"-arch={arch}"])
+        return guarded(_link, mod, ptx, arch)
+    except Exception as e:
+        nvjitlink.failed = True
+        _warn_once(f"nvJitLink failed ({e})")
+        return None
+
+
+def _link(mod, ptx: bytes, arch: str) -> bytes:
+    """nvJitLink's cubin of ``ptx``, creation to destruction on the calling thread
+    (signals.guarded runs it: nvJitLink's handle must not change threads)."""
+    handle = mod.create(1, [f"-arch={arch}"])
+    try:
         mod.add_data(handle, mod.InputType.PTX, ptx, len(ptx), "kernel.ptx")
         mod.complete(handle)
         out = bytearray(mod.get_linked_cubin_size(handle))
         mod.get_linked_cubin(handle, out)
         return bytes(out)
-    except Exception as e:
-        nvjitlink.failed = True
-        _warn_once(f"nvJitLink failed ({e})")
-        return None
     finally:
-        if handle is not None:
-            mod.destroy(handle)
+        mod.destroy(handle)
 
 
 def _warn_once(why: str) -> None:

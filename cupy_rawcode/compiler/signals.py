@@ -1,0 +1,171 @@
+"""Ctrl-C and SIGTERM during an NVRTC or nvJitLink call reach Python: every such call in
+compiler/ goes through ``guarded``.
+
+What NVRTC 12.9 does (strace, and the handlers read with sigaction through ctypes while it
+compiled): ``nvrtcCompileProgram`` installs its own SIGINT and SIGTERM handlers for the whole
+process when it starts and puts the previous ones back (with other flags) when it returns. A
+signal in between, on any thread, ends the process at once with status 4: no traceback, no
+``finally``, no ``atexit``, and the command line's 130 never comes. nvJitLink 12.9 leaves the
+handlers alone, but it too runs in C for as long as ptxas takes, where Python's handler cannot
+run.
+
+So ``guarded(fn, *args)`` runs the call on a daemon thread of its own (early.spawn: the exit
+never waits for it) that starts with SIGINT and SIGTERM blocked, so neither handler ever runs
+there. ``fn`` is a library object's whole life, creation to destruction: an nvJitLink handle
+created on one thread and completed on another made a later ``nvJitLinkCreate`` crash
+(SIGSEGV) or hang here. The calling thread waits in short steps, and after each step puts back
+the handlers that were in force when the first guarded call began, wherever NVRTC replaced
+them. The main thread waits with the two signals blocked too, in ``signal.sigtimedwait``: a
+signal is taken there, the handlers are put back, and the signal is raised again in the main
+thread, so Python's own handler runs (KeyboardInterrupt; SIGTERM's default ends the process by
+SIGTERM; a program's handler runs as written). The call it was waiting for is left to finish on
+its thread. Another thread waits without taking signals: Python handles them in the main
+thread.
+
+What stays open: a signal that reaches a thread not waiting here (the main thread while another
+thread compiles, or a thread of the program's) in the first milliseconds of a compile, before
+the waiter's first step puts Python's handler back, still meets NVRTC's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+FIRST_STEP = 0.001  # seconds: the first wait is short, NVRTC replaces the handlers as it starts
+LONGEST_STEP = 0.02  # seconds: how late a signal taken by the main thread is handled, at most
+
+
+class _Sigaction(ctypes.Structure):
+    """glibc's ``struct sigaction`` on Linux (x86-64 and aarch64): only copied and compared."""
+
+    _fields_ = [
+        ("handler", ctypes.c_void_p),
+        ("mask", ctypes.c_ulong * 16),
+        ("flags", ctypes.c_int),
+        ("restorer", ctypes.c_void_p),
+    ]
+
+
+_lock = threading.Lock()
+_callers = 0  # guarded calls running now
+_kept: dict[int, bytes] = {}  # signal -> the sigaction in force when the first of them began
+
+
+@functools.cache
+def _sigaction():
+    """The C library's ``sigaction``, or None where it cannot be called (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sigaction
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def usable() -> bool:
+    """Whether calls can be guarded here: POSIX thread signal masks, sigtimedwait, sigaction."""
+    return (
+        hasattr(signal, "pthread_sigmask")
+        and hasattr(signal, "sigtimedwait")
+        and _sigaction() is not None
+    )
+
+
+def _read(signum: int) -> bytes:
+    """The sigaction in force for ``signum``, as bytes."""
+    action = _Sigaction()
+    _sigaction()(signum, None, ctypes.byref(action))
+    return bytes(action)
+
+
+def _write(signum: int, raw: bytes) -> None:
+    """Put the sigaction ``raw`` (from _read) in force for ``signum``."""
+    action = _Sigaction.from_buffer_copy(raw)
+    _sigaction()(signum, ctypes.byref(action), None)
+
+
+def restore() -> None:
+    """Put back the handlers kept when the first running guarded call began, where they were
+    replaced (NVRTC's own, or Python's with NVRTC's flags)."""
+    with _lock:
+        for signum, raw in _kept.items():
+            if _read(signum) != raw:
+                _write(signum, raw)
+
+
+@contextlib.contextmanager
+def _handlers_kept() -> Iterator[None]:
+    """Keep the handlers in force when no other guarded call runs, and put them back at the end."""
+    global _callers
+    with _lock:
+        if _callers == 0:
+            _kept.clear()
+            _kept.update((s, _read(s)) for s in SIGNALS)
+        _callers += 1
+    try:
+        yield
+    finally:
+        restore()
+        with _lock:
+            _callers -= 1
+
+
+def steps() -> Iterator[float]:
+    """The waits between two looks at the handlers: doubling from FIRST_STEP to LONGEST_STEP."""
+    step = FIRST_STEP
+    while True:
+        yield step
+        step = min(step * 2, LONGEST_STEP)
+
+
+def guarded(fn, *args):
+    """``fn(*args)`` (an NVRTC or nvJitLink call) run so that SIGINT and SIGTERM reach Python's
+    handlers while it runs, whatever handlers the call installs (module docstring)."""
+    if not usable():
+        return fn(*args)
+    from . import early
+
+    main = threading.current_thread() is threading.main_thread()
+    with _handlers_kept():
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            call = early.spawn(fn, *args)  # its thread starts with this thread's mask
+            taken = SIGNALS - before if main else frozenset()
+            return _wait(call, taken)
+        finally:
+            restore()  # before unblocking: a pending signal meets Python's handler
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _wait(call, taken: frozenset) -> object:
+    """Wait for ``call`` (early.Early) in steps, putting the handlers back after each; a signal
+    in ``taken`` (blocked in this thread) is handed to Python's handler as it comes."""
+    for step in steps():
+        info = signal.sigtimedwait(taken, step) if taken else None
+        done = info is None and call.wait(0 if taken else step)
+        restore()
+        if info is not None:
+            _raise_again(info.si_signo)
+        if done:
+            break
+    return call.result()
+
+
+def _raise_again(signum: int) -> None:
+    """Raise ``signum`` in this thread with Python's handler in force: KeyboardInterrupt for
+    SIGINT, the process ends for a default SIGTERM, a program's handler runs."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    try:
+        signal.raise_signal(signum)
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})

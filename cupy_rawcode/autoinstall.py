@@ -22,14 +22,21 @@ _started = False
 
 
 def start() -> None:
-    """Take CUPY_RAWCODE_RECORD and CUPY_RAWCODE_INSTALL into effect for this process (once)."""
+    """Take CUPY_RAWCODE_RECORD and CUPY_RAWCODE_INSTALL into effect for this process (once).
+    Never raises: the ``.pth`` line runs at the start of every Python process of the
+    environment, so a bad variable is one line on stderr and the process goes on without the
+    hook."""
     global _started
     if _started:
         return
     _started = True
+    _unfailing(_start)
+
+
+def _start() -> None:
     from . import config, recording
 
-    config.install_scope()  # a bad value fails here, naming the variable
+    config.install_scope()  # a bad value of any variable fails here, naming it
     path = config.record_path()
     if path:
         recording.start(path)
@@ -50,6 +57,26 @@ def _apply() -> None:
         hook.observe()
 
 
+def _unfailing(step) -> None:
+    """Run ``step``; an exception becomes one line on stderr (hook_failure), never a traceback."""
+    try:
+        step()
+    except Exception as e:
+        sys.stderr.write(hook_failure(e) + "\n")
+
+
+def hook_failure(e: BaseException) -> str:
+    """The one line that says why the hook is off: the error (config's names the variable and
+    its value) with its lines joined."""
+    why = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+    if not isinstance(e, ValueError):
+        why = f"{type(e).__name__}: {why}" if why else type(e).__name__
+    return (
+        f"cupy-rawcode: {why} (the CUPY_RAWCODE_INSTALL/CUPY_RAWCODE_RECORD hook is off in "
+        "this process)"
+    )
+
+
 class _Finder:
     """Finds nothing itself: when ``cupy.cuda.compiler`` is imported, it lets the other finders
     find it and runs _apply once the module has been executed."""
@@ -68,7 +95,7 @@ class _Finder:
 
         def exec_module(module):
             execute(module)
-            _apply()
+            _unfailing(_apply)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

@@ -1,0 +1,82 @@
+"""Configuration never breaks a process (issue 27, items 9-12): a bad CUPY_RAWCODE_* value under
+the .pth hook is one line and the process goes on; a record that cannot be written warns once
+and never fails a compile; everything a compile writes follows the cache directory it was
+given; cupy_rawcode.compile() is recorded and replayed. No GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+TIMEOUT = 120  # seconds for a child process: far beyond a start of Python (well under one)
+
+# -- item 9: the .pth hook ---------------------------------------------------------------------
+
+# the repository's cupy_rawcode.pth, processed by site as at the start of every interpreter
+HOOKED = (
+    "import site, sys; site.addpackage(sys.argv[1], 'cupy_rawcode.pth', set()); "
+    "print('ALIVE', flush=True)"
+)
+
+HOOK_BAD = [
+    # (environment, the variable the line must name, the bad value it must show)
+    ({"CUPY_RAWCODE_INSTALL": "everything"}, "CUPY_RAWCODE_INSTALL", "everything"),
+    ({"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_OVERLAP": "maybe"}, "OVERLAP", "maybe"),
+    (
+        {"CUPY_RAWCODE_RECORD": "{tmp}/r.jsonl", "CUPY_RAWCODE_CACHE_MAX_SIZE": "lots"},
+        "MAX",
+        "lots",
+    ),
+    ({"CUPY_RAWCODE_RECORD": "{tmp}/r.jsonl", "CUPY_RAWCODE_WORKERS": "0"}, "WORKERS", "0"),
+    ({"CUPY_RAWCODE_INSTALL": "jitify", "CUPY_RAWCODE_PCH": "sometimes"}, "PCH", "sometimes"),
+    ({"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_OVERLAPP": "1"}, "OVERLAPP", None),
+    (
+        {"CUPY_RAWCODE_RECORD": "{tmp}/r.jsonl", "CUPY_RAWCODE_REDIS_URL": "http://h"},
+        "URL",
+        "http://h",
+    ),
+    ({"CUPY_RAWCODE_RECORD": "{tmp}/r", "CUPY_RAWCODE_HEADER_SOURCES": "pip"}, "SOURCES", "pip"),
+    ({"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_MEMORY_ENTRIES": "-1"}, "ENTRIES", "-1"),
+    ({"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_REDIS_TIMEOUT": "nan"}, "TIMEOUT", "nan"),
+]
+
+
+def hooked_python(env: dict, tmp_path) -> subprocess.CompletedProcess:
+    """A Python process that runs the .pth hook under ``env`` (``{tmp}`` filled in) and then
+    prints ALIVE."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CUPY_RAWCODE_")}
+    base.update({k: v.format(tmp=tmp_path) for k, v in env.items()})
+    base["CUPY_RAWCODE_CACHE_DIR"] = str(tmp_path / "cache")
+    return subprocess.run(
+        [sys.executable, "-S", "-c", HOOKED, str(ROOT)],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+@pytest.mark.parametrize(("env", "names", "value"), HOOK_BAD, ids=[str(e) for e, *_ in HOOK_BAD])
+def test_a_bad_variable_under_the_hook_is_one_line_and_the_process_goes_on(
+    tmp_path, env, names, value
+):
+    done = hooked_python(env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ALIVE\n", done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert names in lines[0] and "CUPY_RAWCODE_" in lines[0], lines[0]
+    if value is not None:
+        assert value in lines[0], lines[0]
+    assert "hook is off" in lines[0], lines[0]
+
+
+def test_good_variables_under_the_hook_print_nothing(tmp_path):
+    env = {"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_RECORD": "{tmp}/r.jsonl"}
+    done = hooked_python(env, tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ALIVE\n", "")

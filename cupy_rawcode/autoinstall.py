@@ -39,7 +39,7 @@ def _start() -> None:
     config.install_scope()  # a bad value of any variable fails here, naming it
     path = config.record_path()
     if path:
-        recording.start(path)
+        recording.start(path, "CUPY_RAWCODE_RECORD")
     if _TARGET in sys.modules:
         _apply()
     else:

@@ -9,6 +9,10 @@ are recorded as "CuPy's own" and assembled again where the record is replayed, a
 absolute path is written relative to the record's directory (``{record}/...``). Lines are
 appended under an exclusive lock on the file, after reading what other processes appended since,
 so that many processes recording at once write each compile once.
+
+Recording never fails a compile: a record that cannot be written (a missing directory, a
+directory, a full disk) or an entry that cannot be made is one RecordWarning per recorder,
+naming where the record was asked for (CUPY_RAWCODE_RECORD or record()), and the compile goes on.
 """
 
 from __future__ import annotations
@@ -28,15 +32,40 @@ _PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-includ
 _HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's name
 
 
-class Recorder:
-    """Appends distinct entries to one record file, from any number of processes."""
+class RecordWarning(RuntimeWarning):
+    """The record could not be written: compiles go on, unrecorded."""
 
-    def __init__(self, path: str | os.PathLike):
+
+class Recorder:
+    """Appends distinct entries to one record file, from any number of processes. ``origin``
+    names where the record was asked for (the variable, or record()), for the warning."""
+
+    def __init__(self, path: str | os.PathLike, origin: str = "record()"):
         self.path = os.path.abspath(os.fspath(path))
         self.base = os.path.dirname(self.path)
+        self.origin = origin
         self.seen: set[str] = set()
         self.offset = 0
         self.lock = threading.Lock()
+        self.warned = False
+
+    def note(self, make_entry) -> None:
+        """Add the entry ``make_entry(self.base)`` builds; any failure warns once (warn_once),
+        never raises: recording never fails a compile."""
+        try:
+            self.add(make_entry(self.base))
+        except Exception as e:
+            self.warn_once(e)
+
+    def warn_once(self, error: BaseException) -> None:
+        """One RecordWarning per recorder, naming the record's origin, its path and why."""
+        with self.lock:
+            if self.warned:
+                return
+            self.warned = True
+        import warnings
+
+        warnings.warn(record_failure(self.origin, self.path, error), RecordWarning, stacklevel=2)
 
     def add(self, entry: dict) -> bool:
         """Append ``entry`` unless the record holds it already; True when it was appended."""
@@ -73,6 +102,16 @@ class Recorder:
             if isinstance(ident, str):
                 self.seen.add(ident)
         self.offset += end
+
+
+def record_failure(origin: str, path: str, error: BaseException) -> str:
+    """What the warning says: where the record was asked for, the file, and why it failed."""
+    why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    where = f"{origin}={path}" if origin.startswith("CUPY_RAWCODE_") else f"{origin} of {path}"
+    return (
+        f"cupy-rawcode: cannot write the record ({where}): {why or type(error).__name__}; "
+        "compiles go on, unrecorded"
+    )
 
 
 def entry_id(entry: dict) -> str:
@@ -168,10 +207,11 @@ def _cupy_roots() -> list[str]:
 _recorder: Recorder | None = None
 
 
-def start(path: str | os.PathLike) -> None:
-    """Write every compile from now on to ``path`` (hook.record also wraps CuPy's compiles)."""
+def start(path: str | os.PathLike, origin: str = "record()") -> None:
+    """Write every compile from now on to ``path`` (hook.record also wraps CuPy's compiles);
+    ``origin`` names where it was asked for, in the warning when the record cannot be written."""
     global _recorder
-    _recorder = Recorder(path)
+    _recorder = Recorder(path, origin)
 
 
 def stop() -> None:
@@ -185,8 +225,12 @@ def recording() -> bool:
 
 def note_cupy(call) -> None:
     """Record one call of CuPy's compile function (cupy_compiles.Call)."""
-    if _recorder is None:
-        return
+    if _recorder is not None:
+        _recorder.note(functools.partial(cupy_entry, call))
+
+
+def cupy_entry(call, base: str) -> dict:
+    """The record entry of one call of CuPy's compile function, paths relative to ``base``."""
     user = cupy_user_options(call.options)
     options = call.options if user is None else user
     from cupy._core import core
@@ -196,7 +240,7 @@ def note_cupy(call) -> None:
         "schema": SCHEMA,
         "kind": "cupy",
         "source": call.source,
-        "options": portable_options(options, _recorder.base),
+        "options": portable_options(options, base),
         "cupy_options": user is not None,
         "name_expressions": list(call.name_expressions) if call.name_expressions else None,
         "jitify": call.jitify,
@@ -207,25 +251,28 @@ def note_cupy(call) -> None:
     }
     if extra is not None and entry["extra_source"] is None:
         entry["extra_source_text"] = extra
-    _recorder.add(entry)
+    return entry
 
 
 def note_build(build) -> None:
     """Record one of our RawKernel/RawModule builds (kernel._Build) that compiles source."""
-    if _recorder is None or build.is_file:
-        return
+    if _recorder is not None and not build.is_file:
+        _recorder.note(functools.partial(build_entry, build))
+
+
+def build_entry(build, base: str) -> dict:
+    """The record entry of a RawKernel/RawModule build, paths relative to ``base``."""
     source, where = build.source()
-    entry = {
+    return {
         "schema": SCHEMA,
         "kind": "raw",
         "source": source,
-        "options": portable_options(build.options, _recorder.base),
+        "options": portable_options(build.options, base),
         "name_expressions": list(build.name_expressions) if build.name_expressions else None,
         "jitify": build.jitify,
-        "source_dir": _portable_path(where, _recorder.base) if where else None,
+        "source_dir": _portable_path(where, base) if where else None,
         "source_name": build.source_name,
     }
-    _recorder.add(entry)
 
 
 def _text(raw: bytes, where: str) -> str:

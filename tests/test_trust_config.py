@@ -80,3 +80,60 @@ def test_good_variables_under_the_hook_print_nothing(tmp_path):
     env = {"CUPY_RAWCODE_INSTALL": "all", "CUPY_RAWCODE_RECORD": "{tmp}/r.jsonl"}
     done = hooked_python(env, tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "ALIVE\n", "")
+
+
+# -- item 10: a record that cannot be written --------------------------------------------------
+
+RECORDING = """\
+import cupy_rawcode
+from cupy_rawcode import autoinstall
+autoinstall.start()  # as the .pth line does
+for name in ("a", "b"):
+    kernel = cupy_rawcode.RawKernel(
+        'extern "C" __global__ void %s(int* x) { x[0] = 1; }' % name, name
+    )
+    kernel.compile(arch="sm_90")
+print("COMPILED", flush=True)
+"""
+
+UNWRITABLE = {
+    "a missing directory": "{tmp}/absent/record.jsonl",
+    "a directory": "{tmp}",
+    "a full disk": "/dev/full",
+}
+
+
+@pytest.mark.parametrize("record", UNWRITABLE.values(), ids=list(UNWRITABLE))
+def test_a_record_that_cannot_be_written_warns_once_and_every_compile_succeeds(tmp_path, record):
+    if record.startswith("/dev/") and not os.path.exists(record):
+        pytest.skip(f"no {record} here")
+    record = record.format(tmp=tmp_path)
+    env = dict(os.environ, CUPY_RAWCODE_RECORD=record)
+    done = subprocess.run(
+        [sys.executable, "-c", RECORDING],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "COMPILED\n", done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "cannot write the record" in line]
+    assert len(warned) == 1, done.stderr
+    assert f"CUPY_RAWCODE_RECORD={record}" in warned[0], warned[0]
+    assert "RecordWarning" in warned[0] and "compiles go on" in warned[0], warned[0]
+
+
+def test_an_entry_that_cannot_be_made_warns_and_the_compile_goes_on(tmp_path):
+    from cupy_rawcode import recording
+
+    def broken(base: str) -> dict:
+        raise KeyError("cooperative")
+
+    rec = recording.Recorder(tmp_path / "r.jsonl", "record()")
+    with pytest.warns(recording.RecordWarning, match="record\\(\\) of .*r.jsonl"):
+        rec.note(broken)
+        rec.note(broken)  # once
+    assert not (tmp_path / "r.jsonl").exists()

@@ -8,7 +8,10 @@ that read it; after that it costs one flag test. An empty variable counts as uns
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 PREFIX = "CUPY_RAWCODE_"
@@ -43,8 +46,34 @@ def _bool(name: str, default: bool) -> bool:
     return default if value is None else parse_bool(name, value)
 
 
+# the cache directory of the compile running in this context (using_cache_dir), None: none given
+_cache_dir_given: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "cupy_rawcode_cache_dir", default=None
+)
+
+
+@contextlib.contextmanager
+def using_cache_dir(path: str | os.PathLike | None) -> Iterator[None]:
+    """Make cache_dir() answer ``path`` in this context, and in the threads a compile starts
+    (they copy it), until the block ends: everything a compile given its own cache directory
+    writes (entries, manifests, warm index, toolchain record, header copies) goes there. None
+    changes nothing."""
+    if path is None:
+        yield
+        return
+    token = _cache_dir_given.set(Path(os.fspath(path)).expanduser())
+    try:
+        yield
+    finally:
+        _cache_dir_given.reset(token)
+
+
 def cache_dir() -> Path:
-    """CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode."""
+    """The cache directory: the one the running compile was given (using_cache_dir), else
+    CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode."""
+    given = _cache_dir_given.get()
+    if given is not None:
+        return given
     explicit = _get("CUPY_RAWCODE_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()

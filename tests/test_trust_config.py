@@ -137,3 +137,57 @@ def test_an_entry_that_cannot_be_made_warns_and_the_compile_goes_on(tmp_path):
         rec.note(broken)
         rec.note(broken)  # once
     assert not (tmp_path / "r.jsonl").exists()
+
+
+# -- item 11: everything a compile writes follows its cache directory ---------------------------
+
+ELSEWHERE = """\
+import sys, cupy_rawcode
+source = '#include "v.h"\\nextern "C" __global__ void k(int* x) {{ x[0] = V; }}\\n'
+{compile}
+print("COMPILED", flush=True)
+"""
+
+GIVEN_DIR = {
+    "compile(cache_dir=)": "cupy_rawcode.compile("
+    "source, arch='sm_90', source_dir=sys.argv[1], cache_dir=sys.argv[2])",
+    "set_store(make_store())": "cupy_rawcode.set_store(cupy_rawcode.make_store(sys.argv[2])); "
+    "cupy_rawcode.RawModule(code=source, options=('-I' + sys.argv[1],)).compile(arch='sm_90')",
+}
+
+
+def files_under(root) -> list[str]:
+    """Every file under ``root``, relative to it."""
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, names in os.walk(root) for f in names
+    )
+
+
+@pytest.mark.parametrize("how", GIVEN_DIR.values(), ids=list(GIVEN_DIR))
+def test_a_compile_given_a_cache_directory_writes_nothing_to_the_environments(tmp_path, how):
+    env_dir, given = tmp_path / "A", tmp_path / "B"
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "v.h").write_text("#define V 7\n")
+    env = dict(os.environ, CUPY_RAWCODE_CACHE_DIR=str(env_dir))
+    done = subprocess.run(
+        [sys.executable, "-c", ELSEWHERE.format(compile=how), str(tmp_path / "inc"), str(given)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert files_under(env_dir) == [], "written to CUPY_RAWCODE_CACHE_DIR"
+    kinds = {f.split(os.sep)[0] for f in files_under(given)}
+    assert {"entries", "manifests", "toolchain"} <= kinds, kinds
+
+
+def test_the_cache_directory_given_holds_only_inside_the_block(tmp_path):
+    from cupy_rawcode import config
+
+    before = config.cache_dir()
+    with config.using_cache_dir(tmp_path / "B"):
+        assert config.cache_dir() == tmp_path / "B"
+        with config.using_cache_dir(None):
+            assert config.cache_dir() == tmp_path / "B"
+    assert config.cache_dir() == before

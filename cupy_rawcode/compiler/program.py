@@ -153,15 +153,25 @@ def compile_request(
     Failures raise errors.CompileError (CuPy's CompileException), dumped to stderr as CuPy does
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
     its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
-    early is abandoned when resolution fails or the store has the entry."""
+    early is abandoned when resolution fails or the store has the entry. Everything the compile
+    writes goes to the directory of the store's disk layer (config.using_cache_dir)."""
+    store = store if store is not None else default_store()
     try:
-        return _compile_request(req, store, dump)
+        with config.using_cache_dir(store_dir(store)):
+            return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
             import sys
 
             e.dump(sys.stderr)
         raise
+
+
+def store_dir(store: Layered) -> str | None:
+    """The directory of ``store``'s disk layer (None without one, or when it has no ``root``):
+    where a compile through it writes its manifests, warm index and toolchain record too."""
+    root = getattr(store.layer("disk"), "root", None)  # a layer of the program's may have none
+    return None if root is None else str(root)
 
 
 def _missing_header(e, req: Request, ctx):
@@ -176,7 +186,7 @@ def _missing_header(e, req: Request, ctx):
     )
 
 
-def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> Result:
+def _compile_request(req: Request, store: Layered, dump: bool | None) -> Result:
     from ..headers.manifest import lookup
 
     dump = config.dump_source() if dump is None else dump
@@ -198,7 +208,6 @@ def _compile_request(req: Request, store: Layered | None, dump: bool | None) -> 
         raise
     key, count, ctx = keyed.key, keyed.count, keyed.context
     t1 = time.perf_counter()
-    store = store if store is not None else default_store()
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
     with lock:  # threads racing on one key compile once
@@ -303,16 +312,17 @@ def compile(
     ``cache_dir`` overrides CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE
     (write the source and options of a failing compile to a file named in the error);
     ``log_stream`` receives NVRTC's log (warnings), on a compile and replayed on a hit."""
-    req = make_request(
-        source,
-        arch=arch,
-        options=options,
-        name_expressions=name_expressions,
-        target=target,
-        source_dir=source_dir,
-    )
-    store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
-    result = compile_request(req, store=store, dump=dump)
+    with config.using_cache_dir(cache_dir):  # the toolchain record make_request may write
+        req = make_request(
+            source,
+            arch=arch,
+            options=options,
+            name_expressions=name_expressions,
+            target=target,
+            source_dir=source_dir,
+        )
+        store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
+        result = compile_request(req, store=store, dump=dump)
     if log_stream is not None and result.log:
         log_stream.write(result.log)
     return result.object_code
@@ -332,8 +342,23 @@ def compile_for(
     ``opts`` that differs from ``arch`` raises (options.normalize_arch); with ``index_id``, the
     key goes in the warm index (index.py) for the next process. warmup()'s worker processes
     call this too, so they fill the cache with exactly what a launch looks up."""
-    from ..key.request import make_request
+    with config.using_cache_dir(store_dir(default_store())):
+        return _compile_for(
+            source, opts, arch, target, name_expressions, source_dir, index_id, source_name
+        )
 
+
+def _compile_for(
+    source: str,
+    opts,
+    arch: str,
+    target: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+    index_id: str | None,
+    source_name: str | None,
+):
+    """compile_for's work, inside the cache directory of the store it compiles through."""
     req = make_request(
         source,
         arch=arch,

@@ -3,7 +3,8 @@ per distinct compile, with what is needed to redo it, for ``prebuild`` and ``war
 ahead on another machine.
 
 A line holds the source, the options, the name expressions and the kind of compile ("cupy": a
-compile CuPy makes, seen through install()'s hook; "raw": a cupy_rawcode RawKernel/RawModule),
+compile CuPy makes, seen through install()'s hook; "raw": a cupy_rawcode RawKernel/RawModule,
+or a ``cupy_rawcode.compile()`` call, with its ``target`` when that is not "cubin"),
 never code and never a path of this machine: the include directories CuPy adds to every compile
 are recorded as "CuPy's own" and assembled again where the record is replayed, and any other
 absolute path is written relative to the record's directory (``{record}/...``). Lines are
@@ -273,6 +274,42 @@ def build_entry(build, base: str) -> dict:
         "source_dir": _portable_path(where, base) if where else None,
         "source_name": build.source_name,
     }
+
+
+def note_compile(
+    source: str, options, name_expressions, target: str, source_dir: str | None
+) -> None:
+    """Record one ``cupy_rawcode.compile()`` call (options given as strings) as a raw entry."""
+    if _recorder is not None:
+        entry = functools.partial(
+            compile_entry, source, options, name_expressions, target, source_dir
+        )
+        _recorder.note(entry)
+
+
+def compile_entry(
+    source: str, options, name_expressions, target: str, source_dir: str | None, base: str
+) -> dict:
+    """The raw entry of a ``compile()`` call, paths relative to ``base``: a RawModule build of
+    the same source, plus its target when that is not the "cubin" prebuild makes by default."""
+    options = (options,) if isinstance(options, str) else tuple(options or ())
+    names = name_expressions or ()
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not all(isinstance(o, str) for o in options + names):
+        raise TypeError("options and name expressions that are not strings cannot be recorded")
+    entry: dict[str, Any] = {
+        "schema": SCHEMA,
+        "kind": "raw",
+        "source": source,
+        "options": portable_options(options, base),
+        "name_expressions": list(names) or None,
+        "jitify": False,
+        "source_dir": _portable_path(os.path.abspath(source_dir), base) if source_dir else None,
+        "source_name": None,
+    }
+    if target != "cubin":
+        entry["target"] = target
+    return entry
 
 
 def _text(raw: bytes, where: str) -> str:

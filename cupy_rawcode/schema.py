@@ -74,9 +74,10 @@ TYPES: dict[str, Callable[[object], bool]] = {
     '"cupy" or "raw"': lambda v: v in ("cupy", "raw"),
     '"cupy" or null': lambda v: v is None or v == "cupy",
     "a file name (no directory)": lambda v: v is None or (isinstance(v, str) and "/" not in v),
+    '"cubin", "ptx" or "ltoir"': lambda v: v in ("cubin", "ptx", "ltoir"),
 }
 
-_VALUES = ("1", '"cupy" or "raw"', '"cupy" or null')
+_VALUES = ("1", '"cupy" or "raw"', '"cupy" or null', '"cubin", "ptx" or "ltoir"')
 
 # field -> (what it must be, required)
 Fields = Mapping[str, tuple[str, bool]]
@@ -100,6 +101,7 @@ RECORD_KINDS: dict[str, Fields] = {
     "raw": {
         "source_dir": ("a string or null", False),
         "source_name": ("a file name (no directory)", False),
+        "target": ('"cubin", "ptx" or "ltoir"', False),  # a compile() call's, when not cubin
     },
 }
 MANIFEST_ENTRY: Fields = {

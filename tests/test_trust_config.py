@@ -5,6 +5,7 @@ given; cupy_rawcode.compile() is recorded and replayed. No GPU."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -191,3 +192,63 @@ def test_the_cache_directory_given_holds_only_inside_the_block(tmp_path):
         with config.using_cache_dir(None):
             assert config.cache_dir() == tmp_path / "B"
     assert config.cache_dir() == before
+
+
+# -- item 12: compile() is recorded and replayed ------------------------------------------------
+
+RECORDED = '#include "w.h"\nextern "C" __global__ void k(int* x) { x[0] = W; }\n'
+
+
+@pytest.mark.parametrize("target", ["cubin", "ptx"])
+def test_compile_is_recorded_and_prebuild_rebuilds_it_for_a_later_hit(
+    tmp_path, monkeypatch, target
+):
+    import cupy_rawcode
+    from cupy_rawcode import recording
+    from cupy_rawcode.compiler import program
+    from cupy_rawcode.parallel import prebuild
+
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "w.h").write_text("#define W 3\n")
+    rec = tmp_path / "record.jsonl"
+    recording.start(rec)
+    try:
+        cupy_rawcode.compile(
+            RECORDED, arch="sm_90", options=("-DX=1",), target=target,
+            source_dir=str(inc), cache_dir=tmp_path / "first",
+        )  # fmt: skip
+    finally:
+        recording.stop()
+    (entry,) = recording.read(rec)
+    assert entry["kind"] == "raw" and entry["source"] == RECORDED
+    assert entry["options"] == ("-DX=1",) and entry["source_dir"] == str(inc)
+    assert entry.get("target", "cubin") == target
+
+    jobs = prebuild.record_jobs(str(rec), ["sm_90"])
+    (outcome,) = prebuild.prebuild(jobs, workers=1, stream=io.StringIO())
+    assert outcome.error is None and not outcome.hit, outcome.error
+
+    def no_nvrtc(*args):
+        raise AssertionError("compiled again: prebuild did not rebuild the recorded compile")
+
+    monkeypatch.setattr(program, "_nvrtc_compile", no_nvrtc)
+    code = cupy_rawcode.compile(
+        RECORDED, arch="sm_90", options=("-DX=1",), target=target, source_dir=str(inc)
+    )
+    assert code is not None
+
+
+def test_every_compile_is_recorded_once(tmp_path):
+    import cupy_rawcode
+    from cupy_rawcode import recording
+
+    rec = tmp_path / "record.jsonl"
+    sources = [f'extern "C" __global__ void k(int* x) {{ x[0] = {n}; }}\n' for n in (1, 2, 1)]
+    recording.start(rec)
+    try:
+        for source in sources:
+            cupy_rawcode.compile(source, arch="sm_90", target="ptx")
+    finally:
+        recording.stop()
+    assert [e["source"] for e in recording.read(rec)] == sources[:2]

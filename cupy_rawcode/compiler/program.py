@@ -323,9 +323,20 @@ def compile(
         )
         store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
         result = compile_request(req, store=store, dump=dump)
+    _note(source, options, name_expressions, target, source_dir)
     if log_stream is not None and result.log:
         log_stream.write(result.log)
     return result.object_code
+
+
+def _note(source: str, options, name_expressions, target: str, source_dir) -> None:
+    """Write a compile() call to the record when one is being written (recording.py; started
+    by record() or CUPY_RAWCODE_RECORD, never imported here)."""
+    import sys
+
+    rec = sys.modules.get(__package__.rpartition(".")[0] + ".recording")
+    if rec is not None and rec.recording():
+        rec.note_compile(source, options, name_expressions, target, source_dir)
 
 
 def compile_for(

@@ -32,6 +32,7 @@ class Job:
     source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
     jitify: bool = False  # compiled as Jitify did (jitify_compat.py)
     cupy: tuple | None = None  # a compile CuPy makes: (extra_source marker, cooperative)
+    target: str = "cubin"  # a recorded compile() call's own target
 
 
 @dataclass
@@ -129,7 +130,12 @@ def record_jobs(path: str, archs: list[str], roots: Sequence[str] = ()) -> list[
         names = tuple(e.get("name_expressions") or ())
         if e["kind"] == "raw":
             base = Job(label, e["source"], e.get("source_dir"), "", tuple(e["options"]), names)
-            base = _replace(base, source_name=e.get("source_name"), jitify=bool(e.get("jitify")))
+            base = _replace(
+                base,
+                source_name=e.get("source_name"),
+                jitify=bool(e.get("jitify")),
+                target=e.get("target", "cubin"),
+            )
         else:
             base = _cupy_job(label, e, names)
         jobs += [_replace(base, arch=a) for a in archs]
@@ -167,7 +173,7 @@ def task_for(job: Job):
         job.source,
         job.options,
         job.arch,
-        "cubin",
+        job.target,
         None,
         job.name_expressions,
         job.source_dir,

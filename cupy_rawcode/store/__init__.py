@@ -1,7 +1,7 @@
 """Stage 4, the store: takes a key and gives the entry's bytes, or stores them.
 
-Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py); entry.py turns compiled
-code + JSON metadata into self-validating bytes.
+Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py) opened by URL
+(``open_store``); entry.py turns compiled code + JSON metadata into self-validating bytes.
 
 The default stack (make_store), a ``Levels`` in lookup order: memory LRU, the cache directory,
 read-only bundles (CUPY_RAWCODE_BUNDLES), then Redis (CUPY_RAWCODE_REDIS_URL). A hit below
@@ -10,11 +10,105 @@ copies the entry into the writable levels above it; a compile writes to every wr
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Callable
 
 from .base import Store
 from .wrappers import Levels, ReadOnly
 
-__all__ = ["Levels", "ReadOnly", "Store", "default_store", "make_store"]
+__all__ = ["Levels", "ReadOnly", "Store", "default_store", "make_store", "open_store"]
+
+_BACKENDS = {  # URL scheme -> its backend, imported on first use
+    "memory": ".memory:MemoryStore",
+    "file": ".directory:DirectoryStore",
+    "bundle": ".bundle:BundleStore",
+    "redis": ".redis:RedisStore",
+    "rediss": ".redis:RedisStore",
+    "unix": ".redis:RedisStore",
+}
+_WHOLE_URL = ("redis", "rediss", "unix")  # schemes whose backend is given the whole URL
+
+
+def _dotted(text: str) -> bool:
+    """Whether ``text`` is a dotted Python name (``pkg.mod``, ``Outer.Inner``)."""
+    return all(part.isidentifier() for part in text.split("."))
+
+
+def _url_path(scheme: str, rest: str) -> str:
+    """The path of ``file:``/``bundle:`` URL text after the colon: ``//[localhost]/abs/path``
+    (percent-decoded), else the rest as it is (``file:relative/path``, ``file:/abs``)."""
+    if not rest.startswith("//"):
+        return rest
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(f"{scheme}:{rest}")
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
+    return unquote(parts.path)
+
+
+def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
+    """(backend as ``module:Class``, its positional arguments) for a store URL: a plain path
+    (a directory; ending ``.bundle``: a bundle), ``file:PATH``, ``bundle:PATH``, ``memory:``,
+    ``redis://``/``rediss://``/``unix://`` URLs, or ``module:Class`` (a user's Store)."""
+    text = os.fspath(url)
+    scheme, colon, rest = text.partition(":")
+    if colon and scheme in _WHOLE_URL and rest.startswith("//"):
+        return _BACKENDS[scheme], (text,)
+    if colon and scheme == "memory":
+        if rest:
+            raise ValueError(f"store URL {text!r}: memory: takes nothing after the colon")
+        return _BACKENDS[scheme], ()
+    if colon and scheme in ("file", "bundle"):
+        return _BACKENDS[scheme], (_url_path(scheme, rest),)
+    if colon and _dotted(scheme) and _dotted(rest):
+        return text, ()
+    if colon and "://" in text and _dotted(scheme):
+        raise ValueError(f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})")
+    return _BACKENDS["bundle" if text.endswith(".bundle") else "file"], (text,)
+
+
+def _schemes() -> str:
+    return "accepted: a path, file:, bundle:, memory:, redis://, rediss://, unix://, module:Class"
+
+
+def store_class(target: str) -> Callable[..., Store]:
+    """The Store subclass ``module:Class`` names (a leading dot: a module of this package);
+    ValueError when it cannot be imported, TypeError when it is no Store subclass."""
+    import importlib
+
+    module, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(module, __name__ if module.startswith(".") else None)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"store {target!r} cannot be loaded: {e}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Store)):
+        raise TypeError(
+            f"store {target!r} is not a subclass of cupy_rawcode.store.Store "
+            f"(got {obj!r}); see cupy_rawcode/store/base.py"
+        )
+    return obj
+
+
+def open_store(url: str | os.PathLike, **options: object) -> Store:
+    """The store ``url`` names (parse_url), built with ``options`` as keyword arguments:
+    ``max_bytes`` for a directory, ``max_entries`` for memory, ``ttl`` and ``timeout`` for
+    Redis, anything a user's class takes."""
+    target, args = parse_url(url)
+    return store_class(target)(*args, **options)
+
+
+def path_url(scheme: str, path: str | os.PathLike) -> str:
+    """A ``file:``/``bundle:`` URL that opens exactly ``path`` (no decoding of ``%``; a path
+    starting with ``//`` goes in the percent-encoded form)."""
+    text = os.fspath(path)
+    if not text.startswith("//"):
+        return f"{scheme}:{text}"
+    from urllib.parse import quote
+
+    return f"{scheme}://{quote(text)}"
 
 
 def make_store(
@@ -37,20 +131,17 @@ def make_store(
         if memory_entries is None
         else config.parse_memory_entries("memory_entries", memory_entries)
     )
-    from .directory import DirectoryStore
-    from .memory import MemoryStore
-
-    levels: list[Store] = [MemoryStore(entries), DirectoryStore(cache_dir, max_bytes)]
+    levels = [
+        open_store("memory:", max_entries=entries),
+        open_store(path_url("file", cache_dir), max_bytes=max_bytes),
+    ]
     for path in config.bundles() if bundles is None else bundles:
-        from .bundle import BundleStore
-
-        levels.append(BundleStore(path))
+        levels.append(open_store(path_url("bundle", path)))
     url = config.redis_url() if redis_url is None else redis_url
     if url:
-        from .redis import RedisStore
-
+        redis = store_class(_BACKENDS["redis"])  # any text: one the client refuses warns once
         levels.append(
-            RedisStore(
+            redis(
                 url,
                 ttl=config.redis_ttl() if redis_ttl is None else redis_ttl,
                 timeout=config.redis_timeout() if redis_timeout is None else redis_timeout,

@@ -7,14 +7,13 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, corpus
+from conftest import ROOT, corpus, free_port
 
 from cupy_rawcode import cli
 from cupy_rawcode.compiler.program import compile_request
@@ -370,59 +369,6 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
 # ------------------------------------------------------------------ Redis
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    def __init__(self, tmp: Path):
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = subprocess.Popen(
-            [
-                shutil.which("redis-server"),
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import redis
-
-        self.client = redis.Redis.from_url(self.url)
-        for _ in range(100):
-            try:
-                if self.client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it from the system packages)")
-    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
-    server = RedisServer(tmp_path)
-    yield server
-    server.kill()
-
-
 @pytest.fixture
 def fresh_redis_warning(monkeypatch):
     from cupy_rawcode.store import redis as redis_store
@@ -454,7 +400,7 @@ def test_redis_shares_entries_between_machines(tmp_path, redis_server):
 
 
 def test_redis_down_warns_once_and_compiles_locally(tmp_path, caplog, fresh_redis_warning):
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     store = machine(tmp_path, "a", url)
     with caplog.at_level("WARNING", logger="cupy_rawcode"):
         for v in range(3):

@@ -302,24 +302,6 @@ def test_the_summary_counts_what_was_not_stored():
     )
 
 
-def test_kept_looks_past_memory():
-    from cupy_rawcode.store import Levels
-    from cupy_rawcode.store.entry import encode
-    from cupy_rawcode.store.memory import MemoryStore
-
-    key = "ab" * 32
-    memory, disk = MemoryStore(4), MemoryStore(4)
-    disk.name = "disk"
-    memory.put(key, encode(key, b"code", {}))
-    store = Levels([memory, disk])
-    assert not store.kept(key)
-    disk.put(key, encode(key, b"code", {}))
-    assert store.kept(key)
-    disk.put(key, b"garbage")
-    assert not store.kept(key)
-    assert Levels([memory]).kept(key)  # nothing lasting to keep it in
-
-
 def test_prebuild_on_a_full_disk_end_to_end(tmp_path):
     """A real compile in a new process whose os.replace fails with ENOSPC: exit 1."""
     (tmp_path / "k.cu").write_text(KERNEL)

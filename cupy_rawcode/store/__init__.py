@@ -170,11 +170,11 @@ def _store_for(
 _override: Levels | None = None
 
 
-def set_store(store: Levels | None) -> None:
-    """Use ``store`` (see ``make_store``) for every compile of this process; None goes back to
-    the store the environment describes."""
+def set_store(store: Store | None) -> None:
+    """Use ``store`` (see ``make_store``; a single Store becomes ``Levels([store])``) for every
+    compile of this process; None goes back to the store the environment describes."""
     global _override
-    _override = store
+    _override = store if store is None or isinstance(store, Levels) else Levels([store])
 
 
 def default_store(cache_dir=None) -> Levels:

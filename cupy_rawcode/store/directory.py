@@ -127,7 +127,8 @@ class DirectoryStore(Store):
             st = os.lstat(path)
         except OSError:
             return
-        remove(CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False), True)
+        found = CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False)
+        remove(found, wait=True)
 
     def __len__(self) -> int:
         return len(self.entries())

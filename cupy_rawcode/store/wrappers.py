@@ -115,7 +115,12 @@ class Levels(Store):
 
     def get(self, key: str) -> bytes | None:
         """The bytes of the first valid entry for ``key`` (``check``), or None."""
-        found = self.find(key, lambda data: (self.check(key, data), data)[1])
+
+        def checked(data: bytes) -> bytes:
+            self.check(key, data)  # raises ValueError: a broken entry
+            return data
+
+        found = self.find(key, checked)
         return None if found is None else found[0]
 
     def fetch(self, key: str) -> tuple[bytes, dict, str] | None:

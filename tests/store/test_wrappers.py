@@ -71,3 +71,28 @@ def test_read_only_names_the_store_it_wraps():
     wrapped = ReadOnly(inner)
     assert isinstance(wrapped, Store) and wrapped.read_only and not inner.read_only
     assert wrapped.name == "memory (read-only)" and wrapped.location == inner.location
+
+
+def test_kept_looks_past_memory():
+    key = KEY
+    memory, disk = MemoryStore(4), MemoryStore(4)
+    disk.name = "disk"
+    memory.put(key, encode(key, b"code", {}))
+    store = Levels([memory, disk])
+    assert not store.kept(key)
+    disk.put(key, encode(key, b"code", {}))
+    assert store.kept(key)
+    disk.put(key, b"garbage")
+    assert not store.kept(key)
+    assert Levels([memory]).kept(key)  # nothing lasting to keep it in
+
+
+def test_set_store_takes_a_single_store_as_one_level():
+    from cupy_rawcode.store import default_store, set_store
+
+    only = MemoryStore()
+    set_store(only)
+    try:
+        assert isinstance(default_store(), Levels) and default_store().levels == [only]
+    finally:
+        set_store(None)

@@ -60,7 +60,10 @@ def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
             raise ValueError(f"store URL {text!r}: memory: takes nothing after the colon")
         return _BACKENDS[scheme], ()
     if colon and scheme in ("file", "bundle"):
-        return _BACKENDS[scheme], (_url_path(scheme, rest),)
+        path = _url_path(scheme, rest)
+        if not path:
+            raise ValueError(f"store URL {text!r}: {scheme}: needs a path")
+        return _BACKENDS[scheme], (path,)
     if colon and _dotted(scheme) and _dotted(rest):
         return text, ()
     if colon and "://" in text and _dotted(scheme):

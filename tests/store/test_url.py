@@ -37,7 +37,9 @@ def test_parse_url(url, expected):
     assert parse_url(url) == expected
 
 
-@pytest.mark.parametrize("url", ["memory:x", "s3://bucket/k", "file://host/k"])
+@pytest.mark.parametrize(
+    "url", ["memory:x", "s3://bucket/k", "file://host/k", "file:", "bundle://"]
+)
 def test_a_url_no_backend_takes_is_refused(url):
     with pytest.raises(ValueError, match=r"store|file:"):
         parse_url(url)

@@ -48,7 +48,7 @@ def wrap(obj, name, label):
 wrap(index, "index_id", "index id")
 wrap(index, "lookup", "index lookup (with stats)")
 wrap(index, "check", "stamp checks")
-wrap(store.Layered, "fetch", "store read")
+wrap(store.Levels, "fetch", "store read")
 wrap(kernel, "_load_module", "module load")
 t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel

@@ -378,6 +378,8 @@ HIT_PATH = {
     "cupy_rawcode.key.stamps",
     "cupy_rawcode.key.index",
     "cupy_rawcode.store",
+    "cupy_rawcode.store.base",  # the Store interface every backend subclasses
+    "cupy_rawcode.store.wrappers",  # Levels, the store a compile reads through
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.memory",
     "cupy_rawcode.store.entry",

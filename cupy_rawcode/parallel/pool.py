@@ -288,7 +288,7 @@ def _hello() -> dict:
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
     from ..store import default_store
 
-    disk = default_store().layer("disk")
+    disk = default_store().level("disk")
     if disk is not None:
         hello["cache_dir"] = str(disk.root)
         hello["max_size"] = disk.max_bytes or 0  # 0: no bound

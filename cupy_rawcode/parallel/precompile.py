@@ -162,7 +162,7 @@ def _in_cache(plan_id: str) -> bool:
     found = index.lookup(plan_id)
     if found is None:
         return False
-    return default_store().get(found.key, lambda data: decode(found.key, data)) is not None
+    return default_store().find(found.key, lambda data: decode(found.key, data)) is not None
 
 
 def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, pool.Task]]]:

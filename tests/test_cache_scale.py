@@ -147,7 +147,7 @@ def test_keying_many_sources_keeps_the_whole_cache_under_the_bound(tmp_path, cap
     for kind in ("entries", "manifests", "index", "toolchain"):
         n = sum(1 for p in files if kind in p.relative_to(cache).parts[:1])
         assert f"\n{kind:<9s} {n} (" in out
-    assert f"size      {cli._human(on_disk)} in all (bound 40.0 KiB)" in out
+    assert f"size      {cli.commands._human(on_disk)} in all (bound 40.0 KiB)" in out
 
 
 # an old file of each kind the cache writes, where that kind's writer puts it

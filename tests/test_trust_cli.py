@@ -292,7 +292,7 @@ def test_prebuild_on_a_full_disk_fails_and_says_not_stored(capsys, tmp_path, ful
 
 
 def test_the_summary_counts_what_was_not_stored():
-    from cupy_rawcode.cli import _prebuild_summary
+    from cupy_rawcode.cli.commands import _prebuild_summary
 
     assert _prebuild_summary(3, 1, 0, 1) == (
         "prebuild: 2 of 3 succeeded (1 compiled, 1 already cached), 1 failed"

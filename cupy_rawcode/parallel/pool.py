@@ -122,7 +122,8 @@ def run_task(task: Task) -> Outcome:
         return _run_cupy(task, t0)
     try:
         from ..compiler.program import compile_parsed
-        from ..kernel import _arch_target, _device_target, parse_options
+        from ..kernel.building import _arch_target, _device_target
+        from ..kernel.checks import parse_options
 
         opts = parse_options(task.options)
         if task.device is not None:

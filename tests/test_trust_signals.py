@@ -24,6 +24,7 @@ from cupy_rawcode import cli
 
 TIMEOUT = 60  # seconds: far beyond a compile here (about one); a hang never ends
 DELAY = 0.3  # seconds from the child's START line to the signal
+ATTEMPTS = 3  # a signal that met NVRTC's own opening instants (below) is sent again, later
 
 PRELUDE = """\
 import atexit, sys
@@ -73,9 +74,25 @@ def fresh_kernel(tmp_path) -> str:
     return str(path)
 
 
-def interrupted(argv: list[str], signum: int, tmp_path, env=None) -> tuple[int, str]:
-    """(exit status, stdout and stderr together) of a child sent ``signum`` DELAY seconds after
-    its first line (START); fails the test when it does not exit in TIMEOUT seconds."""
+def interrupted(argv: list[str], signum: int, tmp_path, env=None, missed=None) -> tuple[int, str]:
+    """(exit status, stdout and stderr together) of a child sent ``signum`` after its first line
+    (START); fails the test when it does not exit in TIMEOUT seconds.
+
+    NVRTC sets SIGINT to "ignore" for an instant as each compile starts, and a thread that is not
+    waiting in ``guarded`` meets NVRTC's handler for its first milliseconds (compiler/signals.py,
+    "What stays open"). A run that ``missed`` says met that window (by default: the compile
+    ended, the signal was lost) is tried again with a new child and a later signal, ATTEMPTS
+    times in all; the outcome of the last is returned."""
+    missed = missed or (lambda rc, out: "DONE" in out)
+    for attempt in range(ATTEMPTS):
+        rc, out = _interrupted_once(argv, signum, tmp_path, env, DELAY * (1 + attempt))
+        if not missed(rc, out):
+            break
+    return rc, out
+
+
+def _interrupted_once(argv, signum, tmp_path, env, delay: float) -> tuple[int, str]:
+    """One child, sent ``signum`` ``delay`` seconds after its START line."""
     env = dict(os.environ, **(env or {}))
     proc = subprocess.Popen(
         [sys.executable, *argv],
@@ -88,7 +105,7 @@ def interrupted(argv: list[str], signum: int, tmp_path, env=None) -> tuple[int, 
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
-        time.sleep(DELAY)
+        time.sleep(delay)
         proc.send_signal(signum)
         rest, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -118,7 +135,14 @@ def test_ctrl_c_during_a_compile_raises_keyboard_interrupt(tmp_path, overlap):
 
 def test_ctrl_c_while_another_thread_compiles_interrupts_the_main_thread(tmp_path):
     child = script(tmp_path, PRELUDE, IN_A_THREAD)
-    rc, out = interrupted([child, fresh_kernel(tmp_path)], signal.SIGINT, tmp_path)
+    # the signal reaches the main thread, which is not in guarded: NVRTC's opening window
+    # may end the process (status 4) or lose the signal; a later signal must work
+    rc, out = interrupted(
+        [child, fresh_kernel(tmp_path)],
+        signal.SIGINT,
+        tmp_path,
+        missed=lambda rc, out: "DONE" in out or rc == 4,
+    )
     assert "DONE" not in out, "the compile ended before the signal: no test"
     assert "KeyboardInterrupt" in out and "FINALLY" in out and "ATEXIT" in out, out
     assert rc == -signal.SIGINT, out

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import os
 import signal
 import sys
 import threading
@@ -162,10 +163,17 @@ def _wait(call, taken: frozenset) -> object:
 
 
 def _raise_again(signum: int) -> None:
-    """Raise ``signum`` in this thread with Python's handler in force: KeyboardInterrupt for
-    SIGINT, the process ends for a default SIGTERM, a program's handler runs."""
+    """Hand ``signum`` to Python's handler in this (the main) thread: KeyboardInterrupt for
+    SIGINT, a program's handler runs as written, the process ends by the signal for SIG_DFL.
+    A Python handler is called here directly, not through the process-wide disposition, which
+    another thread's NVRTC compile may replace at any instant."""
+    handler = signal.getsignal(signum)
+    if callable(handler):
+        handler(signum, sys._getframe(1))
+        return
+    if handler == signal.SIG_IGN:
+        return
+    signal.signal(signum, signal.SIG_DFL)  # end by the signal, as Python's default does
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-    try:
-        signal.raise_signal(signum)
-    finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    signal.raise_signal(signum)
+    os._exit(128 + signum)  # only if NVRTC took over the disposition in between

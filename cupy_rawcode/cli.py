@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+from .errors import RawcodeError, RawcodeValueError
+
 # Exit statuses, the same for every subcommand (listed in --help and in the README).
 EXIT_OK = 0
 EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: a kernel failed or was not stored
@@ -46,11 +48,11 @@ EXIT_CODES = (
 NVRTC_SUBCOMMANDS = ("deps", "key", "env", "compile", "prebuild")
 
 
-class UsageError(ValueError):
+class UsageError(RawcodeError, ValueError):
     """A command line that cannot be carried out as given (exit status 2)."""
 
 
-class InputError(Exception):
+class InputError(RawcodeError):
     """An input file that cannot be used (exit status 4)."""
 
 
@@ -289,7 +291,7 @@ def _cmd_prebuild(args, options) -> int:
 
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     if not archs:
-        raise ValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
+        raise RawcodeValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
     if args.jobs is not None:
         from .config import check_workers
 
@@ -299,7 +301,9 @@ def _cmd_prebuild(args, options) -> int:
     for rec in args.manifest or ():
         jobs += record_jobs(rec, archs, roots)
     if not jobs:
-        raise ValueError("prebuild: nothing to compile (give files, JSON manifests or --manifest)")
+        raise RawcodeValueError(
+            "prebuild: nothing to compile (give files, JSON manifests or --manifest)"
+        )
     outcomes = prebuild(jobs, workers=args.jobs)
     failed = [o for o in outcomes if o.error]
     for o in failed:
@@ -368,7 +372,7 @@ def _cmd_bundle(args, options) -> int:
             except UnicodeDecodeError:
                 raw = None
             if raw is None:
-                raise ValueError(
+                raise RawcodeValueError(
                     f"no prebuild recorded in {disk.root}; run cupy-rawcode "
                     "prebuild first, or export everything"
                 ) from None

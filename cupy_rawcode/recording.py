@@ -27,13 +27,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .errors import RawcodeTypeError, RawcodeWarning
+
 SCHEMA = 1
 _PLACE = "{record}"
 _PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-include")
 _HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's name
 
 
-class RecordWarning(RuntimeWarning):
+class RecordWarning(RawcodeWarning, RuntimeWarning):
     """The record could not be written: compiles go on, unrecorded."""
 
 
@@ -296,7 +298,9 @@ def compile_entry(
     names = name_expressions or ()
     names = (names,) if isinstance(names, str) else tuple(names)
     if not all(isinstance(o, str) for o in options + names):
-        raise TypeError("options and name expressions that are not strings cannot be recorded")
+        raise RawcodeTypeError(
+            "options and name expressions that are not strings cannot be recorded"
+        )
     entry: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "raw",

@@ -8,6 +8,8 @@ import errno
 import os
 import stat
 
+from .errors import RawcodeError
+
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
 # regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -21,7 +23,7 @@ _KINDS = (
 )
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(RawcodeError, OSError):
     """A path that names something other than a regular file; ``strerror`` says what it is."""
 
 
@@ -30,7 +32,7 @@ def kind_of(mode: int) -> str:
     return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
-class TooLargeError(OSError):
+class TooLargeError(RawcodeError, OSError):
     """A file larger than its reader's limit (a cache file cannot be that big)."""
 
 

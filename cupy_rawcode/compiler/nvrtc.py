@@ -8,6 +8,7 @@ import threading
 from typing import NamedTuple
 
 from .. import config
+from ..errors import RawcodeRuntimeError
 from ..key.request import Request
 from .signals import guarded
 
@@ -374,7 +375,7 @@ def _program(req: Request, flags: list[str]) -> tuple[str | None, str, bytes, di
 
     def check(result, *values):
         if result != ok:
-            raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
+            raise RawcodeRuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
         return values[0] if len(values) == 1 else values
 
     getters = {

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..errors import RawcodeError
 from ..key.stamps import values_of
 from ..regular import open_regular
 from ..toolkit.specializable import specialized_names
@@ -53,7 +54,7 @@ class FileScan:
         return _conditional_at(self.data, pos)
 
 
-class ScanError(Exception):
+class ScanError(RawcodeError):
     """A file that cannot be scanned: not UTF-8 text."""
 
 

@@ -14,6 +14,7 @@ import re
 import threading
 from typing import NamedTuple
 
+from ..errors import RawcodeWarning
 from .options import STD_VALUES
 
 _YEAR = {"c++03": 2003, "c++11": 2011, "c++14": 2014, "c++17": 2017, "c++20": 2020}
@@ -64,7 +65,7 @@ def effective_std(asked: str, floor: Floor, raise_to_floor: bool) -> str:
     return asked
 
 
-class StandardRaisedWarning(UserWarning):
+class StandardRaisedWarning(RawcodeWarning, UserWarning):
     """A kernel asked for an older C++ standard than its headers accept; it was compiled at the
     lowest one they accept."""
 

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import RawcodeError, RawcodeRuntimeError
+
 
 @dataclass(frozen=True)
 class Job:
@@ -45,8 +47,8 @@ class Outcome:
     stored: bool = True  # False: compiled, but the store kept nothing (a full disk)
 
 
-class ManifestError(ValueError):
-    pass
+class ManifestError(RawcodeError, ValueError):
+    """A prebuild manifest that cannot be read or used: the message names where and why."""
 
 
 def _read(path: str) -> str:
@@ -241,5 +243,7 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
     pool.run([task_for(j) for j in jobs], workers, landed)
     done_all = [r for r in results if r is not None]
     if len(done_all) != len(jobs):  # pool.run calls landed once per task before it returns
-        raise RuntimeError(f"prebuild: {len(jobs) - len(done_all)} jobs ended without a result")
+        raise RawcodeRuntimeError(
+            f"prebuild: {len(jobs) - len(done_all)} jobs ended without a result"
+        )
     return done_all

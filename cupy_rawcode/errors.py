@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import Any
+
+from .nvrtclog import error_lines
 
 
 class RawcodeError(Exception):
@@ -151,9 +152,7 @@ def source_context(log: str, program_name: str, source: str) -> str:
     """The source lines around each error NVRTC reports in the main source (two either side)."""
     lines = source.splitlines()
     out: list[str] = []
-    pattern = re.escape(program_name) + r"\((\d+)\): (?:error|catastrophic error)"
-    for m in re.finditer(pattern, log):
-        n = int(m.group(1))
+    for n in error_lines(log, program_name):
         for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
             out.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
         out.append("")
@@ -168,8 +167,10 @@ def compile_message(
     *,
     dump_path: str | None = None,
     note: str | None = None,
+    hints: str = "",
 ) -> str:
-    """NVRTC's log first (as CuPy's message), then the failing lines, the options and notes."""
+    """NVRTC's log first (as CuPy's message), then the failing lines, the options, notes and
+    ``hints`` (compiler/hints.py: what the errors point at, one per line)."""
     msg = log.strip()
     context = source_context(log, program_name, source)
     if context:
@@ -179,11 +180,6 @@ def compile_message(
         msg += f"\nfull source and options written to {dump_path}"
     if note:
         msg += f"\n({note})"
-    from .compiler.hints import (
-        compile_hints,  # e.g. a declaration stub's name used: what to use instead
-    )
-
-    hints = compile_hints(log, source)
     return msg + "\n" + hints if hints else msg
 
 

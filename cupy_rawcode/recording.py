@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import RawcodeTypeError, RawcodeWarning
+from .log import first_time
 
 SCHEMA = 1
 _PLACE = "{record}"
@@ -37,6 +39,9 @@ _HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's
 
 class RecordWarning(RawcodeWarning, RuntimeWarning):
     """The record could not be written: compiles go on, unrecorded."""
+
+
+_recorders = itertools.count()
 
 
 class Recorder:
@@ -50,7 +55,7 @@ class Recorder:
         self.seen: set[str] = set()
         self.offset = 0
         self.lock = threading.Lock()
-        self.warned = False
+        self.ident = next(_recorders)  # its warn-once key (log.py): one warning per recorder
 
     def note(self, make_entry) -> None:
         """Add the entry ``make_entry(self.base)`` builds; any failure warns once (warn_once),
@@ -62,10 +67,8 @@ class Recorder:
 
     def warn_once(self, error: BaseException) -> None:
         """One RecordWarning per recorder, naming the record's origin, its path and why."""
-        with self.lock:
-            if self.warned:
-                return
-            self.warned = True
+        if not first_time(("record", self.ident)):
+            return
         import warnings
 
         warnings.warn(record_failure(self.origin, self.path, error), RecordWarning, stacklevel=2)

@@ -9,6 +9,7 @@ import os
 import stat
 
 from .errors import RawcodeError
+from .log import said, warn_once
 
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
 # regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
@@ -115,22 +116,26 @@ def read_fd(fd: int, st: os.stat_result, limit: int, path: str = "") -> bytes:
     return b"".join(chunks)
 
 
-_strange: set[str] = set()  # cache paths already warned about, in this process
+def _refused_key(path) -> tuple[str, str]:
+    """The warn-once key (log.py) of a refused cache path."""
+    return ("refused cache file", str(path))
 
 
 def warned(path) -> bool:
     """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
-    return str(path) in _strange
+    return said(_refused_key(path))
 
 
 def refused(path, e: OSError) -> None:
     """Warn once per path that a cache file is a symlink, not a regular file or too large: a
     miss (a missing or unreadable one is a plain miss, silently)."""
-    if isinstance(e, (NotRegularFileError, TooLargeError)) and str(path) not in _strange:
-        _strange.add(str(path))
-        from .log import warn
-
-        warn("cupy-rawcode: ignoring %s in the cache: %s (a miss)", path, e.strerror)
+    if isinstance(e, (NotRegularFileError, TooLargeError)):
+        warn_once(
+            _refused_key(path),
+            "cupy-rawcode: ignoring %s in the cache: %s (a miss)",
+            path,
+            e.strerror,
+        )
 
 
 def open_cache_file(path) -> tuple[int, os.stat_result] | None:

@@ -11,10 +11,10 @@ CUPY_RAWCODE_RAISE_STD=0. A closure that needs nothing more keeps the asked stan
 from __future__ import annotations
 
 import re
-import threading
 from typing import NamedTuple
 
 from ..errors import RawcodeWarning
+from ..log import first_time
 from .options import STD_VALUES
 
 _YEAR = {"c++03": 2003, "c++11": 2011, "c++14": 2014, "c++17": 2017, "c++20": 2020}
@@ -70,10 +70,6 @@ class StandardRaisedWarning(RawcodeWarning, UserWarning):
     lowest one they accept."""
 
 
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
-
-
 def drops_register(asked: str, used: str) -> bool:
     """C++17 removed the ``register`` storage class that C++11 code may still use (it meant
     nothing since C++11): a raise across 2017 defines it away."""
@@ -106,10 +102,8 @@ def raised_message(program: str, asked: str, used: str, floor: Floor) -> str:
 
 def warn_raised(program: str, asked: str, used: str, floor: Floor) -> None:
     """One StandardRaisedWarning per process for each (asked, used) pair."""
-    with _warned_lock:
-        if (asked, used) in _warned:
-            return
-        _warned.add((asked, used))
+    if not first_time(("standard raised", asked, used)):
+        return
     import warnings
 
     warnings.warn(raised_message(program, asked, used, floor), StandardRaisedWarning, stacklevel=2)

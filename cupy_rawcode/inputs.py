@@ -118,19 +118,17 @@ def read_source(path: str) -> str:
     BadInputError naming ``path:line:col`` for bytes that are not UTF-8, a NUL or a lone
     surrogate. OSError propagates: NotRegularFileError for a FIFO, a device or a directory,
     which are never read (regular.py: a FIFO would block)."""
-    from .regular import read_bytes
+    from .regular import read_text
 
-    data = read_bytes(path)
     try:
-        text = data.decode("utf-8")
+        text = read_text(path)
     except UnicodeDecodeError as e:
+        data = e.object
         line = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise BadInputError(
             f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the "
             "file as UTF-8"
         ) from None
-    if "\r" in text:  # universal newlines
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
     check_source(text, path)
     return text

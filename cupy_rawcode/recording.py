@@ -334,23 +334,21 @@ def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> li
     inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
     for a line that is not an entry or names a path outside."""
     from .confine import confine, confine_options
+    from .regular import read_lines
     from .schema import loads, record_entry
 
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     allowed = [os.path.abspath(os.fspath(r)) for r in roots]
     out = []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{number}"
-            entry = record_entry(loads(_text(raw, where), where), where)
-            own = _cupy_roots() if entry["kind"] == "cupy" else []
-            options = confine_options(entry["options"], base, allowed + own, where)
-            entry["options"] = local_options(list(options), base)
-            if entry.get("source_dir"):
-                entry["source_dir"] = confine(
-                    entry["source_dir"], base, allowed, "source_dir", where
-                )
-            out.append(entry)
+    for number, raw in enumerate(read_lines(os.fspath(path)), 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        entry = record_entry(loads(_text(raw, where), where), where)
+        own = _cupy_roots() if entry["kind"] == "cupy" else []
+        options = confine_options(entry["options"], base, allowed + own, where)
+        entry["options"] = local_options(list(options), base)
+        if entry.get("source_dir"):
+            entry["source_dir"] = confine(entry["source_dir"], base, allowed, "source_dir", where)
+        out.append(entry)
     return out

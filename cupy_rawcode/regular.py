@@ -5,8 +5,10 @@ own files are also opened without following a symlink, and read up to a size lim
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
+import sys
 
 from .errors import RawcodeError
 from .log import said, warn_once
@@ -40,6 +42,7 @@ class TooLargeError(RawcodeError, OSError):
 # the cache's limits: an entry is code (CUB kernels are < 1 MiB), a record is a JSON object
 ENTRY_LIMIT = 256 << 20
 RECORD_LIMIT = 8 << 20
+NO_LIMIT = sys.maxsize  # a header: read whole, whatever its size
 
 
 def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
@@ -99,7 +102,24 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def read_fd(fd: int, st: os.stat_result, limit: int, path: str = "") -> bytes:
+def read_lines(path: str) -> list[bytes]:
+    """A regular file's lines as a binary file iterates them (each ends with its b'\\n', the
+    last one perhaps not): a record is read line by line."""
+    return io.BytesIO(read_bytes(path)).readlines()
+
+
+def universal_newlines(text: str) -> str:
+    """``text`` with '\\r\\n' and '\\r' read as '\\n', as ``open`` in text mode reads them."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def read_text(path: str) -> str:
+    """A regular file's UTF-8 text with universal newlines, as ``open(path).read()`` gives it
+    (UnicodeDecodeError for other bytes: ``e.object`` holds them, for a line and column)."""
+    return universal_newlines(read_bytes(path).decode("utf-8"))
+
+
+def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") -> bytes:
     """A whole open file of at most ``limit`` bytes (TooLargeError past it, even when it grows
     while read): one read when it is no larger than fstat said."""
     if st.st_size > limit:

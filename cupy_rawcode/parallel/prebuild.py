@@ -55,13 +55,12 @@ def _read(path: str) -> str:
     """A source or manifest file's text, with universal newlines as ``open`` gives it; never
     reads a FIFO, which would block (regular.py). OSError propagates; bytes that are not UTF-8
     are a ManifestError. A NUL is left to the compile, which fails that kernel alone."""
-    from ..regular import read_bytes
+    from ..regular import read_text
 
     try:
-        text = read_bytes(path).decode("utf-8")
+        return read_text(path)
     except UnicodeDecodeError as e:
         raise ManifestError(f"{path}: cannot read (not UTF-8 text: {e})") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def jobs_for(

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from .. import config
 from ..errors import RawcodeRuntimeError, RawcodeValueError
+from ..regular import read_bytes
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
 KNOWN_SOURCES = config.HEADER_SOURCE_NAMES
@@ -261,7 +262,7 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
             continue
         header = Path(d.path, "cuda", "std", "__cccl", "version.h")
         if header.is_file():
-            m = re.search(rb"#\s*define\s+CCCL_VERSION\s+(\d+)", header.read_bytes())
+            m = re.search(rb"#\s*define\s+CCCL_VERSION\s+(\d+)", read_bytes(str(header)))
             if m:
                 v = int(m.group(1))
                 return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"

@@ -31,8 +31,6 @@ import functools
 import math
 from typing import Any
 
-from .nvrtclog import error_lines
-
 
 class RawcodeError(Exception):
     """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches them all."""
@@ -150,6 +148,8 @@ for _cls, _name in (
 
 def source_context(log: str, program_name: str, source: str) -> str:
     """The source lines around each error NVRTC reports in the main source (two either side)."""
+    from .nvrtclog import error_lines  # its regular expressions: only when a compile failed
+
     lines = source.splitlines()
     out: list[str] = []
     for n in error_lines(log, program_name):

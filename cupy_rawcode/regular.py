@@ -11,7 +11,6 @@ import stat
 import sys
 
 from .errors import RawcodeError
-from .log import said, warn_once
 
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
 # regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
@@ -143,6 +142,8 @@ def _refused_key(path) -> tuple[str, str]:
 
 def warned(path) -> bool:
     """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
+    from .log import said  # off a cache hit's import path, as logging is
+
     return said(_refused_key(path))
 
 
@@ -150,6 +151,8 @@ def refused(path, e: OSError) -> None:
     """Warn once per path that a cache file is a symlink, not a regular file or too large: a
     miss (a missing or unreadable one is a plain miss, silently)."""
     if isinstance(e, (NotRegularFileError, TooLargeError)):
+        from .log import warn_once
+
         warn_once(
             _refused_key(path),
             "cupy-rawcode: ignoring %s in the cache: %s (a miss)",

@@ -36,8 +36,8 @@ if mode == "ours":
     import cupy_rawcode
     src = open(path).read()
     t0 = time.perf_counter()
-    k = cupy_rawcode.RawKernel(src, "kern")  # imports kernel.py, as a user's first RawKernel does
-    from cupy_rawcode.kernel import _compute_capability
+    k = cupy_rawcode.RawKernel(src, "kern")  # imports kernel/, as a user's first RawKernel does
+    from cupy_rawcode.kernel.building import _compute_capability
     code = k._build.device_code(_compute_capability())
     out["seconds"] = time.perf_counter() - t0
     open(sys.argv[3], "wb").write(code.data)

@@ -109,9 +109,9 @@ elif mode in ("rawcode-launch", "cupy-launch", "jitify-launch"):
     cp.cuda.Device().synchronize()
     if mode == "rawcode-launch":
         import cupy_rawcode
-        # from the attribute access on: it imports kernel.py, as a user's first RawKernel does
+        # from the attribute access on: it imports kernel/, as a user's first RawKernel does
         t0 = time.perf_counter(); k = cupy_rawcode.RawKernel(src, "kern")
-        from cupy_rawcode.kernel import _compute_capability
+        from cupy_rawcode.kernel.building import _compute_capability
         k._build.device_code(_compute_capability())  # the code bytes: all that is ours
         out["to_code"] = time.perf_counter() - t0
         k.kernel                                    # + cuModuleLoadData through CuPy
@@ -144,7 +144,7 @@ if mode == "rawcode":
     if split:  # cold only: the discovery a first launch does anyway, timed apart
         from cupy_rawcode.toolkit.record import toolchain
         toolchain(); ph["toolchain discovery"] = time.perf_counter()
-        from cupy_rawcode.kernel import _compute_capability
+        from cupy_rawcode.kernel.building import _compute_capability
         k._build.device_code(_compute_capability()); ph["key + compile"] = time.perf_counter()
     k.kernel
 else:

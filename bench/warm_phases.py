@@ -32,6 +32,7 @@ t0 = time.perf_counter()
 import cupy_rawcode
 # what a warm hit imports (tests/test_index.py pins that it is no more than this)
 from cupy_rawcode import kernel, config, key, store
+from cupy_rawcode.kernel import loading
 from cupy_rawcode.key import stamps, index
 from cupy_rawcode.store import directory, entry, memory
 t_imp = time.perf_counter() - t0
@@ -48,8 +49,8 @@ def wrap(obj, name, label):
 wrap(index, "index_id", "index id")
 wrap(index, "lookup", "index lookup (with stats)")
 wrap(index, "check", "stamp checks")
-wrap(store.Layered, "fetch", "store read")
-wrap(kernel, "_load_module", "module load")
+wrap(store.Levels, "fetch", "store read")
+wrap(loading, "_load_module", "module load")
 t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
 T["after imports"] = time.perf_counter() - t1

@@ -96,7 +96,8 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     by our shims (the same names in std, through a using-directive), on the same line."""
     from .headers.options import parse_options
     from .jitify_compat import jitify_options, jitify_source
-    from .kernel import _arch_target, _device_target, _load_module, build
+    from .kernel.building import _arch_target, _device_target, build
+    from .kernel.loading import _load_module
 
     source = jitify_source(source)
     opts = parse_options(options)

@@ -261,7 +261,7 @@ def cupy_entry(call, base: str) -> dict:
 
 
 def note_build(build) -> None:
-    """Record one of our RawKernel/RawModule builds (kernel._Build) that compiles source."""
+    """Record one of our RawKernel/RawModule builds (kernel.building._Build) compiling source."""
     if _recorder is not None and not build.is_file:
         _recorder.note(functools.partial(build_entry, build))
 

@@ -1,4 +1,8 @@
 import functools
+import shutil
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +93,63 @@ def hung_nvrtc(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
     env["RAWCODE_TESTS_HANG_MARKS"] = str(marks)
     return env, marks
+
+
+# ------------------------------------------------------------------ Redis
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A real redis-server on loopback, with no persistence, in ``tmp``."""
+
+    def __init__(self, tmp: Path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = subprocess.Popen(
+            [
+                shutil.which("redis-server"),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        self.client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                if self.client.ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of its own for one test; skipped with a reason where there is none."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it from the system packages)")
+    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
+    server = RedisServer(tmp_path)
+    yield server
+    server.kill()

@@ -300,9 +300,9 @@ def _mangled_kernel(name: str):
 def _on_device_90(monkeypatch):
     """compile() without arch= as on an sm_90 GPU: the device's code is compiled, and checked
     before anything would load it."""
-    import cupy_rawcode.kernel as kernel
+    from cupy_rawcode.kernel import classes
 
-    monkeypatch.setattr(kernel, "_compute_capability", lambda: 90)
+    monkeypatch.setattr(classes, "_compute_capability", lambda: 90)
     monkeypatch.setattr(RawKernel, "_kernel", lambda self, log=None: pytest.fail("loaded"))
 
 

@@ -7,19 +7,18 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, corpus
+from conftest import ROOT, corpus, free_port
 
 from cupy_rawcode import cli
 from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.key.request import make_request
-from cupy_rawcode.store import Layered, make_store
+from cupy_rawcode.store import Levels, make_store
 from cupy_rawcode.store.bundle import BundleStore, write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import EntryError, decode, encode
@@ -148,7 +147,7 @@ def test_keying_many_sources_keeps_the_whole_cache_under_the_bound(tmp_path, cap
     for kind in ("entries", "manifests", "index", "toolchain"):
         n = sum(1 for p in files if kind in p.relative_to(cache).parts[:1])
         assert f"\n{kind:<9s} {n} (" in out
-    assert f"size      {cli._human(on_disk)} in all (bound 40.0 KiB)" in out
+    assert f"size      {cli.commands._human(on_disk)} in all (bound 40.0 KiB)" in out
 
 
 # an old file of each kind the cache writes, where that kind's writer puts it
@@ -370,59 +369,6 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
 # ------------------------------------------------------------------ Redis
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    def __init__(self, tmp: Path):
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = subprocess.Popen(
-            [
-                shutil.which("redis-server"),
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import redis
-
-        self.client = redis.Redis.from_url(self.url)
-        for _ in range(100):
-            try:
-                if self.client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it from the system packages)")
-    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
-    server = RedisServer(tmp_path)
-    yield server
-    server.kill()
-
-
 @pytest.fixture
 def fresh_redis_warning(monkeypatch):
     from cupy_rawcode.store import redis as redis_store
@@ -448,13 +394,13 @@ def test_redis_shares_entries_between_machines(tmp_path, redis_server):
     assert redis_server.client.ttl("cupy-rawcode:entry:" + r1.key) == -1  # no TTL by default
     r2 = compile_request(make_request(src, arch="sm_90"), store=b)
     assert r2.hit and r2.hit_layer == "redis" and r2.code == r1.code
-    assert b.layer("disk").get(r1.key) is not None  # read through into the local cache
+    assert b.level("disk").get(r1.key) is not None  # read through into the local cache
     r3 = compile_request(make_request(SMALL.format(value=12), arch="sm_90"), store=b)
     assert 0 < redis_server.client.ttl("cupy-rawcode:entry:" + r3.key) <= 3600
 
 
 def test_redis_down_warns_once_and_compiles_locally(tmp_path, caplog, fresh_redis_warning):
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     store = machine(tmp_path, "a", url)
     with caplog.at_level("WARNING", logger="cupy_rawcode"):
         for v in range(3):
@@ -493,8 +439,8 @@ def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(
             redis_server.kill()
         src, store = rng.choice(kernels), rng.choice(machines)
         if rng.random() < 0.3:  # a machine that lost its local cache
-            store.layer("memory")._data.clear()
-            shutil.rmtree(store.layer("disk").root, ignore_errors=True)
+            store.level("memory")._data.clear()
+            shutil.rmtree(store.level("disk").root, ignore_errors=True)
         r = compile_request(make_request(src, arch="sm_80"), store=store)
         assert r.code == reference[src], f"call {call}"
         layers.add(r.hit_layer)
@@ -587,7 +533,7 @@ def test_a_thousand_corruptions_never_crash_or_return_wrong_code(tmp_path, redis
         else:
             red.put(k, bad)
             layers = [red]
-        found = Layered(layers).get(k, lambda d, k=k: decode(k, d))
+        found = Levels(layers).find(k, lambda d, k=k: decode(k, d))
         if found is None:
             outcomes["miss"] += 1
         else:
@@ -601,10 +547,10 @@ def test_corrupted_entries_recompile_to_the_right_code(tmp_path):
     store = make_store(tmp_path / "c", redis_url="", bundles=())
     req = make_request(corpus("plain.cu"), arch="sm_90")
     first = compile_request(req, store=store)
-    disk = store.layer("disk")
+    disk = store.level("disk")
     rng = random.Random(1)
     for _ in range(5):
-        store.layer("memory")._data.clear()
+        store.level("memory")._data.clear()
         disk.path(first.key).write_bytes(corrupt(disk.get(first.key), rng, b"x"))
         r = compile_request(req, store=store)
         assert r.code == first.code
@@ -747,7 +693,7 @@ def test_clear_and_prune_on_a_read_only_cache_fail_naming_the_path_and_why(
 
 def _entry_path(tmp_path):
     store = make_store(tmp_path / "c", redis_url="", bundles=())
-    return store.layer("disk").path(compile_request(_request(), store=store).key)
+    return store.level("disk").path(compile_request(_request(), store=store).key)
 
 
 def _manifest_path(tmp_path):

@@ -81,7 +81,7 @@ def cupy_own_payload(tmp_path, source, names=None, options=()):
 
 
 def counts():
-    return default_store().layer("disk").counts() or (0, 0)
+    return default_store().level("disk").counts() or (0, 0)
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_cupy_compiles_go_through_the_store_with_cupys_own_result(
 
 
 def _entries():
-    disk = default_store().layer("disk")
+    disk = default_store().level("disk")
     for path in (disk.root / "entries").rglob("*"):
         if path.is_file():
             yield path.stem, path.read_bytes()

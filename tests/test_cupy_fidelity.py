@@ -11,9 +11,10 @@ import sys
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import errors, hook, jitify_compat, kernel
+from cupy_rawcode import errors, hook, jitify_compat
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
+from cupy_rawcode.kernel import loading
 
 ARCH = "sm_90"
 UNUSED = 'extern "C" __global__ void k(float* x) { int unused = 3; x[threadIdx.x] = 1.0f; }\n'
@@ -346,7 +347,7 @@ DROPPING = {
 
 def _jitify_compile(monkeypatch, src: str, root):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
-    monkeypatch.setattr(kernel, "_load_module", lambda code: code)
+    monkeypatch.setattr(loading, "_load_module", lambda code: code)
     return hook._compile_for_cupy(src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90", None, None)
 
 

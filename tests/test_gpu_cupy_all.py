@@ -44,7 +44,7 @@ WORKLOAD = textwrap.dedent(
                                atol=1e-2)
     np.testing.assert_array_equal(cupy.sort(gy).get(), np.sort(y))
     np.testing.assert_allclose(cupy.cumsum(gx).get(), np.cumsum(x), rtol=1e-3, atol=1e-2)
-    print("COUNTS", *(default_store().layer("disk").counts() or (0, 0)), len(compiles))
+    print("COUNTS", *(default_store().level("disk").counts() or (0, 0)), len(compiles))
     """
 )
 

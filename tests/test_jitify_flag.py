@@ -8,9 +8,10 @@ import warnings
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import errors, hook, jitify_compat, kernel
+from cupy_rawcode import errors, hook, jitify_compat
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.standard import StandardRaisedWarning
+from cupy_rawcode.kernel import loading
 
 ARCH = "sm_90"
 
@@ -39,7 +40,7 @@ FAILS = '#error "precision not supported"\nextern "C" __global__ void k() {}\n'
 
 def _install_route(monkeypatch, src, options):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
-    monkeypatch.setattr(kernel, "_load_module", lambda code: code)
+    monkeypatch.setattr(loading, "_load_module", lambda code: code)
     return hook._compile_for_cupy(src, options, "90", None, None)
 
 

@@ -12,7 +12,7 @@ from conftest import ROOT
 
 import cupy_rawcode
 from cupy_rawcode.compiler import program
-from cupy_rawcode.kernel import translate_cucomplex
+from cupy_rawcode.kernel.cucomplex import translate_cucomplex
 from cupy_rawcode.toolkit.discovery import choose_arch
 
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'

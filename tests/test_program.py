@@ -11,7 +11,7 @@ from conftest import ROOT, corpus
 from cupy_rawcode.compiler.nvrtc import CompileError
 from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.key.request import make_request
-from cupy_rawcode.store import Layered
+from cupy_rawcode.store import Levels
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.memory import MemoryStore
 
@@ -27,7 +27,7 @@ NVRTC_KERNELS = [
 
 @pytest.mark.parametrize("name", NVRTC_KERNELS)
 def test_corpus_compiles_to_cubin(name, tmp_path):
-    store = Layered([DirectoryStore(tmp_path / "c")])
+    store = Levels([DirectoryStore(tmp_path / "c")])
     r = compile_request(make_request(corpus(name), arch="sm_90"), store=store)
     assert not r.hit and r.object_code.code[:4] == b"\x7fELF"
 
@@ -82,7 +82,7 @@ def _entry_path(tmp_path, key):
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "foreign", "other_key"])
 def test_broken_entry_is_a_miss(tmp_path, damage, caplog):
     req = make_request(corpus("plain.cu"), arch="sm_90")
-    disk = lambda: Layered([DirectoryStore(tmp_path / "c")])
+    disk = lambda: Levels([DirectoryStore(tmp_path / "c")])
     good = compile_request(req, store=disk())
     path = _entry_path(tmp_path, good.key)
     data = path.read_bytes()
@@ -115,7 +115,7 @@ def test_read_only_cache_still_compiles(tmp_path, caplog):
         pytest.skip("running as root: directory permissions are not enforced")
     r = compile_request(
         make_request(corpus("plain.cu"), arch="sm_90"),
-        store=Layered([MemoryStore(), DirectoryStore(ro / "c")]),
+        store=Levels([MemoryStore(), DirectoryStore(ro / "c")]),
     )
     assert not r.hit and len(r.object_code.code) > 0
 
@@ -123,7 +123,7 @@ def test_read_only_cache_still_compiles(tmp_path, caplog):
 def test_unwritable_cache_path_still_compiles(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    store = Layered([MemoryStore(), DirectoryStore(blocker / "c")])
+    store = Levels([MemoryStore(), DirectoryStore(blocker / "c")])
     req = make_request(corpus("plain.cu"), arch="sm_90")
     assert not compile_request(req, store=store).hit
     assert compile_request(req, store=store).hit  # from memory
@@ -161,7 +161,7 @@ def test_compile_error_carries_log_options_and_lines(tmp_path, monkeypatch):
     src = 'extern "C" __global__ void k(float* x) {\n  x[0] = nope;\n}\n'
     with pytest.raises(CompileError) as e:
         compile_request(
-            make_request(src, arch="sm_90", options=("-DQ=1",)), store=Layered([MemoryStore()])
+            make_request(src, arch="sm_90", options=("-DQ=1",)), store=Levels([MemoryStore()])
         )
     err = e.value
     assert "nope" in err.log and "--define-macro=Q=1" in err.options
@@ -173,7 +173,7 @@ def test_passthrough_option_reaches_nvrtc():
     with pytest.raises(CompileError, match="bogus"):
         compile_request(
             make_request("", arch="sm_90", options=("--bogus-flag",)),
-            store=Layered([MemoryStore()]),
+            store=Levels([MemoryStore()]),
         )
 
 
@@ -186,7 +186,7 @@ def test_cubin_of_a_virtual_arch_is_refused_up_front(arch):
 def test_ptx_compiles_with_name_expressions_on_any_host(tmp_path):
     """NVRTC needs no GPU or driver for PTX (cuda.core 1.2 asks the driver and raises without
     one; the package then asks NVRTC directly). Runs in CI, which has no GPU."""
-    store = Layered([DirectoryStore(tmp_path / "c")])
+    store = Levels([DirectoryStore(tmp_path / "c")])
     src = "template <class T> __global__ void k(T* p) { *p = T(3); }\n"
     req = make_request(src, arch="compute_90", target="ptx", name_expressions=("k<float>",))
     first = compile_request(req, store=store)
@@ -202,7 +202,7 @@ def test_ptx_compiles_with_name_expressions_on_any_host(tmp_path):
 
 
 def test_ptx_compile_error_says_where(tmp_path):
-    store = Layered([DirectoryStore(tmp_path / "c")])
+    store = Levels([DirectoryStore(tmp_path / "c")])
     req = make_request("__global__ void k() {\n  nope();\n}\n", arch="compute_90", target="ptx")
     with pytest.raises(
         CompileError, match=r"(?s)identifier \"nope\" is undefined.*>     2 \|   nope\(\);"

@@ -99,6 +99,7 @@ def interrupted(argv: list[str], signum: int, tmp_path, env=None) -> tuple[int, 
 
 
 def script(tmp_path, *parts: str) -> str:
+    """The child's script, made of ``parts``, written under tmp_path; returns its path."""
     path = tmp_path / "child.py"
     path.write_text("".join(textwrap.dedent(p) for p in parts))
     return str(path)

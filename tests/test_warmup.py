@@ -13,8 +13,9 @@ import pytest
 from conftest import CORPUS, ROOT
 
 import cupy_rawcode
-from cupy_rawcode import config, kernel
+from cupy_rawcode import config
 from cupy_rawcode.compiler import program
+from cupy_rawcode.kernel import building
 from cupy_rawcode.parallel import pool
 from cupy_rawcode.parallel.precompile import Summary
 
@@ -105,7 +106,7 @@ def test_background_warmup_and_a_racing_compile_compile_once(compiles):
     assert labels(s.compiled) == ["k7"]
     assert compiles == []
     assert len(entries()) == 1
-    assert kernel.pending == {}
+    assert building.pending == {}
 
 
 def test_background_failure_then_the_launch_raises_as_alone(compiles):

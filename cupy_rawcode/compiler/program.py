@@ -11,7 +11,7 @@ from .. import config
 from ..errors import RawcodeRuntimeError, RawcodeWarning
 from ..key.request import Request, compute_key, context, make_request
 from ..key.stamps import changed_since, first_changed
-from ..store import Layered, default_store
+from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def _worth_overlapping(req: Request) -> bool:
 
 
 def compile_request(
-    req: Request, *, store: Layered | None = None, dump: bool | None = None
+    req: Request, *, store: Levels | None = None, dump: bool | None = None
 ) -> Result:
     """Key the request, return the stored code on a hit, else compile once and store it.
 
@@ -168,10 +168,10 @@ def compile_request(
         raise
 
 
-def store_dir(store: Layered) -> str | None:
+def store_dir(store: Levels) -> str | None:
     """The directory of ``store``'s disk layer (None without one, or when it has no ``root``):
     where a compile through it writes its manifests, warm index and toolchain record too."""
-    root = getattr(store.layer("disk"), "root", None)  # a layer of the program's may have none
+    root = getattr(store.level("disk"), "root", None)  # a layer of the program's may have none
     return None if root is None else str(root)
 
 
@@ -187,7 +187,7 @@ def _missing_header(e, req: Request, ctx):
     )
 
 
-def _compile_request(req: Request, store: Layered, dump: bool | None) -> Result:
+def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
     from ..headers.manifest import lookup
 
     dump = config.dump_source() if dump is None else dump

@@ -122,7 +122,8 @@ def run_task(task: Task) -> Outcome:
         return _run_cupy(task, t0)
     try:
         from ..compiler.program import compile_parsed
-        from ..kernel import _arch_target, _device_target, parse_options
+        from ..kernel.building import _arch_target, _device_target
+        from ..kernel.checks import parse_options
 
         opts = parse_options(task.options)
         if task.device is not None:
@@ -288,7 +289,7 @@ def _hello() -> dict:
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
     from ..store import default_store
 
-    disk = default_store().layer("disk")
+    disk = default_store().level("disk")
     if disk is not None:
         hello["cache_dir"] = str(disk.root)
         hello["max_size"] = disk.max_bytes or 0  # 0: no bound

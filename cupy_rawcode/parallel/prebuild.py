@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import RawcodeError, RawcodeRuntimeError
+from ..errors import RawcodeError, RawcodeRuntimeError, RawcodeValueError
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,48 @@ def run_job(job: Job) -> Outcome:
 
 def _outcome(job: Job, o) -> Outcome:
     return Outcome(job, o.key, o.hit, o.seconds, o.error, o.stored)
+
+
+def archs_of(arch: str) -> list[str]:
+    """The architectures of a comma-separated ``--arch``; ValueError when it names none."""
+    archs = [a.strip() for a in arch.split(",") if a.strip()]
+    if not archs:
+        raise RawcodeValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
+    return archs
+
+
+def plan_jobs(
+    paths: list[str],
+    archs: list[str],
+    options: tuple[str, ...],
+    records: Sequence[str] | None,
+    roots: Sequence[str] | None,
+) -> list[Job]:
+    """The jobs of CUDA files, JSON manifests and records, for every arch; ValueError for none."""
+    roots = roots or ()
+    jobs = jobs_for(paths, archs, options, roots)
+    for rec in records or ():
+        jobs += record_jobs(rec, archs, roots)
+    if not jobs:
+        raise RawcodeValueError(
+            "prebuild: nothing to compile (give files, JSON manifests or --manifest)"
+        )
+    return jobs
+
+
+def failed(outcomes: list[Outcome]) -> list[Outcome]:
+    """The jobs that failed."""
+    return [o for o in outcomes if o.error]
+
+
+def lost(outcomes: list[Outcome]) -> list[Outcome]:
+    """The jobs compiled but not stored (a full or read-only cache): not a success either."""
+    return [o for o in outcomes if not o.error and not o.stored]
+
+
+def stored_keys(outcomes: list[Outcome]) -> list[str]:
+    """The keys of what the cache now holds, as ``bundle export --prebuilt`` ships them."""
+    return [o.key for o in outcomes if o.key and o.stored]
 
 
 def _progress(done: int, total: int, o: Outcome, stream) -> None:

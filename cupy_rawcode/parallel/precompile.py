@@ -105,7 +105,7 @@ class Warmup:
 
 
 def _builds(kernels) -> list[tuple[Any, str, Any]]:
-    """(kernel as given, label, kernel._Build) for each argument; a tuple is
+    """(kernel as given, label, kernel.building._Build) for each argument; a tuple is
     (source[, options[, name_expressions]]) and becomes a RawModule."""
     from ..kernel import RawKernel, RawModule
 
@@ -140,7 +140,7 @@ def _builds(kernels) -> list[tuple[Any, str, Any]]:
 def _archs(arch) -> list[tuple[str, int | None]]:
     """[(label, compute capability or None)]: the current device's when ``arch`` is None, else
     each explicit architecture (normalized, so a bad one fails here, naming it)."""
-    from ..kernel import _arch_target, _compute_capability
+    from ..kernel.building import _arch_target, _compute_capability
 
     if arch is None:
         cc = _compute_capability()
@@ -163,14 +163,14 @@ def _in_cache(plan_id: str) -> bool:
     found = index.lookup(plan_id)
     if found is None:
         return False
-    return default_store().get(found.key, lambda data: decode(found.key, data)) is not None
+    return default_store().find(found.key, lambda data: decode(found.key, data)) is not None
 
 
 def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, pool.Task]]]:
     """(cached, failed, [(item, task)]): what warmup() has to compile. A kernel already compiled
     in this process or found through the warm index is cached; one whose source cannot be read
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
-    from ..kernel import _arch_target
+    from ..kernel.building import _arch_target
     from ..key.index import index_id
 
     cached, failed, todo, seen = [], [], [], set()
@@ -224,7 +224,7 @@ def record_plan(
     from .prebuild import ManifestError, record_jobs, task_for
 
     if arch is None:
-        from ..kernel import _device_target
+        from ..kernel.building import _device_target
 
         archs = [_device_target(None)[0]]
     else:
@@ -282,11 +282,11 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     for path in records:
         more = record_plan(os.fspath(path), arch, _roots(root))
         cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
-    from .. import kernel
+    from ..kernel.building import pending
 
     events = {}
     for _, task in todo:
-        events[task.index_id] = kernel.pending.setdefault(task.index_id, threading.Event())
+        events[task.index_id] = pending.setdefault(task.index_id, threading.Event())
 
     def run() -> Summary:
         summary = Summary(cached=cached, failed=failed)
@@ -320,10 +320,10 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
 
 def _release(plan_id: str | None, events: dict) -> None:
     """The compile of ``plan_id`` has ended: wake launches waiting for it."""
-    from .. import kernel
+    from ..kernel.building import pending
 
     event = events.pop(plan_id, None)
     if event is not None:
         event.set()
-        if kernel.pending.get(plan_id) is event:
-            del kernel.pending[plan_id]
+        if pending.get(plan_id) is event:
+            del pending[plan_id]

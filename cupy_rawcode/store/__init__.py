@@ -1,99 +1,117 @@
 """Stage 4, the store: takes a key and gives the entry's bytes, or stores them.
 
-Storage: bytes in, bytes out. Backends implement ``get(key) -> bytes | None`` and
-``put(key, data)``; entry.py turns compiled code + JSON metadata into self-validating bytes.
+Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py) opened by URL
+(``open_store``); entry.py turns compiled code + JSON metadata into self-validating bytes.
 
-The default stack, in lookup order: memory LRU, the cache directory, read-only bundles
-(CUPY_RAWCODE_BUNDLES), then Redis (CUPY_RAWCODE_REDIS_URL). A hit below copies the entry into
-the layers above it; a compile writes to every layer."""
+The default stack (make_store), a ``Levels`` in lookup order: memory LRU, the cache directory,
+read-only bundles (CUPY_RAWCODE_BUNDLES), then Redis (CUPY_RAWCODE_REDIS_URL). A hit below
+copies the entry into the writable levels above it; a compile writes to every writable level."""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Callable
 
-if TYPE_CHECKING:  # for type checkers only: not defined on the warm-hit path
-    from typing import Protocol
+from .base import Store
+from .wrappers import Levels, ReadOnly
 
-    class Backend(Protocol):
-        name: str
+__all__ = ["Levels", "ReadOnly", "Store", "default_store", "make_store", "open_store"]
 
-        def get(self, key: str) -> bytes | None: ...
+_BACKENDS = {  # URL scheme -> its backend, imported on first use
+    "memory": ".memory:MemoryStore",
+    "file": ".directory:DirectoryStore",
+    "bundle": ".bundle:BundleStore",
+    "redis": ".redis:RedisStore",
+    "rediss": ".redis:RedisStore",
+    "unix": ".redis:RedisStore",
+}
+_WHOLE_URL = ("redis", "rediss", "unix")  # schemes whose backend is given the whole URL
 
-        def put(self, key: str, data: bytes) -> None: ...
+
+def _dotted(text: str) -> bool:
+    """Whether ``text`` is a dotted Python name (``pkg.mod``, ``Outer.Inner``)."""
+    return all(part.isidentifier() for part in text.split("."))
 
 
-class Layered:
-    """Memory in front of disk (and later shared stores): read-through, write to every layer."""
+def _url_path(scheme: str, rest: str) -> str:
+    """The path of ``file:``/``bundle:`` URL text after the colon: ``//[localhost]/abs/path``
+    (percent-decoded), else the rest as it is (``file:relative/path``, ``file:/abs``)."""
+    if not rest.startswith("//"):
+        return rest
+    from urllib.parse import unquote, urlsplit
 
-    def __init__(self, layers: list[Backend]):
-        self.layers = layers
+    parts = urlsplit(f"{scheme}:{rest}")
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
+    return unquote(parts.path)
 
-    def get(self, key: str, validate) -> tuple[Any, str] | None:
-        """(decoded entry, layer name) from the first layer holding a valid entry."""
-        from .entry import EntryError
 
-        for i, layer in enumerate(self.layers):
-            data = layer.get(key)
-            if data is None:
-                continue
-            try:
-                value = validate(data)
-            except EntryError as e:
-                from ..log import warn
+def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
+    """(backend as ``module:Class``, its positional arguments) for a store URL: a plain path
+    (a directory; ending ``.bundle``: a bundle), ``file:PATH``, ``bundle:PATH``, ``memory:``,
+    ``redis://``/``rediss://``/``unix://`` URLs, or ``module:Class`` (a user's Store)."""
+    text = os.fspath(url)
+    scheme, colon, rest = text.partition(":")
+    if colon and scheme in _WHOLE_URL and rest.startswith("//"):
+        return _BACKENDS[scheme], (text,)
+    if colon and scheme == "memory":
+        if rest:
+            raise ValueError(f"store URL {text!r}: memory: takes nothing after the colon")
+        return _BACKENDS[scheme], ()
+    if colon and scheme in ("file", "bundle"):
+        path = _url_path(scheme, rest)
+        if not path:
+            raise ValueError(f"store URL {text!r}: {scheme}: needs a path")
+        return _BACKENDS[scheme], (path,)
+    if colon and _dotted(scheme) and _dotted(rest):
+        return text, ()
+    if colon and "://" in text and _dotted(scheme):
+        raise ValueError(f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})")
+    return _BACKENDS["bundle" if text.endswith(".bundle") else "file"], (text,)
 
-                warn(
-                    "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
-                    key[:16],
-                    layer.name,
-                    e,
-                )
-                continue
-            for upper in self.layers[:i]:
-                upper.put(key, data)
-            return value, layer.name
-        return None
 
-    def fetch(self, key: str) -> tuple[bytes, dict, str] | None:
-        """(code, metadata, layer name) of the first valid entry for ``key``, counted as a hit;
-        None when no layer holds one."""
-        from .entry import decode
+def _schemes() -> str:
+    return "accepted: a path, file:, bundle:, memory:, redis://, rediss://, unix://, module:Class"
 
-        found = self.get(key, lambda data: decode(key, data))
-        if found is None:
-            return None
-        self.record(True)
-        (code, meta), layer = found
-        return code, meta, layer
 
-    def put(self, key: str, data: bytes) -> None:
-        for layer in self.layers:
-            layer.put(key, data)
+def store_class(target: str) -> Callable[..., Store]:
+    """The Store subclass ``module:Class`` names (a leading dot: a module of this package);
+    ValueError when it cannot be imported, TypeError when it is no Store subclass."""
+    import importlib
 
-    def kept(self, key: str) -> bool:
-        """Whether a layer that outlives the process (any but memory) holds a valid entry for
-        ``key``: a put on a full or read-only disk only warns, so prebuild checks here. True
-        when no such layer exists (nothing could keep it)."""
-        from .entry import EntryError, decode
+    module, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(module, __name__ if module.startswith(".") else None)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"store {target!r} cannot be loaded: {e}") from None
+    if not (isinstance(obj, type) and issubclass(obj, Store)):
+        raise TypeError(
+            f"store {target!r} is not a subclass of cupy_rawcode.store.Store "
+            f"(got {obj!r}); see cupy_rawcode/store/base.py"
+        )
+    return obj
 
-        lasting = [layer for layer in self.layers if layer.name != "memory"]
-        for layer in lasting:
-            try:
-                decode(key, layer.get(key) or b"")
-                return True
-            except EntryError:
-                continue
-        return not lasting
 
-    def record(self, hit: bool) -> None:
-        """Count a hit or a miss in the layers that keep counts."""
-        for layer in self.layers:
-            rec = getattr(layer, "record", None)
-            if rec is not None:
-                rec(hit)
+def open_store(url: str | os.PathLike, **options: object) -> Store:
+    """The store ``url`` names (parse_url), built with ``options`` as keyword arguments:
+    ``max_bytes`` for a directory, ``max_entries`` for memory, ``ttl`` and ``timeout`` for
+    Redis, anything a user's class takes."""
+    target, args = parse_url(url)
+    return store_class(target)(*args, **options)
 
-    def layer(self, name: str):
-        return next((layer for layer in self.layers if layer.name == name), None)
+
+def path_url(scheme: str, path: str | os.PathLike) -> str:
+    """A ``file:``/``bundle:`` URL that opens exactly ``path`` (no decoding of ``%``; a path
+    starting with ``//`` goes in the percent-encoded form)."""
+    text = os.fspath(path)
+    if not text.startswith("//"):
+        return f"{scheme}:{text}"
+    from urllib.parse import quote
+
+    return f"{scheme}://{quote(text)}"
 
 
 def make_store(
@@ -105,38 +123,34 @@ def make_store(
     redis_url: str | None = None,
     redis_ttl: int | None = None,
     redis_timeout: float | None = None,
-) -> Layered:
+) -> Levels:
     """The layered store; every argument left None comes from the environment (config.py)."""
     from .. import config
-    from .directory import DirectoryStore
-    from .memory import MemoryStore
 
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
-    layers: list = [
-        MemoryStore(
-            config.memory_cache_entries()
-            if memory_entries is None
-            else config.parse_memory_entries("memory_entries", memory_entries)
-        ),
-        DirectoryStore(cache_dir, max_bytes),
+    entries = (
+        config.memory_cache_entries()
+        if memory_entries is None
+        else config.parse_memory_entries("memory_entries", memory_entries)
+    )
+    levels = [
+        open_store("memory:", max_entries=entries),
+        open_store(path_url("file", cache_dir), max_bytes=max_bytes),
     ]
     for path in config.bundles() if bundles is None else bundles:
-        from .bundle import BundleStore
-
-        layers.append(BundleStore(path))
+        levels.append(open_store(path_url("bundle", path)))
     url = config.redis_url() if redis_url is None else redis_url
     if url:
-        from .redis import RedisStore
-
-        layers.append(
-            RedisStore(
+        redis = store_class(_BACKENDS["redis"])  # any text: one the client refuses warns once
+        levels.append(
+            redis(
                 url,
                 ttl=config.redis_ttl() if redis_ttl is None else redis_ttl,
                 timeout=config.redis_timeout() if redis_timeout is None else redis_timeout,
             )
         )
-    return Layered(layers)
+    return Levels(levels)
 
 
 @functools.lru_cache(maxsize=8)
@@ -146,7 +160,7 @@ def _store_for(
     bundles: tuple[str, ...],
     redis_url: str | None,
     memory_entries: int,
-) -> Layered:
+) -> Levels:
     return make_store(
         cache_dir,
         max_size=max_size,
@@ -156,17 +170,17 @@ def _store_for(
     )
 
 
-_override: Layered | None = None
+_override: Levels | None = None
 
 
-def set_store(store: Layered | None) -> None:
-    """Use ``store`` (see ``make_store``) for every compile of this process; None goes back to
-    the store the environment describes."""
+def set_store(store: Store | None) -> None:
+    """Use ``store`` (see ``make_store``; a single Store becomes ``Levels([store])``) for every
+    compile of this process; None goes back to the store the environment describes."""
     global _override
-    _override = store
+    _override = store if store is None or isinstance(store, Levels) else Levels([store])
 
 
-def default_store(cache_dir=None) -> Layered:
+def default_store(cache_dir=None) -> Levels:
     """The store for a compile: set_store's, else the one the environment describes (read at
     call time, one instance per distinct configuration)."""
     if _override is not None and cache_dir is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..fsutil import atomic_write
 from ..log import warn
+from .base import Store, refuse
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)
@@ -102,9 +103,11 @@ def truncation(index: Index) -> str | None:
     return f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
 
 
-class BundleStore:
+class BundleStore(Store):
     """A read-only store over one bundle file; the index is read on first use (or given: the
-    ``entries`` of an Index already read)."""
+    ``entries`` of an Index already read). Written only by ``write_bundle``."""
+
+    read_only = True
 
     def __init__(self, path: str | os.PathLike, entries: dict | None = None):
         self.path = os.fspath(path)
@@ -143,5 +146,26 @@ class BundleStore:
             return None
         return data if len(data) == span[1] else None
 
+    @property
+    def location(self) -> str:
+        return self.path
+
     def put(self, key: str, data: bytes) -> None:
-        """Bundles are read-only."""
+        """Refused: bundles are read-only."""
+        refuse(self)
+
+    def delete(self, key: str) -> None:
+        """Refused: bundles are read-only."""
+        refuse(self)
+
+    def clear(self) -> int:
+        """Refused: bundles are read-only; nothing is removed."""
+        refuse(self)
+        return 0
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def close(self) -> None:
+        """Forget the index: the next use reads the file again (it may have been rebuilt)."""
+        self._index = None

@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from .base import Store
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
@@ -36,7 +38,9 @@ class EntryInfo:
         return f"EntryInfo({self.key[:16]}..., {self.size} B, used {self.used:.0f})"
 
 
-class DirectoryStore:
+class DirectoryStore(Store):
+    """One file per entry under ``root``/entries (a plain path, or ``file:``)."""
+
     name = "disk"
 
     def __init__(self, root: Path, max_bytes: int | None = None):
@@ -47,6 +51,10 @@ class DirectoryStore:
         if max_bytes is not None:  # manifests, index and toolchain records count against it too
             config.set_cache_bound(self.root, max_bytes)
         self.max_bytes = config.cache_bound(self.root)
+
+    @property
+    def location(self) -> str:
+        return str(self.root)
 
     @property
     def entries_dir(self) -> Path:
@@ -105,6 +113,29 @@ class DirectoryStore:
                     self.root,
                     e.strerror or e,
                 )
+
+    def delete(self, key: str) -> None:
+        """Remove the entry once no reader holds it; the size ledger is settled at the next
+        recount (it only over-counts meanwhile)."""
+        from .layout import is_own, owned, real_dir
+        from .sizebound import CacheFile, remove
+
+        path = self.path(key)
+        if not (is_own("entries", key, key[:2]) and owned(self.root) and real_dir(path.parent)):
+            return
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        found = CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False)
+        remove(found, wait=True)
+
+    def __len__(self) -> int:
+        return len(self.entries())
+
+    def close(self) -> None:
+        """Write the hits counted and not written yet."""
+        self.flush_counts()
 
     # ------------------------------------------------------------ maintenance
 

@@ -5,14 +5,22 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from .base import Store
 
-class MemoryStore:
+
+class MemoryStore(Store):
+    """The ``max_entries`` most recently used entries of this process (``memory:``)."""
+
     name = "memory"
 
     def __init__(self, max_entries: int = 256):
         self.max_entries = max_entries
         self._data: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return "memory:"
 
     def get(self, key: str) -> bytes | None:
         with self._lock:
@@ -27,3 +35,16 @@ class MemoryStore:
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._data)
+            self._data.clear()
+            return n
+
+    def __len__(self) -> int:
+        return len(self._data)

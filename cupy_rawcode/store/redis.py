@@ -12,6 +12,7 @@ import threading
 import time
 
 from ..log import warn
+from .base import Store
 
 PREFIX = "cupy-rawcode:entry:"
 _warned = False
@@ -32,7 +33,18 @@ def _warn_once(url: str, error: BaseException) -> None:
     )
 
 
-class RedisStore:
+def redacted(url: str) -> str:
+    """``url`` without its password, to show: redis://user:***@host:6379/0."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in auth:
+        return url
+    return f"{scheme}://{auth.partition(':')[0]}:***@{host}"
+
+
+class RedisStore(Store):
+    """Entries under ``PREFIX`` on a Redis server (``redis://``, ``rediss://``, ``unix://``)."""
+
     name = "redis"
 
     def __init__(
@@ -56,22 +68,26 @@ class RedisStore:
             except ImportError:
                 self._down_until = float("inf")
                 _warn_once(
-                    url,
+                    redacted(url),
                     ImportError(
                         "the redis package is not installed: pip install 'cupy-rawcode[redis]'"
                     ),
                 )
             except Exception as e:
                 self._down_until = float("inf")
-                _warn_once(url, e)
+                _warn_once(redacted(url), e)
         self.client = client
+
+    @property
+    def location(self) -> str:
+        return redacted(self.url)
 
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
     def _failed(self, error: BaseException) -> None:
         self._down_until = time.monotonic() + self.backoff
-        _warn_once(self.url, error)
+        _warn_once(self.location, error)
 
     def get(self, key: str) -> bytes | None:
         if not self._available():
@@ -90,3 +106,42 @@ class RedisStore:
             self.client.set(PREFIX + key, data, ex=self.ttl)
         except Exception as e:
             self._failed(e)
+
+    def delete(self, key: str) -> None:
+        if not self._available():
+            return
+        try:
+            self.client.delete(PREFIX + key)
+        except Exception as e:
+            self._failed(e)
+
+    def _keys(self) -> list:
+        """Every entry's Redis key (SCAN, not KEYS: the server goes on serving meanwhile)."""
+        if not self._available():
+            return []
+        try:
+            return list(self.client.scan_iter(match=PREFIX + "*", count=1000))
+        except Exception as e:
+            self._failed(e)
+            return []
+
+    def clear(self) -> int:
+        """Remove every cupy-rawcode entry on the server (every user's: the store is shared)."""
+        keys, removed = self._keys(), 0
+        try:
+            for start in range(0, len(keys), 1000):
+                removed += int(self.client.delete(*keys[start : start + 1000]))
+        except Exception as e:
+            self._failed(e)
+        return removed
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def close(self) -> None:
+        """Close the connections; the next call opens new ones."""
+        try:
+            if self.client is not None:
+                self.client.close()
+        except Exception:
+            pass

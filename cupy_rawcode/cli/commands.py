@@ -1,0 +1,313 @@
+"""The subcommands of ``cupy-rawcode``: each runs what the package does and prints it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .. import maintenance
+from .codes import EXIT_COMPILE, EXIT_ERROR, EXIT_OK, InputError, UsageError
+
+
+def _read_source(path: str) -> str:
+    """The file's text, checked (inputs.read_source): a NUL, a lone surrogate or bytes that are
+    not UTF-8 raise BadInputError naming path:line:col (exit status 2); a file that cannot be
+    read, or is no regular file (a FIFO would block), is an InputError (4)."""
+    from ..inputs import read_source
+
+    try:
+        return read_source(path)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _request(args, options, *, arch=None, target: str = "cubin", name_expressions=()):
+    """The compile request of the subcommand's FILE, as compile makes it (make_request), for
+    ``arch`` (default: its --arch)."""
+    from ..key.request import make_request
+
+    return make_request(
+        _read_source(args.file),
+        arch=arch or args.arch,
+        options=options,
+        target=target,
+        name_expressions=name_expressions,
+        source_dir=os.path.dirname(os.path.abspath(args.file)),
+        source_name=os.path.basename(args.file),
+    )
+
+
+def _cmd_deps(args, options) -> int:
+    from ..key.request import request_closure
+
+    arch = args.arch
+    if arch is None:  # an -arch option, else sm_90
+        from ..headers.options import parse_options
+
+        arch = parse_options(options).arch or "sm_90"
+    # the request compile makes (its pre-include and CuPy's defaults): the same header count
+    closure = request_closure(_request(args, options, arch=arch, target="ptx"), exact=args.exact)
+    if not args.exact:
+        closure.raise_for_missing()
+    print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
+    for h in closure.headers:
+        rel = h.logical.split(":", 1)[1]
+        root = h.path[: -len(rel) - 1] if h.path.endswith(os.sep + rel) else os.path.dirname(h.path)
+        print(f"  {h.logical}  [{root}]")
+        if args.why:
+            print(f"      via {h.why()}")
+    return EXIT_OK
+
+
+def _cmd_key(args, options) -> int:
+    from ..key.request import compute_key
+
+    keyed = compute_key(_request(args, options, target=args.target))
+    print(keyed.key)
+    if args.verbose:
+        print(f"{args.file}: {keyed.count} headers")
+    return EXIT_OK
+
+
+def _cmd_env(args, options) -> int:
+    from ..headers.search import make_context
+
+    ctx = make_context(options)
+    tc = ctx.toolchain
+    print(f"cupy-rawcode {__import__('cupy_rawcode').__version__}")
+    print(f"NVRTC           {tc.nvrtc_version_str} ({tc.nvrtc_library or 'library path unknown'})")
+    print(f"CCCL            {tc.cccl_version or 'not found'}")
+    print(f"header sources  {','.join(tc.sources)}")
+    print("search order (after the including file's own directory for quoted includes):")
+    for i, d in enumerate(ctx.dirs):
+        print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
+    from .. import config
+    from ..toolkit import record as toolrecord
+
+    print(f"cache           {config.cache_dir()}")
+    print(
+        f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
+        f"{toolrecord.record_path(tc.sources)}"
+    )
+    return EXIT_OK
+
+
+def _cmd_compile(args, options) -> int:
+    from ..compiler.program import compile_request
+
+    req = _request(args, options, target=args.target, name_expressions=args.name_expression or ())
+    t0 = time.perf_counter()
+    result = compile_request(req)
+    total = time.perf_counter() - t0
+    code = result.code
+    print(f"{args.file}: {'hit' if result.hit else 'miss'} ({result.hit_layer or 'compiled'})")
+    print(f"  key       {result.key}")
+    print(f"  headers   {result.header_count}")
+    print(f"  target    {req.target} for {req.arch}, {len(code)} bytes")
+    if "stripped" in result.made:
+        by = f", cubin by {result.made['assembler']}" if "assembler" in result.made else ""
+        print(f"  stripped  {result.made['stripped']} unreferenced library globals{by}")
+    print(
+        f"  times     key {result.key_seconds * 1e3:.1f} ms, compile "
+        f"{result.compile_seconds * 1e3:.1f} ms, total {total * 1e3:.1f} ms"
+    )
+    if args.output:
+        with open(args.output, "wb") as f:
+            f.write(code)
+        print(f"  wrote     {args.output}")
+    return EXIT_OK
+
+
+def _human(n: float) -> str:
+    """Bytes as B, KiB, MiB or GiB."""
+    unit = "B"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            break
+        n /= 1024
+    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+
+
+_KIND_NAMES = {
+    "entries": "entries",
+    "manifests": "manifests",
+    "index": "index entries",
+    "toolchain": "toolchain records",
+}
+
+
+def _cache_disk():
+    """The cache directory for a command that reads or removes its files; a directory that is
+    not a cupy-rawcode cache (store/layout.py: CUPY_RAWCODE_CACHE_DIR=/, say) is a usage error,
+    refused before anything there is walked."""
+    from ..store.layout import refusal
+
+    disk = maintenance.disk()
+    why = refusal(disk.root)
+    if why is not None:
+        raise UsageError(why)
+    return disk
+
+
+def _cmd_cache(args, options) -> int:
+    if args.zero and args.action != "stats":
+        raise UsageError(f"--zero goes with 'cache stats', not 'cache {args.action}'")
+    disk = _cache_disk()
+    if args.action == "stats":
+        from ..store.sizebound import scan
+
+        usage = scan(disk.root)
+        counts = disk.counts()
+        print(f"location  {disk.root}")
+        for kind, (n, size) in usage.by_kind().items():
+            print(f"{kind:<9s} {n} ({_human(size)})")
+        limit = f"bound {_human(disk.max_bytes)}" if disk.max_bytes else "no bound"
+        print(f"size      {_human(usage.total)} in all ({limit})")
+        if counts is None:
+            print("hits      not recorded")
+        else:
+            total = counts[0] + counts[1]
+            rate = f" ({100 * counts[0] / total:.0f}% hits)" if total else ""
+            print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
+        if usage.errors:
+            from ..store.sizebound import failure
+
+            raise failure("read", disk.root, usage.errors)
+        if args.zero:
+            disk.zero_counts()
+            print("hits and misses zeroed")
+    elif args.action == "list":
+        from ..store.entry import EntryError, decode
+
+        for e in disk.entries()[::-1]:
+            line = (
+                f"{e.key}  {e.size:>9}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(e.used))}"
+            )
+            if args.long:
+                data = disk.get(e.key)
+                try:
+                    _code, meta = decode(e.key, data or b"")
+                    line += (
+                        f"  {meta.get('arch', '?')} {meta.get('target', '?')} "
+                        f"nvrtc {meta.get('nvrtc', '?')} "
+                        f"{meta.get('headers', len(meta.get('closure', [])))} headers"
+                    )
+                except EntryError as err:
+                    line += f"  BROKEN ({err})"
+            print(line)
+    elif args.action == "clear":
+        print(f"removed {disk.clear()} entries from {disk.root}")
+    elif args.action == "prune":
+        bound = maintenance.prune_bound(disk, args.max_size)
+        if bound is None and args.max_size is not None:
+            print(
+                f"--max-size {args.max_size} means no bound (as CUPY_RAWCODE_CACHE_MAX_SIZE=0): "
+                "nothing to prune"
+            )
+            return EXIT_OK
+        if not bound:
+            print(f"no bound is configured for {disk.root}: nothing to prune (use --max-size)")
+            return EXIT_OK
+        done = disk.prune(bound)
+        kinds = ", ".join(
+            f"{done.removed[kind]} {_KIND_NAMES[kind]}"
+            for kind in _KIND_NAMES
+            if kind in done.removed
+        )
+        print(
+            f"removed {done.files} files ({kinds + '; ' if kinds else ''}{_human(done.freed)}); "
+            f"{_human(done.total)} left, bound {_human(bound)}"
+        )
+        if done.errors:
+            from ..store.sizebound import failure
+
+            raise failure("prune", disk.root, done.errors)
+    return EXIT_OK
+
+
+def _cmd_prebuild(args, options) -> int:
+    from ..parallel import prebuild as prebuilding
+
+    archs = prebuilding.archs_of(args.arch)
+    if args.jobs is not None:
+        from ..config import check_workers
+
+        check_workers("-j", args.jobs)
+    jobs = prebuilding.plan_jobs(args.paths, archs, tuple(options), args.manifest, args.root)
+    outcomes = prebuilding.prebuild(jobs, workers=args.jobs)
+    failed = prebuilding.failed(outcomes)
+    for o in failed:
+        print(
+            f"cupy-rawcode: {o.job.label} ({o.job.arch}) failed:\n  "
+            + str(o.error).replace("\n", "\n  "),
+            file=sys.stderr,
+        )
+    lost = prebuilding.lost(outcomes)
+    for o in lost:
+        print(
+            f"cupy-rawcode: {o.job.label} ({o.job.arch}) compiled, but not stored in "
+            f"{maintenance.disk().root} (full or read-only?)",
+            file=sys.stderr,
+        )
+    keys = prebuilding.stored_keys(outcomes)
+    problem = maintenance.record_prebuilt(keys) if keys else None
+    if problem:
+        _report(f"cupy-rawcode: {problem}")
+    print(_prebuild_summary(len(outcomes), len(failed), len(lost), sum(o.hit for o in outcomes)))
+    return EXIT_COMPILE if failed or lost else EXIT_OK
+
+
+def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
+    """prebuild's last line: a kernel compiled but not stored did not succeed, and says so."""
+    ok = total - failed - lost
+    line = (
+        f"prebuild: {ok} of {total} succeeded ({ok - hits} compiled, {hits} already cached), "
+        f"{failed} failed"
+    )
+    return line + (f" ({lost} compiled, but not stored)" if lost else "")
+
+
+def _cmd_bundle(args, options) -> int:
+    from ..store.bundle import BundleError, read_index, write_bundle
+    from ..store.entry import EntryError, decode
+
+    if args.action == "export":
+        disk = _cache_disk()
+        if args.prebuilt:
+            keys = maintenance.prebuilt_keys(disk.root)
+        else:
+            keys = [e.key for e in disk.entries()]
+        entries, skipped = maintenance.exportable(disk, keys)
+        n = write_bundle(args.out, entries)
+        print(
+            f"wrote {n} entries to {args.out}"
+            + (f" ({skipped} missing or broken skipped)" if skipped else "")
+        )
+        return EXIT_OK
+    try:
+        found = read_index(args.out)
+    except BundleError as e:
+        raise InputError(f"{args.out}: {e}") from None
+    from ..store.bundle import BundleStore, truncation
+
+    store, broken = BundleStore(args.out, found.entries), len(found.cut)
+    for key in sorted(found.entries):
+        try:
+            _code, meta = decode(key, store.get(key) or b"")
+            print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
+        except EntryError as e:
+            broken += 1
+            print(f"{key}  BROKEN ({e})")
+    for key in found.cut:
+        print(f"{key}  BROKEN (beyond the end of the file)")
+    total = len(found.entries) + len(found.cut)
+    print(f"{total} entries, {_human(found.size)}, {broken} broken")
+    cut = truncation(found)
+    if cut:
+        _report(f"cupy-rawcode: error: {args.out}: {cut}")
+    return EXIT_ERROR if broken else EXIT_OK
+
+
+def _report(message: str) -> None:
+    print(message, file=sys.stderr)

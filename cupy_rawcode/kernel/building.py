@@ -1,0 +1,296 @@
+"""Building a drop-in's module for a device: the warm index, else key, store and compile
+(waiting for a background warmup's compile of the same inputs), reported and recorded."""
+
+from __future__ import annotations  # unevaluated: less work on a warm hit
+
+import os
+import threading
+import time
+
+from .checks import parse_options
+
+_RECORDING = __name__.rsplit(".", 2)[0] + ".recording"  # cupy_rawcode.recording
+
+
+class Code:
+    """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
+    expressions to mangled names (a plain slotted class, as on every module of the warm-hit
+    path)."""
+
+    __slots__ = ("data", "kind", "symbols")
+
+    def __init__(self, kind: str, data: bytes, symbols: dict):
+        self.kind, self.data, self.symbols = kind, data, symbols
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Code) and (self.kind, self.data, self.symbols) == (
+            other.kind,
+            other.data,
+            other.symbols,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # symbols is a dict
+
+    def __repr__(self) -> str:
+        return f"Code({self.kind!r}, {len(self.data)} bytes, {len(self.symbols)} symbols)"
+
+
+def _compute_capability() -> int:
+    """The current device's compute capability (e.g. 90)."""
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability)
+
+
+def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, str]:
+    """(arch, target) for a device of compute capability ``cc`` (default: the current one); an
+    -arch in the options wins, as in NVRTC."""
+    if opts_arch is not None:
+        return _arch_target(opts_arch)
+    from ..toolkit.discovery import choose_arch
+    from ..toolkit.record import supported_archs
+
+    return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
+
+
+def _arch_target(arch: str) -> tuple[str, str]:
+    """(arch, target) for an explicit arch: 'cubin' for sm_XX, 'ptx' for compute_XX."""
+    from ..headers.options import Options, normalize_arch
+
+    a = normalize_arch(arch, Options())
+    return a, ("ptx" if a.startswith("compute_") else "cubin")
+
+
+def report(what: str, arch: str, target: str, key: str, detail: str) -> None:
+    """cupy-rawcode's one line on what a compile did, on the 'cupy_rawcode' logger at INFO
+    (only when the program uses logging at all: importing it is not on a hit's path)."""
+    import sys
+
+    if "logging" in sys.modules:
+        import logging
+
+        logging.getLogger("cupy_rawcode").info(
+            "cupy-rawcode: %s %s %s key %s (%s)", what, arch, target, key, detail
+        )
+
+
+def replay(log_stream, log: str | None) -> None:
+    """NVRTC's log to CuPy's ``log_stream``, on a compile and on every cache hit alike."""
+    if log_stream is not None and log:
+        log_stream.write(log)
+
+
+def build(
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    target: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+    log_stream=None,
+    index_id: str | None = None,
+    source_name: str | None = None,
+    jitify: bool = False,
+) -> Code:
+    """Compile through the cache into loadable bytes (compile_for; with ``jitify``, as Jitify
+    did: jitify_compat.compile_as_jitify), replaying NVRTC's log to ``log_stream`` and
+    reporting what it did."""
+    if jitify:
+        from ..jitify_compat import compile_as_jitify as compile_with
+    else:
+        from ..compiler.program import compile_parsed as compile_with
+    req, result = compile_with(
+        source, options, arch, target, name_expressions, source_dir, index_id, source_name
+    )
+    replay(log_stream, result.log)
+    report(
+        "hit" if result.hit else "compiled",
+        req.arch,
+        req.target,
+        result.key,
+        f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
+        f"{result.compile_seconds:.2f} s compile",
+    )
+    return Code(target, result.code, dict(result.symbols))
+
+
+# Compiles a background warmup() is running in its worker processes: plan id (index.index_id of
+# the inputs, with 'ccNN' or the explicit arch) -> an Event set when that compile has ended.
+# A first launch of one of them waits for it instead of compiling a second time. Empty unless
+# a background warmup is running: a launch then pays one truth test.
+pending: dict = {}
+
+
+def _await_warmup(plan_id: str) -> None:
+    """Wait for a background warmup() compiling these inputs; a failed one leaves nothing in
+    the cache, so the caller then compiles and raises as it would have alone."""
+    event = pending.get(plan_id)
+    if event is not None:
+        event.wait()
+
+
+def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] | None:
+    """(arch, code) through the warm index: the key it recorded for these inputs, read from the
+    store; None when the index does not know them (or the store lost the entry). ``names``:
+    (source, source directory, file name), what NVRTC's replayed log calls the source."""
+    from ..key import index
+    from ..store import default_store
+
+    t0 = time.perf_counter()
+    found = index.lookup(iid)
+    if found is None:
+        return None
+    t1 = time.perf_counter()
+    got = default_store().fetch(found.key)
+    if got is None:
+        return None
+    code, meta, layer = got
+    if log_stream is not None and meta.get("log"):
+        from ..key import program_name
+        from ..store.entry import entry_log
+
+        replay(log_stream, entry_log(meta, program_name(*names) if names else None))
+    report(
+        "hit",
+        found.arch,
+        found.target,
+        found.key,
+        f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
+    )
+    return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
+
+
+def _note(build: _Build) -> None:
+    """Write a build to the record when one is being written (recording.py; started by record()
+    or CUPY_RAWCODE_RECORD, never imported here)."""
+    import sys
+
+    rec = sys.modules.get(_RECORDING)
+    if rec is not None and rec.recording():
+        rec.note_build(build)
+
+
+class _Build:
+    """One module's source (or file), its compiled code per arch and its loaded module per
+    device. Shared by a RawModule and every RawKernel it hands out."""
+
+    def __init__(
+        self,
+        code: str | None,
+        path: str | None,
+        options: tuple[str, ...],
+        translate: bool,
+        name_expressions: tuple[str, ...] | None,
+        compiled: dict[str, Code] | None = None,
+        jitify: bool = False,
+    ):
+        self.code, self.path, self.options, self.jitify = code, path, options, jitify
+        self.translate, self.name_expressions = translate, name_expressions
+        self.compiled: dict[str, Code] = dict(compiled or {})
+        self.device_arch: dict[int, str] = {}  # compute capability -> the arch compiled for it
+        self.modules: dict[int, object] = {}
+        self.lock = threading.RLock()
+
+    @property
+    def is_file(self) -> bool:
+        """A cubin/ptx/fatbin path, loaded as it is (a .cu path is compiled)."""
+        return self.path is not None and not self.path.endswith(".cu")
+
+    def source(self) -> tuple[str, str | None]:
+        if self.code is not None:
+            src, where = self.code, None
+        else:
+            assert self.path is not None  # a _Build holds code or a path
+            from ..inputs import read_source
+
+            src = read_source(self.path)  # checked before translate_cucomplex shifts its lines
+            where = os.path.dirname(os.path.abspath(self.path))
+        if self.translate:
+            from .cucomplex import translate_cucomplex  # off the hit path unless asked for
+
+            src = translate_cucomplex(src)
+        return src, where
+
+    @property
+    def source_name(self) -> str | None:
+        """The .cu file's name (what diagnostics call it), or None for a source string."""
+        return os.path.basename(self.path) if self.path is not None else None
+
+    @property
+    def compile_options(self) -> tuple[str, ...]:
+        """The options compiled: as given, plus CuPy's -DCUPY_USE_JITIFY for jitify=True (it
+        keys those compiles apart, in the warm index too)."""
+        if not self.jitify:
+            return self.options
+        from ..jitify_compat import jitify_options
+
+        return jitify_options(self.options)
+
+    def arch_option(self) -> str | None:
+        return parse_options(self.options).arch
+
+    def code_for(
+        self,
+        arch: str,
+        target: str,
+        log_stream=None,
+        index_id: str | None = None,
+        source: tuple[str, str | None] | None = None,
+    ) -> Code:
+        """Compiled code for arch, compiling through the cache once per arch."""
+        with self.lock:
+            found = self.compiled.get(arch)
+            if found is not None:
+                return found
+            text, where = source or self.source()
+            if pending:
+                from ..key.index import index_id as plan_id
+
+                options = self.compile_options
+                _await_warmup(plan_id(text, options, arch, self.name_expressions or (), where))
+            code = build(
+                text,
+                self.compile_options,
+                arch,
+                target,
+                self.name_expressions or (),
+                where,
+                log_stream,
+                index_id,
+                self.source_name,
+                self.jitify,
+            )
+            self.compiled[arch] = code
+            _note(self)
+            return code
+
+    def device_code(self, cc: int, log_stream=None) -> Code:
+        """Compiled code for a device of compute capability ``cc``. A warm process finds it
+        through the index (index.py: no options, toolchain or key module imported); otherwise
+        the options or the toolchain choose the arch and code_for compiles through the cache."""
+        with self.lock:
+            arch = self.device_arch.get(cc)
+            if arch is not None:
+                return self.compiled[arch]
+            source, where = self.source()
+            from ..key.index import index_id
+
+            names = self.name_expressions or ()
+            iid = index_id(source, self.compile_options, f"cc{cc}", names, where)
+            if pending:
+                _await_warmup(iid)
+            hit = _indexed(iid, log_stream, (source, where, self.source_name))
+            if hit is not None:
+                arch, code = hit
+                code = self.compiled.setdefault(arch, code)
+            else:
+                arch, target = _device_target(self.arch_option(), cc)
+                code = self.code_for(arch, target, log_stream, iid, (source, where))
+            self.device_arch[cc] = arch
+            _note(self)
+            return code
+
+    def reset(self) -> None:
+        with self.lock:
+            self.modules.clear()
+            self.device_arch.clear()

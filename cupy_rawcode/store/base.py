@@ -1,0 +1,64 @@
+"""The one interface every store implements: bytes in, bytes out, keyed by a hex string.
+
+A backend subclasses ``Store`` and implements its abstract methods; ``open_store`` (store/
+__init__.py) opens one by URL. Read-only and layering are wrappers around any store
+(wrappers.py), not flags inside each backend. A store never raises on a broken or missing
+entry: ``get`` gives None or the bytes it holds, and the layer above validates them (entry.py).
+
+There is no ``__contains__``: on a shared or remote store, "is it there?" answered apart from
+``get`` costs a second round trip and can be stale before the value is read, so callers ``get``
+and test for None (as cuda-python's program cache explains).
+"""
+
+from __future__ import annotations
+
+import abc
+
+
+class Store(abc.ABC):
+    """Entries by key: ``get``, ``put``, ``delete``, ``clear``, ``len``, ``location``, ``close``."""
+
+    name: str = "store"  # shown as the layer a hit came from ("memory", "disk", "redis", ...)
+    read_only: bool = False  # True: put, delete and clear are refused (and counted in refused)
+    refused: int = 0  # writes a read-only store refused
+
+    @abc.abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, or None when there are none (or they are unreadable)."""
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, replacing what was there; best effort, never raises."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the entry for ``key``, if any."""
+
+    @abc.abstractmethod
+    def clear(self) -> int:
+        """Remove every entry; returns how many were removed."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """How many entries the store holds."""
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the entries live, as shown to the user (a path, a URL without its password)."""
+
+    def close(self) -> None:
+        """Release what the store holds open (a connection, a read index); it may be used again."""
+        return None
+
+    def __bool__(self) -> bool:
+        """Always true: an empty store is still a store (``store or default`` must keep it)."""
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+
+def refuse(store: Store) -> None:
+    """Count one write refused by a read-only store (a compile never fails on a store write)."""
+    store.refused += 1

@@ -1,0 +1,197 @@
+"""Stores made of stores: ``ReadOnly(store)`` and ``Levels([store, ...])``.
+
+``Levels`` is the store a compile uses (make_store): look-up in order, a valid hit in a lower
+level copied into the writable levels above it, a put to every writable level, and per-level
+counts of hits, misses, errors (broken entries) and writes. ``ReadOnly`` refuses every write to
+the store it wraps, and a level that is read-only is never written by ``Levels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .base import Store, refuse
+from .entry import EntryError, decode
+
+
+class ReadOnly(Store):
+    """``inner`` with put, delete and clear refused (counted in ``refused``), never raising:
+    a compile goes on without storing, as it does on a read-only disk."""
+
+    read_only = True
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+        self.name = f"{inner.name} (read-only)"
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    def get(self, key: str) -> bytes | None:
+        return self.inner.get(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        refuse(self)
+
+    def delete(self, key: str) -> None:
+        refuse(self)
+
+    def clear(self) -> int:
+        refuse(self)
+        return 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Counts:
+    """One level's counts in a Levels: hits, misses, errors (broken entries) and writes."""
+
+    __slots__ = ("errors", "hits", "misses", "writes")
+
+    def __init__(self) -> None:
+        self.hits = self.misses = self.errors = self.writes = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Counts(hits={self.hits}, misses={self.misses}, errors={self.errors}, "
+            f"writes={self.writes})"
+        )
+
+
+def _check_entry(key: str, data: bytes) -> Any:
+    """The default check of a Levels: the bytes decode as the entry of ``key`` (entry.py)."""
+    return decode(key, data)
+
+
+class Levels(Store):
+    """Stores looked up in order; ``counts[i]`` are the counts of ``levels[i]``. ``check(key,
+    data)`` raises ValueError for bytes that are no valid entry of ``key`` (a broken entry is a
+    miss, with one warning per entry)."""
+
+    name = "levels"
+
+    def __init__(self, levels: Iterable[Store], check: Callable[[str, bytes], Any] = _check_entry):
+        self.levels = list(levels)
+        for level in self.levels:
+            if not isinstance(level, Store):
+                raise TypeError(f"a level of Levels must be a Store, not {type(level).__name__}")
+        self.counts = [Counts() for _ in self.levels]
+        self.check = check
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        """Whether no level can be written."""
+        return all(level.read_only for level in self.levels)
+
+    @property
+    def location(self) -> str:
+        return ", ".join(level.location for level in self.levels)
+
+    def find(self, key: str, validate: Callable[[bytes], Any]) -> tuple[Any, str] | None:
+        """(``validate(data)``, level name) from the first level holding bytes ``validate``
+        accepts (it raises ValueError for a broken entry); written back to the writable levels
+        above it."""
+        for i, level in enumerate(self.levels):
+            data = level.get(key)
+            if data is None:
+                self.counts[i].misses += 1
+                continue
+            try:
+                value = validate(data)
+            except ValueError as e:
+                self.counts[i].errors += 1
+                _warn_broken(key, level.name, e)
+                continue
+            self.counts[i].hits += 1
+            self._put(key, data, self.levels[:i])
+            return value, level.name
+        return None
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes of the first valid entry for ``key`` (``check``), or None."""
+
+        def checked(data: bytes) -> bytes:
+            self.check(key, data)  # raises ValueError: a broken entry
+            return data
+
+        found = self.find(key, checked)
+        return None if found is None else found[0]
+
+    def fetch(self, key: str) -> tuple[bytes, dict, str] | None:
+        """(code, metadata, level name) of the first valid entry for ``key``, counted as a hit;
+        None when no level holds one."""
+        found = self.find(key, lambda data: decode(key, data))
+        if found is None:
+            return None
+        self.record(True)
+        (code, meta), name = found
+        return code, meta, name
+
+    def _put(self, key: str, data: bytes, levels: list[Store]) -> None:
+        """Write ``data`` to each writable level of ``levels``."""
+        for i, level in enumerate(levels):
+            if not level.read_only:
+                level.put(key, data)
+                self.counts[i].writes += 1
+
+    def put(self, key: str, data: bytes) -> None:
+        self._put(key, data, self.levels)
+
+    def delete(self, key: str) -> None:
+        for level in self.levels:
+            if not level.read_only:
+                level.delete(key)
+
+    def clear(self) -> int:
+        """Clear every writable level; returns the most entries one of them held."""
+        return max((lv.clear() for lv in self.levels if not lv.read_only), default=0)
+
+    def __len__(self) -> int:
+        """The most entries one level holds (a hit is copied upward, so levels overlap)."""
+        return max((len(level) for level in self.levels), default=0)
+
+    def close(self) -> None:
+        for level in self.levels:
+            level.close()
+
+    def kept(self, key: str) -> bool:
+        """Whether a level that outlives the process (any but memory) holds a valid entry for
+        ``key``: a put on a full or read-only disk only warns, so prebuild checks here. True
+        when no such level exists (nothing could keep it)."""
+        lasting = [level for level in self.levels if level.name != "memory"]
+        for level in lasting:
+            try:
+                decode(key, level.get(key) or b"")
+                return True
+            except EntryError:
+                continue
+        return not lasting
+
+    def record(self, hit: bool) -> None:
+        """Count a hit or a miss in the levels that keep counts of their own (the directory)."""
+        for level in self.levels:
+            rec = getattr(level, "record", None)
+            if rec is not None:
+                rec(hit)
+
+    def level(self, name: str) -> Any:
+        """The first level called ``name`` ("memory", "disk", "redis"), or None."""
+        return next((level for level in self.levels if level.name == name), None)
+
+
+def _warn_broken(key: str, where: str, error: ValueError) -> None:
+    """One warning for a broken entry: it is ignored and compiled again."""
+    from ..log import warn
+
+    warn(
+        "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
+        key[:16],
+        where,
+        error,
+    )

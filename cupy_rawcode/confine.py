@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from .errors import RawcodeError
+
 PLACE = "{record}"
 # options whose value is a path: spelling -> whether the value may be a header name
 PATH_OPTIONS: dict[str, bool] = {
@@ -33,7 +35,7 @@ PATH_OPTIONS: dict[str, bool] = {
 _JOINED = ("-isystem", "-I")  # may be glued to their value: -Idir (longest first)
 
 
-class EscapeError(ValueError):
+class EscapeError(RawcodeError, ValueError):
     """A path in a record or manifest that leads outside the directories it may name."""
 
 

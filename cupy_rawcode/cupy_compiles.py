@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any, NamedTuple
 
+from .errors import RawcodeRuntimeError
+
 KEY_KIND = "cupy-compile-1"  # change when the fields below change
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
@@ -421,6 +423,6 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
             },
         )
     if payload is None:
-        raise RuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
+        raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
     save(key, call, payload)
     return key, False

@@ -1,15 +1,24 @@
-"""The exceptions a failing compile raises: CuPy's own classes, so that code written against
-``cupy.RawKernel`` catches them unchanged.
+"""The package's exceptions and warnings: one root for each, and the classes a failing compile
+raises, CuPy's own, so that code written against ``cupy.RawKernel`` catches them unchanged.
+
+- ``RawcodeError``: the root of every exception cupy_rawcode raises. Each class also keeps the
+  built-in or CuPy base it had (``ValueError``, ``OSError``, ``CompileException``, ...), so an
+  ``except`` written for that base still catches it. ``RawcodeWarning`` is the warnings' root.
+- ``ConfigError`` (a ``ValueError``): a bad ``CUPY_RAWCODE_*`` value or configuration argument;
+  ``RawcodeValueError``, ``RawcodeTypeError``, ``RawcodeRuntimeError``, ``RawcodeOverflowError``,
+  ``RawcodeTimeoutError``: what the package raised as the bare built-in before.
 
 - ``CompileError``: NVRTC rejected the source. A subclass of
   ``cupy.cuda.compiler.CompileException`` (message: NVRTC's log, then the failing source lines;
   ``.dump(f)`` as CuPy's) and of ``RuntimeError`` (what cupy_rawcode raised before).
 - ``MissingHeaderCompileError``: an include matched no file. Also a
-  ``closure.MissingHeaderError``; says NVRTC's words ``cannot open source file "x.h"``.
+  ``MissingHeaderError``; says NVRTC's words ``cannot open source file "x.h"``.
 - ``JitifyCompileError``, ``JitifyMissingHeaderError``: the same for a ``jitify=True`` compile
   routed by ``install()``; also a ``cupy.cuda.compiler.JitifyException``.
-- ``BadInputError`` (a ``ValueError``, from inputs.py): an input NVRTC would misread, such as a
-  NUL byte in a source, option or name, refused before NVRTC runs.
+- ``ResolveError`` (a ``ValueError``), ``MissingHeaderError``, ``UnreadableHeaderError``: a
+  source or header the resolver (headers/) cannot resolve; re-exported by headers.closure.
+- ``BadInputError`` (a ``ValueError``, raised by inputs.py): an input NVRTC would misread, such
+  as a NUL byte in a source, option or name, refused before NVRTC runs.
 
 Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. The
 classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
@@ -20,10 +29,44 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import Any
 
-from .inputs import BadInputError as BadInputError  # re-exported: errors.BadInputError
+
+class RawcodeError(Exception):
+    """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches them all."""
+
+
+class RawcodeWarning(Warning):
+    """Root of every warning cupy_rawcode emits: one filter silences or raises them all."""
+
+
+class RawcodeValueError(RawcodeError, ValueError):
+    """A bad value passed to cupy_rawcode (a ValueError, as it was before the root)."""
+
+
+class RawcodeTypeError(RawcodeError, TypeError):
+    """An argument of the wrong type (a TypeError, as it was before the root)."""
+
+
+class RawcodeRuntimeError(RawcodeError, RuntimeError):
+    """A failure of NVRTC, CuPy or a run (a RuntimeError, as it was before the root)."""
+
+
+class RawcodeOverflowError(RawcodeError, OverflowError):
+    """A kernel argument out of its C++ type's range (an OverflowError, as before the root)."""
+
+
+class RawcodeTimeoutError(RawcodeError, TimeoutError):
+    """A wait that ran past its timeout (a TimeoutError, as it was before the root)."""
+
+
+class ConfigError(RawcodeValueError):
+    """A bad CUPY_RAWCODE_* value or configuration argument: the message names it."""
+
+
+class BadInputError(RawcodeValueError):
+    """An input NVRTC would misread (a NUL byte, a lone surrogate, ...): the message names the
+    input and where in it."""
 
 
 def cupy_dump(exc, f) -> None:
@@ -52,7 +95,24 @@ def _cupy_classes() -> tuple[type, type]:
     return _StandInCompileException, _StandInJitifyException
 
 
-class _StandInCompileException(Exception):
+class ResolveError(RawcodeError, ValueError):
+    """A source or header that cannot be resolved (reported before any compile starts)."""
+
+
+class UnreadableHeaderError(ResolveError):
+    """A header that was found but cannot be read: no permission, or not a regular file (a
+    FIFO, a device: regular.py). The message names its path and include chain."""
+
+
+class MissingHeaderError(ResolveError):
+    """An include that matches no file; ``missing`` holds each one (headers.closure.Missing)."""
+
+    def __init__(self, message: str = "", missing: tuple = ()):
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+
+class _StandInCompileException(RawcodeError):
     """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
 
     def __init__(self, msg, source, name, options, backend="nvrtc"):
@@ -74,7 +134,7 @@ class _StandInCompileException(Exception):
     dump = cupy_dump
 
 
-class _StandInJitifyException(Exception):
+class _StandInJitifyException(RawcodeError):
     """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
 
 
@@ -88,11 +148,11 @@ for _cls, _name in (
 
 def source_context(log: str, program_name: str, source: str) -> str:
     """The source lines around each error NVRTC reports in the main source (two either side)."""
+    from .nvrtclog import error_lines  # its regular expressions: only when a compile failed
+
     lines = source.splitlines()
     out: list[str] = []
-    pattern = re.escape(program_name) + r"\((\d+)\): (?:error|catastrophic error)"
-    for m in re.finditer(pattern, log):
-        n = int(m.group(1))
+    for n in error_lines(log, program_name):
         for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
             out.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
         out.append("")
@@ -107,8 +167,10 @@ def compile_message(
     *,
     dump_path: str | None = None,
     note: str | None = None,
+    hints: str = "",
 ) -> str:
-    """NVRTC's log first (as CuPy's message), then the failing lines, the options and notes."""
+    """NVRTC's log first (as CuPy's message), then the failing lines, the options, notes and
+    ``hints`` (compiler/hints.py: what the errors point at, one per line)."""
     msg = log.strip()
     context = source_context(log, program_name, source)
     if context:
@@ -118,22 +180,15 @@ def compile_message(
         msg += f"\nfull source and options written to {dump_path}"
     if note:
         msg += f"\n({note})"
-    from .compiler.hints import (
-        compile_hints,  # e.g. a declaration stub's name used: what to use instead
-    )
-
-    hints = compile_hints(log, source)
     return msg + "\n" + hints if hints else msg
 
 
 @functools.cache
 def _classes() -> dict[str, Any]:
-    from .headers.closure import MissingHeaderError
-
     bases: tuple[Any, Any] = _cupy_classes()  # CuPy's classes are untyped
     CompileException, JitifyException = bases
 
-    class CompileError(CompileException, RuntimeError):  # type: ignore[misc,valid-type]
+    class CompileError(CompileException, RawcodeError, RuntimeError):  # type: ignore[misc,valid-type]
         """NVRTC rejected the source: ``str(e)`` is NVRTC's log followed by the failing source
         lines and the options; ``log`` is NVRTC's log alone; ``dump(f)`` as CuPy's."""
 
@@ -196,10 +251,22 @@ def _classes() -> dict[str, Any]:
     }
 
 
+# the names __getattr__ builds: any other (``__path__``, which every ``from .errors import X``
+# asks for) is answered without importing CuPy or the headers stage
+_LAZY = (
+    "CompileError",
+    "MissingHeaderCompileError",
+    "JitifyCompileError",
+    "JitifyMissingHeaderError",
+    "CompileException",
+    "JitifyException",
+)
+
+
 def __getattr__(name: str):
-    classes = _classes()
-    if name in classes:
-        return classes[name]
+    """CuPy's classes and the compile errors built on them, on first use (importing CuPy)."""
+    if name in _LAZY:
+        return _classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -17,6 +17,8 @@ import functools
 import inspect
 import threading
 
+from .errors import RawcodeRuntimeError, RawcodeValueError
+
 SCOPES = ("jitify", "all")
 _lock = threading.Lock()
 _MARK = "_cupy_rawcode_original"
@@ -43,7 +45,7 @@ def _hook_point(compiler):
     if not callable(original) or not all(p in params for p in _NEEDED):
         import cupy
 
-        raise RuntimeError(
+        raise RawcodeRuntimeError(
             f"cupy_rawcode.install(): CuPy {cupy.__version__} has no "
             f"cupy.cuda.compiler._compile_module_with_cache({', '.join(_NEEDED)}, ...) to route "
             "compiles through (supported: CuPy 13 and 14); use cupy_rawcode.RawKernel / "
@@ -115,7 +117,7 @@ def install(scope: str = "jitify") -> None:
     ``jitify=True`` compiles; ``"all"`` those and every other NVRTC compile CuPy makes, served
     by the store with CuPy's own options, headers and cubins. Idempotent."""
     if scope not in SCOPES:
-        raise ValueError(f"install(scope={scope!r}): expected one of {SCOPES}")
+        raise RawcodeValueError(f"install(scope={scope!r}): expected one of {SCOPES}")
     with _lock:
         compiler = _compiler()
         if scope == "all":
@@ -124,7 +126,7 @@ def install(scope: str = "jitify") -> None:
             if not cupy_compiles.supported(compiler):
                 import cupy
 
-                raise RuntimeError(
+                raise RawcodeRuntimeError(
                     f"cupy_rawcode.install(scope='all'): CuPy {cupy.__version__} has no kernel "
                     "cache backend to answer (CuPy >= 14.1 has); install() alone still routes "
                     "jitify=True compiles"

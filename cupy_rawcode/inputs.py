@@ -9,16 +9,14 @@ prebuild, ``RawModule(path=...)``), options in ``headers.options.parse_options``
 in the kernel classes, name expressions in ``name_expressions``. Headers are read by NVRTC
 itself from disk, whole: it reports a NUL outside a comment with the header's file and line.
 
-Nothing is imported here (but regular.py to read a file): the checks cost a ``"\\0" in s``
-and an ``isascii()`` each.
+Nothing is imported here (but errors.py for its error class and regular.py to read a file): the
+checks cost a ``"\\0" in s`` and an ``isascii()`` each.
 """
 
 from __future__ import annotations
 
-
-class BadInputError(ValueError):
-    """An input NVRTC would misread (a NUL byte, a lone surrogate, ...): the message names the
-    input and where in it."""
+from .errors import BadInputError as BadInputError  # defined with the package's root error
+from .errors import RawcodeTypeError, RawcodeValueError
 
 
 def line_col(text: str, index: int) -> tuple[int, int]:
@@ -103,14 +101,14 @@ def name_expressions(value) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, bytes)):
-        raise TypeError(
+        raise RawcodeTypeError(
             f"name_expressions must be a sequence of str, not a {type(value).__name__} "
             f"({value!r}: it would be split into characters); write ({value!r},)"
         )
     names = tuple(value)
     for i, n in enumerate(names):
         if not isinstance(n, str) or not n:
-            raise ValueError(f"name expression {n!r} is not a non-empty string")
+            raise RawcodeValueError(f"name expression {n!r} is not a non-empty string")
         check_name(n, f"name_expressions[{i}]")
     return names
 
@@ -120,19 +118,17 @@ def read_source(path: str) -> str:
     BadInputError naming ``path:line:col`` for bytes that are not UTF-8, a NUL or a lone
     surrogate. OSError propagates: NotRegularFileError for a FIFO, a device or a directory,
     which are never read (regular.py: a FIFO would block)."""
-    from .regular import read_bytes
+    from .regular import read_text
 
-    data = read_bytes(path)
     try:
-        text = data.decode("utf-8")
+        text = read_text(path)
     except UnicodeDecodeError as e:
+        data = e.object
         line = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise BadInputError(
             f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the "
             "file as UTF-8"
         ) from None
-    if "\r" in text:  # universal newlines
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
     check_source(text, path)
     return text

@@ -7,8 +7,10 @@ dropped with one warning (Jitify commented it out and compiled on), and errors a
 
 from __future__ import annotations
 
+from .errors import RawcodeWarning
 
-class DroppedIncludeWarning(UserWarning):
+
+class DroppedIncludeWarning(RawcodeWarning, UserWarning):
     """A ``jitify=True`` compile dropped an include that matched no file, as Jitify did."""
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from .errors import RawcodeValueError
+
 
 def disk():
     """The configured cache directory's store."""
@@ -52,7 +54,7 @@ def prebuilt_keys(root) -> list[str]:
     except UnicodeDecodeError:
         raw = None
     if raw is None:
-        raise ValueError(
+        raise RawcodeValueError(
             f"no prebuild recorded in {root}; run cupy-rawcode prebuild first, or export everything"
         ) from None
     return list(dict.fromkeys(wanted))

@@ -21,11 +21,15 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import threading
 from collections.abc import Sequence
 from typing import Any
+
+from .errors import RawcodeTypeError, RawcodeWarning
+from .log import first_time
 
 SCHEMA = 1
 _PLACE = "{record}"
@@ -33,8 +37,11 @@ _PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-includ
 _HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's name
 
 
-class RecordWarning(RuntimeWarning):
+class RecordWarning(RawcodeWarning, RuntimeWarning):
     """The record could not be written: compiles go on, unrecorded."""
+
+
+_recorders = itertools.count()
 
 
 class Recorder:
@@ -48,7 +55,7 @@ class Recorder:
         self.seen: set[str] = set()
         self.offset = 0
         self.lock = threading.Lock()
-        self.warned = False
+        self.ident = next(_recorders)  # its warn-once key (log.py): one warning per recorder
 
     def note(self, make_entry) -> None:
         """Add the entry ``make_entry(self.base)`` builds; any failure warns once (warn_once),
@@ -60,10 +67,8 @@ class Recorder:
 
     def warn_once(self, error: BaseException) -> None:
         """One RecordWarning per recorder, naming the record's origin, its path and why."""
-        with self.lock:
-            if self.warned:
-                return
-            self.warned = True
+        if not first_time(("record", self.ident)):
+            return
         import warnings
 
         warnings.warn(record_failure(self.origin, self.path, error), RecordWarning, stacklevel=2)
@@ -296,7 +301,9 @@ def compile_entry(
     names = name_expressions or ()
     names = (names,) if isinstance(names, str) else tuple(names)
     if not all(isinstance(o, str) for o in options + names):
-        raise TypeError("options and name expressions that are not strings cannot be recorded")
+        raise RawcodeTypeError(
+            "options and name expressions that are not strings cannot be recorded"
+        )
     entry: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "raw",
@@ -327,23 +334,21 @@ def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> li
     inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
     for a line that is not an entry or names a path outside."""
     from .confine import confine, confine_options
+    from .regular import read_lines
     from .schema import loads, record_entry
 
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     allowed = [os.path.abspath(os.fspath(r)) for r in roots]
     out = []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{number}"
-            entry = record_entry(loads(_text(raw, where), where), where)
-            own = _cupy_roots() if entry["kind"] == "cupy" else []
-            options = confine_options(entry["options"], base, allowed + own, where)
-            entry["options"] = local_options(list(options), base)
-            if entry.get("source_dir"):
-                entry["source_dir"] = confine(
-                    entry["source_dir"], base, allowed, "source_dir", where
-                )
-            out.append(entry)
+    for number, raw in enumerate(read_lines(os.fspath(path)), 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        entry = record_entry(loads(_text(raw, where), where), where)
+        own = _cupy_roots() if entry["kind"] == "cupy" else []
+        options = confine_options(entry["options"], base, allowed + own, where)
+        entry["options"] = local_options(list(options), base)
+        if entry.get("source_dir"):
+            entry["source_dir"] = confine(entry["source_dir"], base, allowed, "source_dir", where)
+        out.append(entry)
     return out

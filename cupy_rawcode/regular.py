@@ -5,8 +5,12 @@ own files are also opened without following a symlink, and read up to a size lim
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
+import sys
+
+from .errors import RawcodeError
 
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
 # regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
@@ -21,7 +25,7 @@ _KINDS = (
 )
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(RawcodeError, OSError):
     """A path that names something other than a regular file; ``strerror`` says what it is."""
 
 
@@ -30,13 +34,14 @@ def kind_of(mode: int) -> str:
     return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
-class TooLargeError(OSError):
+class TooLargeError(RawcodeError, OSError):
     """A file larger than its reader's limit (a cache file cannot be that big)."""
 
 
 # the cache's limits: an entry is code (CUB kernels are < 1 MiB), a record is a JSON object
 ENTRY_LIMIT = 256 << 20
 RECORD_LIMIT = 8 << 20
+NO_LIMIT = sys.maxsize  # a header: read whole, whatever its size
 
 
 def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
@@ -96,7 +101,24 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def read_fd(fd: int, st: os.stat_result, limit: int, path: str = "") -> bytes:
+def read_lines(path: str) -> list[bytes]:
+    """A regular file's lines as a binary file iterates them (each ends with its b'\\n', the
+    last one perhaps not): a record is read line by line."""
+    return io.BytesIO(read_bytes(path)).readlines()
+
+
+def universal_newlines(text: str) -> str:
+    """``text`` with '\\r\\n' and '\\r' read as '\\n', as ``open`` in text mode reads them."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def read_text(path: str) -> str:
+    """A regular file's UTF-8 text with universal newlines, as ``open(path).read()`` gives it
+    (UnicodeDecodeError for other bytes: ``e.object`` holds them, for a line and column)."""
+    return universal_newlines(read_bytes(path).decode("utf-8"))
+
+
+def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") -> bytes:
     """A whole open file of at most ``limit`` bytes (TooLargeError past it, even when it grows
     while read): one read when it is no larger than fstat said."""
     if st.st_size > limit:
@@ -113,22 +135,30 @@ def read_fd(fd: int, st: os.stat_result, limit: int, path: str = "") -> bytes:
     return b"".join(chunks)
 
 
-_strange: set[str] = set()  # cache paths already warned about, in this process
+def _refused_key(path) -> tuple[str, str]:
+    """The warn-once key (log.py) of a refused cache path."""
+    return ("refused cache file", str(path))
 
 
 def warned(path) -> bool:
     """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
-    return str(path) in _strange
+    from .log import said  # off a cache hit's import path, as logging is
+
+    return said(_refused_key(path))
 
 
 def refused(path, e: OSError) -> None:
     """Warn once per path that a cache file is a symlink, not a regular file or too large: a
     miss (a missing or unreadable one is a plain miss, silently)."""
-    if isinstance(e, (NotRegularFileError, TooLargeError)) and str(path) not in _strange:
-        _strange.add(str(path))
-        from .log import warn
+    if isinstance(e, (NotRegularFileError, TooLargeError)):
+        from .log import warn_once
 
-        warn("cupy-rawcode: ignoring %s in the cache: %s (a miss)", path, e.strerror)
+        warn_once(
+            _refused_key(path),
+            "cupy-rawcode: ignoring %s in the cache: %s (a miss)",
+            path,
+            e.strerror,
+        )
 
 
 def open_cache_file(path) -> tuple[int, os.stat_result] | None:

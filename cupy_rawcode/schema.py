@@ -10,13 +10,15 @@ import json
 import re
 from collections.abc import Callable, Mapping
 
+from .errors import RawcodeError
+
 MAX_DEPTH = 32  # a record line or a manifest nests 3 levels; json recurses once per level
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-class SchemaError(ValueError):
+class SchemaError(RawcodeError, ValueError):
     """JSON that is not a record line or a manifest entry; the message names where and why."""
 
 

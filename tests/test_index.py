@@ -390,6 +390,7 @@ HIT_PATH = {
     "cupy_rawcode.store.entry",
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.regular",  # cache files are read only as regular files, never through a link
+    "cupy_rawcode.errors",  # the package's exception classes (RawcodeError): config raises them
 }
 
 

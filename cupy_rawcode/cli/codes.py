@@ -3,6 +3,8 @@ and in the README), and the two errors that choose one."""
 
 from __future__ import annotations
 
+from ..errors import RawcodeError
+
 # Exit statuses, the same for every subcommand (listed in --help and in the README).
 EXIT_OK = 0
 EXIT_COMPILE = 1  # NVRTC rejected the source; prebuild: a kernel failed or was not stored
@@ -39,9 +41,9 @@ EXIT_CODES = (
 )
 
 
-class UsageError(ValueError):
+class UsageError(RawcodeError, ValueError):
     """A command line that cannot be carried out as given (exit status 2)."""
 
 
-class InputError(Exception):
+class InputError(RawcodeError):
     """An input file that cannot be used (exit status 4)."""

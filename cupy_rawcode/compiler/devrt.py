@@ -32,6 +32,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
+from ..errors import RawcodeError, RawcodeValueError
+
 RDC_FLAGS = ("--device-c", "-dc", "-rdc=true", "--relocatable-device-code=true")
 _RDC_VALUED = ("-rdc=", "--relocatable-device-code=")
 LINK_RULES = "cudadevrt-1"  # bump when what link() does to the same input changes
@@ -41,7 +43,7 @@ TOOLKIT_LAYOUTS = ("lib64", "lib")
 KINDS = ("cubin", "ptx", "ltoir")
 
 
-class LinkError(RuntimeError):
+class LinkError(RawcodeError, RuntimeError):
     """Relocatable device code could not be linked with the device runtime: what is missing
     (and what to install), or nvJitLink's own error log."""
 
@@ -161,7 +163,7 @@ def link(code: bytes, kind: str, arch: str, nvrtc_version: tuple[int, int]) -> b
     from .strip import nvjitlink
 
     if kind not in KINDS:
-        raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
+        raise RawcodeValueError(f"kind={kind!r}: expected one of {KINDS}")
     if not arch.startswith("sm_"):
         raise LinkError(
             f"relocatable device code (-dc) is linked into a cubin for a real "

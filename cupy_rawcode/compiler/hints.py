@@ -1,11 +1,13 @@
 """What a failed NVRTC compile's errors point at, in a sentence the user can act on: a declaration
 stub's name used (shims.stub_hints), or a Thrust algorithm called with an execution policy.
-Pure functions of the log and the source; nvrtc.CompileError appends their answer."""
+Pure functions of the log (read through nvrtclog.py) and the source; compiler/nvrtc.py hands
+their answer to errors.compile_message, which appends it to a CompileError's message."""
 
 from __future__ import annotations
 
 import re
 
+from ..nvrtclog import errors_inside, required_standard
 from ..toolkit.shims import stub_hints
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch
@@ -25,27 +27,23 @@ _POLICY = re.compile(
     r"set_operations|extrema|inner_product|adjacent_difference|gather|scatter|"
     r"remove|replace|copy|fill|for_each|count|find|sequence|tabulate)\.h"
 )
-_THRUST_ERROR = re.compile(r"^\S*/thrust/\S+\(\d+\): (?:catastrophic )?error", re.MULTILINE)
 
 
 def thrust_algorithm_hint(log: str, source: str) -> str:
     """THRUST_ALGORITHMS when the source calls a Thrust algorithm (an execution policy, or an
     algorithm header) and NVRTC's errors are inside Thrust's own headers, else ''."""
-    if _POLICY.search(source) and _THRUST_ERROR.search(log):
+    if _POLICY.search(source) and errors_inside(log, "thrust"):
         return THRUST_ALGORITHMS
     return ""
 
 
-_TOO_OLD = re.compile(r"error[^\n]*requires at least C\+\+ ?(\d\d)")
-
-
 def standard_hint(log: str) -> str:
     """What to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)."""
-    m = _TOO_OLD.search(log)
-    if m is None:
+    std = required_standard(log)
+    if std is None:
         return ""
     return (
-        f"these headers need C++{m.group(1)} or later: pass -std=c++{m.group(1)}, or leave "
+        f"these headers need C++{std} or later: pass -std=c++{std}, or leave "
         "CUPY_RAWCODE_RAISE_STD unset so that cupy-rawcode compiles at the lowest standard "
         "they accept"
     )

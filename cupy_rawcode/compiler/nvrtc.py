@@ -8,15 +8,11 @@ import threading
 from typing import NamedTuple
 
 from .. import config
+from ..errors import RawcodeRuntimeError
 from ..key.request import Request
+from ..nvrtclog import clean_log as clean_log  # NVRTC's log is read in nvrtclog.py
+from ..nvrtclog import option_refusal
 from .signals import guarded
-
-PCH_WORDS = (
-    "precompiled header",
-    "pch file",
-    "initial sequence of preprocessing directives",
-    "command line options do not match",
-)  # NVRTC's PCH messages: never shown
 
 
 def __getattr__(name: str):
@@ -25,18 +21,6 @@ def __getattr__(name: str):
 
         return errors.CompileError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def clean_log(log: str) -> str:
-    """NVRTC's log without its trailing NUL and without any precompiled-header message."""
-    log = log.replace("\x00", "")
-    if any(w in log.lower() for w in PCH_WORDS):
-        log = "".join(
-            line
-            for line in log.splitlines(keepends=True)
-            if not any(w in line.lower() for w in PCH_WORDS)
-        )
-    return log if log.strip() else ""
 
 
 _cuda_core_lock = threading.Lock()
@@ -222,9 +206,7 @@ def refused_option(options: tuple[str, ...]) -> str | None:
     raw = guarded(_option_log, nvrtc, options)
     if raw is None:
         return None
-    words = clean_log(raw.decode(errors="replace")).strip()
-    words = words.removeprefix("nvrtc: error: ").removesuffix(" found")
-    return words or "an option NVRTC does not accept"
+    return option_refusal(raw.decode(errors="replace")) or "an option NVRTC does not accept"
 
 
 def _option_log(nvrtc, options: tuple[str, ...]) -> bytearray | None:
@@ -374,7 +356,7 @@ def _program(req: Request, flags: list[str]) -> tuple[str | None, str, bytes, di
 
     def check(result, *values):
         if result != ok:
-            raise RuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
+            raise RawcodeRuntimeError(f"NVRTC: {nvrtc.nvrtcGetErrorString(result)[1].decode()}")
         return values[0] if len(values) == 1 else values
 
     getters = {
@@ -432,11 +414,13 @@ def _compile_error(
 ):
     """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
     from .. import errors
+    from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
 
     if dump and dump_path is None:
         dump_path = _dump(req, flags)
+    hints = compile_hints(log, req.source)
     msg = errors.compile_message(
-        log, req.program_name, req.source, flags, dump_path=dump_path, note=note
+        log, req.program_name, req.source, flags, dump_path=dump_path, note=note, hints=hints
     )
     return errors.CompileError(
         msg, req.source, req.program_name, flags, log=log, dump_path=dump_path

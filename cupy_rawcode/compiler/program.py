@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import config
+from ..errors import RawcodeRuntimeError, RawcodeWarning
 from ..key.request import Request, compute_key, context, make_request
 from ..key.stamps import changed_since, first_changed
 from ..store import Levels, default_store
@@ -116,7 +117,7 @@ def _speculate(req: Request, ctx, dump: bool) -> Early | None:
         return found
 
 
-class HeaderChangedWarning(UserWarning):
+class HeaderChangedWarning(RawcodeWarning, UserWarning):
     """A file the key read changed while NVRTC compiled: the code was returned but not cached,
     since it may have been built from another text than the key's."""
 
@@ -254,7 +255,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
         }
         code = bytes(made.code)
         if not code:  # never cache nothing as a kernel
-            raise RuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
+            raise RawcodeRuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
         changed = first_changed(keyed.closure_stamps)  # ccache's check: still what the key saw?
         if changed is not None:

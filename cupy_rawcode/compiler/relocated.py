@@ -9,11 +9,13 @@ header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with 
 
 from __future__ import annotations
 
+from ..errors import RawcodeWarning
+
 # old prefix -> new prefix
 MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
 
 
-class RelocatedIncludeWarning(UserWarning):
+class RelocatedIncludeWarning(RawcodeWarning, UserWarning):
     """An include named a header's old location; it was answered by the new one."""
 
 

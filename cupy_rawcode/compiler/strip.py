@@ -149,7 +149,6 @@ class _NvJitLink:
         self.loaded = False
         self.module = None
         self.version: tuple[int, int] | None = None
-        self.warned = False
         self.failed = False
 
     def get(self):
@@ -219,15 +218,15 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
 
 
 def _warn_once(why: str) -> None:
-    if not nvjitlink.warned:
-        nvjitlink.warned = True
-        from ..log import warn
+    """One log line per process when nvJitLink cannot strip: why, and what it costs."""
+    from ..log import warn_once
 
-        warn(
-            "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
-            "module load, nothing else)",
-            why,
-        )
+    warn_once(
+        ("nvjitlink",),
+        "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
+        "module load, nothing else)",
+        why,
+    )
 
 
 def _elf(cubin: bytes) -> tuple[list[tuple], list[tuple[int, str, int]]]:

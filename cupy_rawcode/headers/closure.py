@@ -10,27 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+# the errors of resolving live with the package's other errors (errors.py: the ground layer)
+from ..errors import MissingHeaderError as MissingHeaderError
+from ..errors import ResolveError as ResolveError
+from ..errors import UnreadableHeaderError as UnreadableHeaderError
 from ..toolkit.discovery import SearchDir
 from .standard import NO_FLOOR, Floor
 
 MAIN = "<source>"
-
-
-class ResolveError(ValueError):
-    """A source or header that cannot be resolved (reported before any compile starts)."""
-
-
-class UnreadableHeaderError(ResolveError):
-    """A header that was found but cannot be read: no permission, or not a regular file (a
-    FIFO, a device: regular.py). The message names its path and include chain."""
-
-
-class MissingHeaderError(ResolveError):
-    """An include that matches no file; ``missing`` holds each one (closure.Missing)."""
-
-    def __init__(self, message: str = "", missing: tuple = ()):
-        super().__init__(message)
-        self.missing = tuple(missing)
 
 
 class Step(NamedTuple):

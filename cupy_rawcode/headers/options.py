@@ -4,6 +4,7 @@ import os
 import re
 from typing import NamedTuple
 
+from ..errors import RawcodeError, RawcodeValueError
 from ..inputs import check_option
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
@@ -46,7 +47,7 @@ JITIFY_ONLY = frozenset(
 )
 
 
-class NotAnOptionError(ValueError):
+class NotAnOptionError(RawcodeError, ValueError):
     """An item of the options that is no option (it does not start with '-'): ``item``."""
 
     def __init__(self, item: str):
@@ -119,11 +120,11 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
         if eq:
             return head, tail, i + 1
         if i + 1 >= len(items):
-            raise ValueError(f"option {item!r} needs a value")
+            raise RawcodeValueError(f"option {item!r} needs a value")
         return head, items[i + 1], i + 2
     if item in ("-I", "-D", "-U"):
         if i + 1 >= len(items):
-            raise ValueError(f"option {item!r} needs a value")
+            raise RawcodeValueError(f"option {item!r} needs a value")
         return item, items[i + 1], i + 2
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
@@ -134,7 +135,7 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
 def _check_macro(spelling: str, value: str, undef: bool) -> tuple[str, str | None]:
     name, eq, body = value.partition("=")
     if not re.match(_IDENT, name) or (undef and eq):
-        raise ValueError(f"option {spelling} {value!r}: {name!r} is not a valid macro name")
+        raise RawcodeValueError(f"option {spelling} {value!r}: {name!r} is not a valid macro name")
     return (name, None) if undef else (name, body if eq else "1")
 
 
@@ -147,7 +148,7 @@ def parse_options(
     items = list(options)
     for i, o in enumerate(items):
         if not isinstance(o, str):
-            raise ValueError(f"option {o!r} is not a string")
+            raise RawcodeValueError(f"option {o!r} is not a string")
         if "\0" in o or not o.isascii():  # NVRTC would cut the option at a NUL
             check_option(o, i)
     base = cwd or os.getcwd()
@@ -170,7 +171,7 @@ def parse_options(
                 passthrough.append(item)
             continue
         if not value:
-            raise ValueError(f"option {item!r} has an empty value")
+            raise RawcodeValueError(f"option {item!r} has an empty value")
         if kind == "include":
             include.append(os.path.normpath(os.path.join(base, value)))
         elif kind == "isystem":
@@ -181,13 +182,13 @@ def parse_options(
             macros[name] = val
         elif kind == "std":
             if value not in STD_VALUES:
-                raise ValueError(
+                raise RawcodeValueError(
                     f"option {spelling}={value}: unknown standard (use one of {STD_VALUES})"
                 )
             std = value
         elif kind == "arch":
             if not is_arch(value):
-                raise ValueError(f"option {spelling}={value}: expected sm_XX or compute_XX")
+                raise RawcodeValueError(f"option {spelling}={value}: expected sm_XX or compute_XX")
             arch = value
         elif kind == "pre_include":
             pre.append(value)
@@ -223,21 +224,25 @@ def normalize_arch(
     ``supported`` (the SM numbers of NVRTC ``nvrtc``), so does an arch outside it."""
     if arch is None:
         if opts.arch is None:
-            raise ValueError("no target architecture: pass arch= (e.g. 'sm_90') or -arch=sm_90")
+            raise RawcodeValueError(
+                "no target architecture: pass arch= (e.g. 'sm_90') or -arch=sm_90"
+            )
         text = opts.arch
     else:
         text = str(arch)
         if text.isdigit():
             text = f"sm_{text}"
         if not is_arch(text):
-            raise ValueError(f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90")
+            raise RawcodeValueError(
+                f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90"
+            )
         if opts.arch is not None and opts.arch != text:
-            raise ValueError(
+            raise RawcodeValueError(
                 f"arch={text!r} conflicts with the option -arch={opts.arch}: pass one of them "
                 "(or the same value in both)"
             )
     if supported and arch_number(text) not in supported:
-        raise ValueError(
+        raise RawcodeValueError(
             f"architecture {text!r} is not one NVRTC {nvrtc} can compile for; it supports "
             f"{', '.join(f'sm_{a}' for a in supported)} (compute_NN of the same for PTX)"
         )

@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..errors import RawcodeError
 from ..key.stamps import values_of
-from ..regular import open_regular
+from ..regular import open_regular, read_fd
 from ..toolkit.specializable import specialized_names
 from .standard import guard_year
 
@@ -53,7 +54,7 @@ class FileScan:
         return _conditional_at(self.data, pos)
 
 
-class ScanError(Exception):
+class ScanError(RawcodeError):
     """A file that cannot be scanned: not UTF-8 text."""
 
 
@@ -184,17 +185,6 @@ def file_id(path: str) -> FileId:
     return _id(path, os.stat(path))
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    """The whole file: os.read straight into bytes (no buffered file object per header)."""
-    chunks = []
-    while True:
-        want = max(size, 65536) + 1
-        chunk = os.read(fd, want)
-        chunks.append(chunk)
-        if len(chunk) < want:  # a regular file reads short only at its end
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
 def scan_file(path: str) -> tuple[FileId, FileScan]:
     """Scan a file at most once per process while its stamp (size, mtime_ns, inode, ctime_ns)
     stays the same.
@@ -205,7 +195,7 @@ def scan_file(path: str) -> tuple[FileId, FileScan]:
         fid = _id(path, st)
         hit = _memo.get(fid)
         if hit is None:
-            data = _read_all(fd, fid[1])
+            data = read_fd(fd, st)  # os.read straight into bytes: no file object per header
             check_header(data, path)
             hit = _memo[fid] = scan_bytes(data, path)
     finally:

@@ -11,9 +11,10 @@ CUPY_RAWCODE_RAISE_STD=0. A closure that needs nothing more keeps the asked stan
 from __future__ import annotations
 
 import re
-import threading
 from typing import NamedTuple
 
+from ..errors import RawcodeWarning
+from ..log import first_time
 from .options import STD_VALUES
 
 _YEAR = {"c++03": 2003, "c++11": 2011, "c++14": 2014, "c++17": 2017, "c++20": 2020}
@@ -64,13 +65,9 @@ def effective_std(asked: str, floor: Floor, raise_to_floor: bool) -> str:
     return asked
 
 
-class StandardRaisedWarning(UserWarning):
+class StandardRaisedWarning(RawcodeWarning, UserWarning):
     """A kernel asked for an older C++ standard than its headers accept; it was compiled at the
     lowest one they accept."""
-
-
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
 
 
 def drops_register(asked: str, used: str) -> bool:
@@ -105,10 +102,8 @@ def raised_message(program: str, asked: str, used: str, floor: Floor) -> str:
 
 def warn_raised(program: str, asked: str, used: str, floor: Floor) -> None:
     """One StandardRaisedWarning per process for each (asked, used) pair."""
-    with _warned_lock:
-        if (asked, used) in _warned:
-            return
-        _warned.add((asked, used))
+    if not first_time(("standard raised", asked, used)):
+        return
     import warnings
 
     warnings.warn(raised_message(program, asked, used, floor), StandardRaisedWarning, stacklevel=2)

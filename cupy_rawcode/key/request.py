@@ -5,6 +5,7 @@ import re
 from typing import Any, NamedTuple
 
 from ..compiler.devrt import link_field
+from ..errors import RawcodeTypeError, RawcodeValueError
 from ..headers.filename import line_info
 from ..headers.manifest import NOT_LOOKED_UP, Facts, closure_digests
 from ..headers.options import Options, normalize_arch, parse_options, with_cupy_defaults
@@ -67,7 +68,7 @@ def make_request(
     CuPy's defaults included (options.with_cupy_defaults), and bad input (a NUL byte, an arch
     this NVRTC lacks, an arch= that contradicts -arch) fails here, naming it (inputs.py)."""
     if not isinstance(source, str):
-        raise TypeError(f"source must be str, not {type(source).__name__}")
+        raise RawcodeTypeError(f"source must be str, not {type(source).__name__}")
     where = os.path.join(source_dir, source_name) if source_dir and source_name else "<source>"
     source = strip_bom(source)  # nvcc accepts a byte order mark; NVRTC does not
     check_source(source, where)  # a NUL would end NVRTC's copy of it: before anything runs
@@ -75,13 +76,13 @@ def make_request(
     opts = with_cupy_defaults(opts)
     names = checked_names(name_expressions)
     if target not in TARGETS:
-        raise ValueError(f"target={target!r}: expected one of {TARGETS}")
+        raise RawcodeValueError(f"target={target!r}: expected one of {TARGETS}")
     from ..toolkit.record import toolchain
 
     tc = toolchain(header_sources)
     arch = normalize_arch(arch, opts, tc.supported_archs, tc.nvrtc_version_str)
     if target == "cubin" and not arch.startswith("sm_"):
-        raise ValueError(
+        raise RawcodeValueError(
             f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
             f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'"
         )

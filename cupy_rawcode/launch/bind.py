@@ -9,6 +9,7 @@ import math
 
 import numpy
 
+from ..errors import RawcodeOverflowError, RawcodeTypeError
 from .signature import NO_DEFAULT, Param, Signature
 
 _MISSING = object()
@@ -23,24 +24,24 @@ def bind(sig: Signature, args: tuple, kwargs: dict, *, check_pointers: bool = Tr
     """The kernel arguments in parameter order, converted; raises TypeError/OverflowError."""
     params, where = sig.params, f"{sig.name}()"
     if len(args) > len(params):
-        raise TypeError(f"{where} takes {len(params)} arguments but {len(args)} were given")
+        raise RawcodeTypeError(f"{where} takes {len(params)} arguments but {len(args)} were given")
     values = list(args) + [_MISSING] * (len(params) - len(args))
     index = {p.name: i for i, p in enumerate(params) if p.name}
     for key, value in kwargs.items():
         i = index.get(key)
         if i is None:
-            raise TypeError(
+            raise RawcodeTypeError(
                 f"{where} got an unknown keyword argument {key!r}; its parameters "
                 f"are {', '.join(sig.names()) or 'unnamed'}"
             )
         if values[i] is not _MISSING:
-            raise TypeError(f"{where} got multiple values for parameter {key!r}")
+            raise RawcodeTypeError(f"{where} got multiple values for parameter {key!r}")
         values[i] = value
     out = []
     for i, (p, v) in enumerate(zip(params, values, strict=True)):
         if v is _MISSING:
             if p.default is NO_DEFAULT:
-                raise TypeError(f"{where} missing the argument for parameter {label(p, i)}")
+                raise RawcodeTypeError(f"{where} missing the argument for parameter {label(p, i)}")
             v = p.default
         out.append(convert(p, v, f"{where} parameter {label(p, i)}", check_pointers))
     return tuple(out)
@@ -62,7 +63,7 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     if t.is_pointer:
         return _pointer(t, v, where, check_pointers)
     if _is_device_array(v) or (isinstance(v, numpy.ndarray) and v.ndim > 0):
-        raise TypeError(f"{where} is a scalar, but got an array of shape {tuple(v.shape)}")
+        raise RawcodeTypeError(f"{where} is a scalar, but got an array of shape {tuple(v.shape)}")
     if t.dtype is None or t.reference:
         return v  # opaque: a struct, or a name nothing resolved; passed as given
     if isinstance(v, enum.Enum) and not isinstance(v, int):
@@ -70,7 +71,7 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     if isinstance(v, numpy.ndarray):
         v = v[()]
     if not _is_scalar(v):
-        raise TypeError(f"{where} expects a number, got {type(v).__name__}")
+        raise RawcodeTypeError(f"{where} expects a number, got {type(v).__name__}")
     return _scalar(numpy.dtype(t.dtype), t.text, v, where)
 
 
@@ -80,19 +81,19 @@ def _scalar(dt: numpy.dtype, text: str, v, where: str):
     if dt.kind == "b":
         if isinstance(v, (bool, numpy.bool_)) or (is_int and int(v) in (0, 1)):
             return numpy.bool_(bool(v))
-        raise TypeError(f"{where} expects a bool, got {type(v).__name__} {v!r}")
+        raise RawcodeTypeError(f"{where} expects a bool, got {type(v).__name__} {v!r}")
     if dt.kind in "iu":
         if not is_int:
-            raise TypeError(f"{where} expects an integer, got {type(v).__name__} {v!r}")
+            raise RawcodeTypeError(f"{where} expects an integer, got {type(v).__name__} {v!r}")
         info = numpy.iinfo(dt)
         if not info.min <= int(v) <= info.max:
-            raise OverflowError(
+            raise RawcodeOverflowError(
                 f"{where}: {int(v)} is out of range for {text} ({info.min}..{info.max})"
             )
         return dt.type(int(v))
     if dt.kind == "f":
         if not is_real:
-            raise TypeError(f"{where} expects a real number, got {type(v).__name__} {v!r}")
+            raise RawcodeTypeError(f"{where} expects a real number, got {type(v).__name__} {v!r}")
         try:
             f = float(v)
         except OverflowError:
@@ -100,26 +101,30 @@ def _scalar(dt: numpy.dtype, text: str, v, where: str):
         with numpy.errstate(over="ignore"):
             out = dt.type(f)
         if math.isinf(out) and not (isinstance(v, (float, numpy.floating)) and math.isinf(v)):
-            raise OverflowError(f"{where}: {v!r} is out of range for {text}")
+            raise RawcodeOverflowError(f"{where}: {v!r} is out of range for {text}")
         return out
     if dt.kind == "c":
         if not (is_real or isinstance(v, (complex, numpy.complexfloating))):
-            raise TypeError(f"{where} expects a complex number, got {type(v).__name__} {v!r}")
+            raise RawcodeTypeError(
+                f"{where} expects a complex number, got {type(v).__name__} {v!r}"
+            )
         return dt.type(v)
-    raise TypeError(f"{where}: cannot convert to {text}")  # not reached with _ARITH's dtypes
+    raise RawcodeTypeError(f"{where}: cannot convert to {text}")  # not reached with _ARITH's dtypes
 
 
 def _pointer(t, v, where: str, check: bool):
     if v is None:
         return numpy.uint64(0)  # a null pointer: 8 zero bytes, aligned as a pointer
     if isinstance(v, numpy.ndarray):
-        raise TypeError(f"{where} is a pointer, but got a host numpy array; pass a cupy array")
+        raise RawcodeTypeError(
+            f"{where} is a pointer, but got a host numpy array; pass a cupy array"
+        )
     if _is_scalar(v):
-        raise TypeError(f"{where} is a pointer, but got the scalar {type(v).__name__} {v!r}")
+        raise RawcodeTypeError(f"{where} is a pointer, but got the scalar {type(v).__name__} {v!r}")
     dtype = getattr(v, "dtype", None)
     if check and dtype is not None and t.dtype is not None and t.pointer == 1:
         if numpy.dtype(dtype) != numpy.dtype(t.dtype):
-            raise TypeError(
+            raise RawcodeTypeError(
                 f"{where} points to {numpy.dtype(t.dtype).name}, but got a "
                 f"{numpy.dtype(dtype).name} array; convert it (x.astype(...)) or set "
                 "kernel.check_pointers = False"

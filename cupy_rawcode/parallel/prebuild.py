@@ -20,6 +20,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import RawcodeError, RawcodeRuntimeError, RawcodeValueError
+
 
 @dataclass(frozen=True)
 class Job:
@@ -45,21 +47,20 @@ class Outcome:
     stored: bool = True  # False: compiled, but the store kept nothing (a full disk)
 
 
-class ManifestError(ValueError):
-    pass
+class ManifestError(RawcodeError, ValueError):
+    """A prebuild manifest that cannot be read or used: the message names where and why."""
 
 
 def _read(path: str) -> str:
     """A source or manifest file's text, with universal newlines as ``open`` gives it; never
     reads a FIFO, which would block (regular.py). OSError propagates; bytes that are not UTF-8
     are a ManifestError. A NUL is left to the compile, which fails that kernel alone."""
-    from ..regular import read_bytes
+    from ..regular import read_text
 
     try:
-        text = read_bytes(path).decode("utf-8")
+        return read_text(path)
     except UnicodeDecodeError as e:
         raise ManifestError(f"{path}: cannot read (not UTF-8 text: {e})") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def jobs_for(
@@ -199,7 +200,7 @@ def archs_of(arch: str) -> list[str]:
     """The architectures of a comma-separated ``--arch``; ValueError when it names none."""
     archs = [a.strip() for a in arch.split(",") if a.strip()]
     if not archs:
-        raise ValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
+        raise RawcodeValueError("--arch needs at least one architecture, e.g. sm_80,sm_90")
     return archs
 
 
@@ -216,7 +217,9 @@ def plan_jobs(
     for rec in records or ():
         jobs += record_jobs(rec, archs, roots)
     if not jobs:
-        raise ValueError("prebuild: nothing to compile (give files, JSON manifests or --manifest)")
+        raise RawcodeValueError(
+            "prebuild: nothing to compile (give files, JSON manifests or --manifest)"
+        )
     return jobs
 
 
@@ -281,5 +284,7 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
     pool.run([task_for(j) for j in jobs], workers, landed)
     done_all = [r for r in results if r is not None]
     if len(done_all) != len(jobs):  # pool.run calls landed once per task before it returns
-        raise RuntimeError(f"prebuild: {len(jobs) - len(done_all)} jobs ended without a result")
+        raise RawcodeRuntimeError(
+            f"prebuild: {len(jobs) - len(done_all)} jobs ended without a result"
+        )
     return done_all

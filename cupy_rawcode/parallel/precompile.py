@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
 from . import pool
 
 
@@ -93,7 +94,7 @@ class Warmup:
         """The Summary once every compile has ended; TimeoutError after ``timeout`` seconds."""
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise TimeoutError(f"warmup() still running after {timeout} s")
+            raise RawcodeTimeoutError(f"warmup() still running after {timeout} s")
         if self._error is not None:
             raise self._error
         assert self._summary is not None  # set by the thread before it ends without error
@@ -117,7 +118,7 @@ def _builds(kernels) -> list[tuple[Any, str, Any]]:
             out.append((k, f"RawModule({b.path})" if b.path else f"RawModule #{i}", b))
         elif isinstance(k, tuple):
             if not 1 <= len(k) <= 3 or not isinstance(k[0], str):
-                raise TypeError(
+                raise RawcodeTypeError(
                     f"warmup() argument {i}: a tuple is (source, options, "
                     f"name_expressions) with source a str, not {k!r:.80}"
                 )
@@ -128,7 +129,7 @@ def _builds(kernels) -> list[tuple[Any, str, Any]]:
             )
             out.append((k, f"kernels[{i}]", m._build))
         else:
-            raise TypeError(
+            raise RawcodeTypeError(
                 f"warmup() argument {i}: expected a RawKernel, a RawModule or a "
                 f"(source, options, name_expressions) tuple, not "
                 f"{type(k).__name__}"
@@ -146,7 +147,7 @@ def _archs(arch) -> list[tuple[str, int | None]]:
         return [(f"cc{cc}", cc)]
     archs = [arch] if isinstance(arch, str) else list(arch)
     if not archs or not all(isinstance(a, str) for a in archs):
-        raise ValueError(
+        raise RawcodeValueError(
             f"arch={arch!r}: give an architecture such as 'sm_90', a list of them, "
             "or None for the current device's"
         )

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import config
+from ..errors import RawcodeRuntimeError, RawcodeValueError
+from ..regular import read_bytes
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
 KNOWN_SOURCES = config.HEADER_SOURCE_NAMES
@@ -82,7 +84,7 @@ def nvrtc_version() -> tuple[int, int]:
 
     err, major, minor = nvrtc.nvrtcVersion()
     if int(err) != 0:
-        raise RuntimeError(f"nvrtcVersion failed: {err}")
+        raise RawcodeRuntimeError(f"nvrtcVersion failed: {err}")
     return int(major), int(minor)
 
 
@@ -92,7 +94,7 @@ def _query_archs() -> tuple[int, ...]:
 
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     if int(err) != 0:
-        raise RuntimeError(f"nvrtcGetSupportedArchs failed: {err}")
+        raise RawcodeRuntimeError(f"nvrtcGetSupportedArchs failed: {err}")
     return tuple(sorted(int(a) for a in archs))
 
 
@@ -197,7 +199,7 @@ def source_dirs(source: str) -> dict[str, list[str]]:
     if "=" in source:
         kind, _, path = source.partition("=")
         if not Path(path).is_dir():
-            raise ValueError(f"header source {source!r}: {path} is not a directory")
+            raise RawcodeValueError(f"header source {source!r}: {path} is not a directory")
         return {kind: [str(Path(path).resolve())]}
     if source == "wheel":
         return _wheel_dirs()
@@ -218,7 +220,7 @@ def source_dirs(source: str) -> dict[str, list[str]]:
             **offered([str(inc)]),
             "cuda": [str(inc)],
         }
-    raise ValueError(f"unknown header source {source!r}")
+    raise RawcodeValueError(f"unknown header source {source!r}")
 
 
 def cupy_include_dir() -> str | None:
@@ -260,7 +262,7 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
             continue
         header = Path(d.path, "cuda", "std", "__cccl", "version.h")
         if header.is_file():
-            m = re.search(rb"#\s*define\s+CCCL_VERSION\s+(\d+)", header.read_bytes())
+            m = re.search(rb"#\s*define\s+CCCL_VERSION\s+(\d+)", read_bytes(str(header)))
             if m:
                 v = int(m.group(1))
                 return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"

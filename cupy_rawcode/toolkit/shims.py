@@ -19,11 +19,11 @@ This table is the single source: ``python -m cupy_rawcode.toolkit.shims --write`
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..nvrtclog import error_texts, names_in
 from . import jitify_names, specializable
 
 ALIAS = "cupy_rawcode/std_alias.h"
@@ -474,23 +474,6 @@ namespace std { template <class C> struct char_traits; template <class T> class 
 """
 
 
-def _lines_of(log: str):
-    """(is_error, text) of each diagnostic's message lines: its first line and the indented
-    'operand types are: ...' kind of lines after it (never the echoed source line)."""
-    current = None
-    for line in log.splitlines():
-        m = re.match(r"\S.*?\(\d+\): (error|warning|catastrophic error|remark)[^:]*: (.*)", line)
-        if m:
-            current = m.group(1) != "warning" and m.group(1) != "remark"
-            yield current, m.group(2)
-        elif current and re.match(
-            r"\s+(operand types|argument types|object type|detected "
-            r"during|\w+ type is)",
-            line,
-        ):
-            yield current, line
-
-
 def _stub_by_name() -> dict[str, str]:
     out: dict[str, str] = {}
     for header, stub in STUBS.items():
@@ -508,11 +491,8 @@ def stub_hints(log: str) -> str:
     the header has no device implementation and what to use instead ('' when none)."""
     table = _stub_by_name()
     found: list[str] = []
-    for is_error, text in _lines_of(log):
-        if not is_error:
-            continue
-        text = re.sub(r'namespace "(\w+)" has no member "(\w+)"', r'"\1::\2"', text)
-        for name in re.findall(r"(?<![\w:])((?:\w+::)?\w+)", text):
+    for text in error_texts(log):
+        for name in names_in(text):
             header = table.get(name)
             if header:
                 if header not in found:

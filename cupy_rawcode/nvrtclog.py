@@ -1,0 +1,112 @@
+"""NVRTC's log, read in one place: cleaned of what is never shown, split into diagnostics (file,
+line, severity, message and the indented lines that belong to it), and asked the few questions
+the error messages and hints need. Pure functions of the log's text; this module imports nothing
+of the package (errors.py, toolkit/shims.py and compiler/ all read the log through it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+PCH_WORDS = (
+    "precompiled header",
+    "pch file",
+    "initial sequence of preprocessing directives",
+    "command line options do not match",
+)  # NVRTC's PCH messages: never shown
+
+# 'kernel.cu(3): error: identifier "x" is undefined', 'a.h(9): catastrophic error: ...',
+# 'k.cu(2): warning #177-D: ...': the file runs to the first "(line): "
+_DIAGNOSTIC = re.compile(r"(\S.*?)\((\d+)\): (error|warning|catastrophic error|remark)[^:]*: (.*)")
+# the indented lines NVRTC writes under a diagnostic's first line that belong to its message
+# (never the echoed source line, nor the caret under it)
+_DETAIL = re.compile(r"\s+(operand types|argument types|object type|detected during|\w+ type is)")
+_ERRORS = ("error", "catastrophic error")
+_NO_MEMBER = re.compile(r'namespace "(\w+)" has no member "(\w+)"')
+_NAME = re.compile(r"(?<![\w:])((?:\w+::)?\w+)")
+_TOO_OLD = re.compile(r"error[^\n]*requires at least C\+\+ ?(\d\d)")
+_OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
+
+
+class Diagnostic(NamedTuple):
+    """One diagnostic of NVRTC's log: where, how bad, what (and the detail lines after it)."""
+
+    file: str  # as NVRTC names it: the program's name, or a header's path
+    line: int
+    severity: str  # 'error', 'catastrophic error', 'warning' or 'remark'
+    message: str
+    details: tuple[str, ...] = ()  # 'operand types are: ...' and the like, as written
+
+    @property
+    def is_error(self) -> bool:
+        """Whether it stops the compile (an error or a catastrophic error)."""
+        return self.severity in _ERRORS
+
+
+def clean_log(log: str) -> str:
+    """NVRTC's log without its trailing NUL and without any precompiled-header message."""
+    log = log.replace("\x00", "")
+    if any(w in log.lower() for w in PCH_WORDS):
+        log = "".join(
+            line
+            for line in log.splitlines(keepends=True)
+            if not any(w in line.lower() for w in PCH_WORDS)
+        )
+    return log if log.strip() else ""
+
+
+def option_refusal(log: str) -> str:
+    """What NVRTC said about an option it refused (its log for an empty program), without its
+    'nvrtc: error: ' prefix and ' found' suffix; '' when it said nothing."""
+    words = clean_log(log).strip()
+    return words.removeprefix(_OPTION_PREFIX).removesuffix(_OPTION_SUFFIX)
+
+
+def diagnostics(log: str) -> list[Diagnostic]:
+    """Every diagnostic of the log in order, each with its detail lines."""
+    out: list[Diagnostic] = []
+    for line in log.splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if m:
+            file, number, severity, message = m.groups()
+            out.append(Diagnostic(file, int(number), severity, message))
+        elif out and _DETAIL.match(line):
+            last = out[-1]
+            out[-1] = last._replace(details=last.details + (line,))
+    return out
+
+
+def error_lines(log: str, file: str) -> list[int]:
+    """The lines of ``file`` (the program's name) that NVRTC's errors point at, in log order."""
+    return [d.line for d in diagnostics(log) if d.is_error and d.file.endswith(file)]
+
+
+def error_texts(log: str) -> Iterator[str]:
+    """Each error's message and detail lines, one text each, in log order."""
+    for d in diagnostics(log):
+        if d.is_error:
+            yield d.message
+            yield from d.details
+
+
+def names_in(text: str) -> list[str]:
+    """The names an error text uses, in order, as (optionally once-qualified) identifiers:
+    ``namespace "std" has no member "stack"`` reads as ``std::stack``."""
+    return _NAME.findall(_NO_MEMBER.sub(r'"\1::\2"', text))
+
+
+def errors_inside(log: str, directory: str) -> bool:
+    """Whether an error points into a header under a ``/<directory>/`` of its path (e.g.
+    'thrust'): the library's own code refused, not the user's."""
+    part = f"/{directory}/"
+    return any(
+        d.is_error and part in d.file and not any(c.isspace() for c in d.file)
+        for d in diagnostics(log)
+    )
+
+
+def required_standard(log: str) -> str | None:
+    """The C++ standard ('17', '20') an error says a header requires at least, or None."""
+    m = _TOO_OLD.search(log)
+    return None if m is None else m.group(1)

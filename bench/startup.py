@@ -46,7 +46,7 @@ if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     # needs the same include paths). Reported separately under "import" and "setup".
     t0 = time.perf_counter()
     import cuda.core, concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure
-    import cupy_rawcode.headers.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
+    import cupy_rawcode.key.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
     import cupy_rawcode.compiler.nvrtc, cupy_rawcode.compiler.strip, cupy_rawcode.fsutil  # a miss's modules
     from cupy_rawcode.toolkit.record import toolchain
     toolchain()
@@ -55,7 +55,7 @@ if mode == "import":
     t0 = time.perf_counter(); import cupy; t1 = time.perf_counter()
     import cupy_rawcode; t2 = time.perf_counter()
     import cuda.core; t3 = time.perf_counter()
-    import concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure, cupy_rawcode.headers.manifest
+    import concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure, cupy_rawcode.key.manifest
     import cupy_rawcode.store.directory, cupy_rawcode.store.memory, cupy_rawcode.kernel
     out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1, "cuda_core": t3 - t2,
            "first_use": time.perf_counter() - t3}

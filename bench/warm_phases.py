@@ -33,7 +33,8 @@ import cupy_rawcode
 # what a warm hit imports (tests/test_index.py pins that it is no more than this)
 from cupy_rawcode import kernel, config, key, store
 from cupy_rawcode.kernel import loading
-from cupy_rawcode.key import stamps, index
+from cupy_rawcode.ground import stamps
+from cupy_rawcode.key import index
 from cupy_rawcode.store import directory, entry, memory
 t_imp = time.perf_counter() - t0
 T = {}

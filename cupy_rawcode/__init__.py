@@ -5,7 +5,7 @@ Importing this package is cheap: cupy, cuda.core and pcpp load only when first n
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .ground import VERSION as __version__
 
 _EXPORTS = {
     "resolve": ("headers.resolver", "resolve"),

@@ -148,7 +148,7 @@ def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
     memo = (skeleton, options)
     known = _closures.get(memo)
     if known is None:
-        from .headers.manifest import closure_digests
+        from .key.manifest import closure_digests
 
         facts, _ = closure_digests(skeleton, ctx)
         known = _closures[memo] = (facts.digest, facts.stamps)
@@ -160,7 +160,7 @@ def changed_header(call: Call) -> str | None:
     (stamps.first_changed), else None; then the closure is forgotten (here and its manifest), so
     that the next key reads the files again. CuPy read its headers itself while compiling: what
     it compiled may not be what the key covers."""
-    from .key.stamps import first_changed
+    from .ground.stamps import first_changed
 
     skeleton = directives(call.source)
     known = _closures.get((skeleton, call.options))
@@ -168,7 +168,7 @@ def changed_header(call: Call) -> str | None:
         return None
     path = first_changed(known[1])
     if path is not None:
-        from .headers.manifest import discard
+        from .key.manifest import discard
 
         del _closures[(skeleton, call.options)]
         discard(skeleton, _context(call.options)[1])
@@ -179,7 +179,8 @@ def key_of(call: Call) -> str:
     """The key of a call: the source, CuPy's options with include directories as tags, the
     closure's digest (every header NVRTC can reach through CuPy's directories, in fast mode)
     and what CuPy brings. Raises closure.MissingHeaderError when a header is missing."""
-    from .key import digest_fields, key_fields
+    from .ground.digest import digest_fields
+    from .key import key_fields
 
     opts, digest = _closure(call.source, call.options)
     fields = key_fields(

@@ -188,7 +188,7 @@ def _read_entry(tmp_path):
 
 
 def _read_manifest(tmp_path):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
     from cupy_rawcode.key.request import cache_key
 
     manifest._memo.clear()  # a manifest this process knows is not written again
@@ -697,7 +697,7 @@ def _entry_path(tmp_path):
 
 
 def _manifest_path(tmp_path):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
     from cupy_rawcode.key.request import cache_key
 
     manifest._memo.clear()  # a manifest this process knows is not written again
@@ -724,7 +724,7 @@ def _use_entry(tmp_path):
 
 
 def _use_manifest(tmp_path):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
     from cupy_rawcode.key.request import cache_key
 
     manifest._memo.clear()

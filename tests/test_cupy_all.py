@@ -205,7 +205,7 @@ def test_directives_are_the_preprocessor_lines(source, expected):
 
 
 def test_kernels_sharing_their_includes_share_one_closure_resolution(monkeypatch):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
 
     cupy_compiles._closures.clear()
     calls = []

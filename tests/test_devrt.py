@@ -8,7 +8,10 @@ import pytest
 
 from cupy_rawcode import config
 from cupy_rawcode.compiler import devrt, strip
-from cupy_rawcode.compiler.devrt import LinkError, link, link_field, search, wants_rdc
+from cupy_rawcode.compiler.devrt import LinkError, link, search
+from cupy_rawcode.headers.options import wants_rdc
+from cupy_rawcode.key import LINK_RULES
+from cupy_rawcode.key.request import link_field
 from cupy_rawcode.toolkit.discovery import nvrtc_version
 
 PARENT = r"""
@@ -48,7 +51,7 @@ LAUNCH = ("__cudaCDP2LaunchDeviceV2", "__cudaCDP2GetParameterBufferV2")
 )
 def test_wants_rdc_and_the_key_field(options, rdc):
     assert wants_rdc(options) is rdc
-    assert link_field(options) == ("link", devrt.LINK_RULES if rdc else "")
+    assert link_field(options) == ("link", LINK_RULES if rdc else "")
 
 
 # --- finding libcudadevrt.a -------------------------------------------------------------------

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import corpus
 
-from cupy_rawcode.headers import manifest
+from cupy_rawcode.ground import stamps
 from cupy_rawcode.kernel import RawKernel, RawModule
-from cupy_rawcode.key import index, stamps
+from cupy_rawcode.key import index, manifest
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.toolkit import record as toolrecord
 from cupy_rawcode.toolkit.record import toolchain
@@ -134,7 +134,7 @@ MISS_WHEN = {
     "sys.path gains a site-packages": lambda r, mp: mp.setattr(
         sys, "path", sys.path + [str(r / "env" / "site-packages")]
     ),
-    "the package's version changes": lambda r, mp: mp.setattr(index, "__version__", "9.9.9"),
+    "the package's version changes": lambda r, mp: mp.setattr(index, "VERSION", "9.9.9"),
     "a package module changes": lambda r, mp: _stamp_changed(mp, "config.py"),
     "a subpackage module changes": lambda r, mp: _stamp_changed(mp, "headers/closure.py"),
     "a subpackage's __init__ changes": lambda r, mp: _stamp_changed(mp, "key/__init__.py"),
@@ -380,7 +380,9 @@ HIT_PATH = {
     "cupy_rawcode.kernel.loading",  # not pickling or cucomplex: imported when used
     "cupy_rawcode.config",
     "cupy_rawcode.key",
-    "cupy_rawcode.key.stamps",
+    "cupy_rawcode.ground",
+    "cupy_rawcode.ground.digest",
+    "cupy_rawcode.ground.stamps",
     "cupy_rawcode.key.index",
     "cupy_rawcode.store",
     "cupy_rawcode.store.base",  # the Store interface every backend subclasses

@@ -10,7 +10,6 @@ import pytest
 
 import cupy_rawcode
 from cupy_rawcode.cli import main as cli_main
-from cupy_rawcode.headers import manifest
 from cupy_rawcode.headers.standard import (
     NO_FLOOR,
     Floor,
@@ -18,6 +17,7 @@ from cupy_rawcode.headers.standard import (
     effective_std,
     guard_year,
 )
+from cupy_rawcode.key import manifest
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.toolkit.specializable import TEMPLATES, specialized_names
 

@@ -7,7 +7,8 @@ import sys
 import pytest
 from conftest import ROOT, corpus
 
-from cupy_rawcode.key import digest_fields, encode_fields, key_fields
+from cupy_rawcode.ground.digest import digest_fields, encode_fields
+from cupy_rawcode.key import key_fields
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.toolkit.record import toolchain
 
@@ -165,7 +166,7 @@ def test_manifest_sees_a_changed_header(tree, tmp_path):
 
 def test_corrupt_manifest_is_a_miss(tmp_path):
     k1 = cache_key(SRC, arch="sm_90")
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
 
     manifest._memo.clear()
     for p in (tmp_path / "cache" / "manifests").rglob("*.json"):
@@ -185,7 +186,7 @@ def test_corrupt_manifest_is_a_miss(tmp_path):
     ],
 )
 def test_damaged_manifest_stamps_are_a_miss_not_a_crash(tmp_path, stamps):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
 
     manifest._memo.clear()  # this process may know the manifest already: write it here
     k1 = cache_key(SRC, arch="sm_90")

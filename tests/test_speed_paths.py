@@ -133,7 +133,7 @@ def test_overlap_only_when_there_is_something_to_scan(source, overlapped):
 
 
 def test_a_miss_looks_for_the_manifest_once(monkeypatch):
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.key import manifest
 
     calls = []
     real = manifest.lookup

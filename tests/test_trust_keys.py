@@ -208,9 +208,9 @@ def test_a_manifest_of_the_previous_schema_is_a_miss(tree):
     """Records written before stamps held the ctime are misses, not errors."""
     import json
 
-    from cupy_rawcode.headers import manifest
+    from cupy_rawcode.ground.stamps import take
+    from cupy_rawcode.key import manifest
     from cupy_rawcode.key.request import context
-    from cupy_rawcode.key.stamps import take
 
     root = tree({"hv.h": OLD})
     req = make_request(KERNEL, arch="sm_80", target="ptx", source_dir=str(root), source_name="k.cu")
@@ -277,7 +277,7 @@ LAGS = [
 
 @pytest.mark.parametrize("ctime, changed", LAGS)
 def test_a_file_changed_since_the_request_started_allows_for_the_clock(ctime, changed, tmp_path):
-    from cupy_rawcode.key.stamps import absent, changed_since, take
+    from cupy_rawcode.ground.stamps import absent, changed_since, take
 
     path = str(tmp_path / "x.h")
     part = take([(path, 1, 2, 3, ctime), absent(str(tmp_path / "none.h"))])

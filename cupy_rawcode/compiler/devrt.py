@@ -1,7 +1,7 @@
 """Relocatable device code (``-dc``): link NVRTC's relocatable output with the device runtime
 (``libcudadevrt.a``) through nvJitLink, so a kernel that launches kernels (dynamic parallelism)
 loads and runs, as ``cupy.RawKernel(code, name, options=('-dc',))`` does. The key reads
-``link_field``; linking happens only on a miss (nvrtc.compile_program).
+``key.LINK_RULES``; linking happens only on a miss (nvrtc.compile_program).
 
 Which NVRTC output ``link`` takes (measured with NVRTC 12.9 + nvJitLink 12.9, CPU only, for
 ``bench/corpus/block_reduce.cu`` plus a kernel launching it, sm_90): NVRTC with ``-dc`` and
@@ -24,7 +24,8 @@ A virtual target (``compute_XX``, a device newer than NVRTC) cannot be linked to
 
 Without ``-dc`` a device-side launch fails in NVRTC ("device-side kernel launch could not be
 processed as the required runtime APIs are not declared"), which stays a compile error. The
-link step's rules have a version in the key (``link_field``).
+link step's rules have a version in the key (``key.LINK_RULES``); whether a compile links
+follows from its options (``headers.options.wants_rdc``).
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ from collections.abc import Iterable, Iterator
 
 from ..errors import RawcodeError, RawcodeValueError
 
-RDC_FLAGS = ("--device-c", "-dc", "-rdc=true", "--relocatable-device-code=true")
-_RDC_VALUED = ("-rdc=", "--relocatable-device-code=")
-LINK_RULES = "cudadevrt-1"  # bump when what link() does to the same input changes
 LIBRARY = "libcudadevrt.a"
 WHEEL_LAYOUTS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")  # CUDA 13 / CUDA 12 runtime wheels
 TOOLKIT_LAYOUTS = ("lib64", "lib")
@@ -46,25 +44,6 @@ KINDS = ("cubin", "ptx", "ltoir")
 class LinkError(RawcodeError, RuntimeError):
     """Relocatable device code could not be linked with the device runtime: what is missing
     (and what to install), or nvJitLink's own error log."""
-
-
-def wants_rdc(passthrough: Iterable[str]) -> bool:
-    """Whether the NVRTC options ask for relocatable device code: ``-dc``/``--device-c``, or
-    ``-rdc=true``/``--relocatable-device-code=true`` as the last ``-rdc=`` value (NVRTC lets
-    the last one win)."""
-    rdc = False
-    for option in passthrough:
-        if option in ("-dc", "--device-c"):
-            return True
-        if option.startswith(_RDC_VALUED):
-            rdc = option.partition("=")[2] == "true"
-    return rdc
-
-
-def link_field(passthrough: Iterable[str]) -> tuple[str, str]:
-    """The cache key's field for the link step: ("link", LINK_RULES) when the output is linked
-    with the device runtime, ("link", "") otherwise."""
-    return ("link", LINK_RULES if wants_rdc(passthrough) else "")
 
 
 def search(dirs: Iterable[str]) -> str | None:

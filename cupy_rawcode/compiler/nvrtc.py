@@ -9,6 +9,8 @@ from typing import NamedTuple
 
 from .. import config
 from ..errors import RawcodeRuntimeError
+from ..headers.options import wants_rdc
+from ..key import LINK_RULES
 from ..key.request import Request
 from ..nvrtclog import clean_log as clean_log  # NVRTC's log is read in nvrtclog.py
 from ..nvrtclog import option_refusal
@@ -100,7 +102,7 @@ class _Pch:
 
     def _stale(self) -> bool:
         """Whether a file the live PCH was made from changed since (or could not be stamped)."""
-        from ..key.stamps import first_changed
+        from ..ground.stamps import first_changed
 
         return self.stamps is None or first_changed(self.stamps) is not None
 
@@ -150,9 +152,9 @@ class _Pch:
 def prefix_stamps(req: Request, ctx=None) -> tuple | None:
     """The stamps (stamps.take part) of every file a PCH of ``req``'s header prefix reads, taken
     now: its fast-mode closure, with the pre-includes; None when it cannot be resolved."""
+    from ..ground.stamps import absent, take
     from ..headers.fast import resolve_fast
     from ..key.request import context
-    from ..key.stamps import absent, take
 
     ctx = ctx if ctx is not None else context(req)
     try:
@@ -249,9 +251,9 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     when nvJitLink's cubin uses any stack, NVRTC's own cubin is made too and nvJitLink's is
     used only if no function needs more registers or stack (strip.no_worse). Where nvJitLink
     cannot, NVRTC makes the cubin itself."""
-    from . import devrt, strip
+    from . import strip
 
-    if req.target == "cubin" and not req.is_ptx and devrt.wants_rdc(req.options.passthrough):
+    if req.target == "cubin" and not req.is_ptx and wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
         code, symbols, log = _nvrtc(req, ctx, dump)
@@ -311,7 +313,7 @@ def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
         cubin = devrt.link(code, kind, req.arch, ctx.toolchain.nvrtc_version)
     except devrt.LinkError as e:
         raise _compile_error(str(e), req, nvrtc_flags(req, ctx), dump=dump) from None
-    return Compiled(cubin, symbols, {"linked": devrt.LINK_RULES}, log)
+    return Compiled(cubin, symbols, {"linked": LINK_RULES}, log)
 
 
 def virtual_arch(arch: str) -> str:

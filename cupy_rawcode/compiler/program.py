@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from .. import config
 from ..errors import RawcodeRuntimeError, RawcodeWarning
+from ..ground.stamps import changed_since, first_changed
 from ..key.request import Request, compute_key, context, make_request
-from ..key.stamps import changed_since, first_changed
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
 
@@ -127,7 +127,7 @@ def _not_cached(req: Request, ctx, path: str) -> None:
     closure changed under it stores nothing (no entry, manifest or warm-index record)."""
     import warnings
 
-    from ..headers.manifest import discard
+    from ..key.manifest import discard
 
     discard(req.source, ctx, req.pre_includes)
     warnings.warn(
@@ -188,7 +188,7 @@ def _missing_header(e, req: Request, ctx):
 
 
 def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
-    from ..headers.manifest import lookup
+    from ..key.manifest import lookup
 
     dump = config.dump_source() if dump is None else dump
     start_ns = time.time_ns()  # a closure file changed since may differ from what NVRTC read

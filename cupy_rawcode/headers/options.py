@@ -2,6 +2,7 @@
 
 import os
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..errors import RawcodeError, RawcodeValueError
@@ -252,3 +253,19 @@ def normalize_arch(
 def arch_number(arch: str) -> int:
     """90 for 'sm_90', 'compute_90' or 'sm_90a'."""
     return int(re.sub(r"[^0-9]", "", arch.split("_", 1)[1]))
+
+
+_RDC_VALUED = ("-rdc=", "--relocatable-device-code=")
+
+
+def wants_rdc(passthrough: Iterable[str]) -> bool:
+    """Whether the NVRTC options ask for relocatable device code: ``-dc``/``--device-c``, or
+    ``-rdc=true``/``--relocatable-device-code=true`` as the last ``-rdc=`` value (NVRTC lets
+    the last one win)."""
+    rdc = False
+    for option in passthrough:
+        if option in ("-dc", "--device-c"):
+            return True
+        if option.startswith(_RDC_VALUED):
+            rdc = option.partition("=")[2] == "true"
+    return rdc

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import RawcodeError
-from ..key.stamps import values_of
+from ..ground.stamps import values_of
 from ..regular import open_regular, read_fd
 from ..toolkit.specializable import specialized_names
 from .standard import guard_year

@@ -1,6 +1,7 @@
 """Stage 3, the key: takes a normalized request and its header closure (request.py) and gives
 the cache key; the warm index (index.py) maps a kernel's inputs as given straight to it, checked
-by file stamps (stamps.py). The key itself is built here, so that a warm hit loads no more
+by file stamps (ground/stamps.py); a source's header manifest (manifest.py) keys it again
+in a new process without re-scanning. The key itself is built here, so that a warm hit loads no more
 modules than it needs.
 
 The cache key: labelled, length-prefixed fields, schema version first, hashed with SHA-256.
@@ -21,11 +22,14 @@ import hashlib
 import os
 from collections.abc import Iterable
 
+from ..ground.digest import digest_fields
+
 SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
 #                                 hold NVRTC's log, CuPy's default options, program name; 5: the
 #                                 source directory through the closure only, the program name and
 #                                 search paths where the code holds them
 STRIP_RULES = "library-globals-1"  # strip.py's rules: change this when they change
+LINK_RULES = "cudadevrt-1"  # devrt.link's: bump when what it does to the same input changes
 
 
 def strip_field() -> tuple[str, str]:
@@ -45,16 +49,6 @@ def program_name(source: str, source_dir: str | None, source_name: str | None) -
         return os.path.join(source_dir, source_name or "kernel.cu")
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
     return f"<source>/kernel-{digest[:12]}.cu"
-
-
-def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
-    """label, value pairs as len(label) label len(value) value: unambiguous, no reprs."""
-    out = bytearray()
-    for label, value in fields:
-        lab = label.encode()
-        val = value if isinstance(value, bytes) else value.encode("utf-8")
-        out += len(lab).to_bytes(4, "little") + lab + len(val).to_bytes(8, "little") + val
-    return bytes(out)
 
 
 def key_fields(
@@ -86,7 +80,3 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
     for logical, digest in closure:
         fields += [("header", logical), ("digest", digest)]
     return digest_fields(fields)
-
-
-def digest_fields(fields: list) -> str:
-    return hashlib.sha256(encode_fields(fields)).hexdigest()

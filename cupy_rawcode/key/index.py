@@ -22,10 +22,12 @@ import os
 import sys
 from pathlib import Path
 
-from .. import __version__, config
+from .. import config
+from ..ground import VERSION
+from ..ground.digest import digest_fields
+from ..ground.stamps import check, merge, stamp, take
 from . import SCHEMA as KEY_SCHEMA
-from . import digest_fields, strip_field
-from .stamps import check, merge, stamp, take
+from . import strip_field
 
 SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
@@ -53,7 +55,7 @@ def index_id(
     ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90'."""
     fields = [
         ("schema", SCHEMA),
-        ("package", __version__),
+        ("package", VERSION),
         ("key_schema", KEY_SCHEMA),
         strip_field(),
         ("device", device),

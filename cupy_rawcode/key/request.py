@@ -4,18 +4,18 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from ..compiler.devrt import link_field
 from ..errors import RawcodeTypeError, RawcodeValueError
+from ..ground.digest import digest_fields
+from ..ground.stamps import take
 from ..headers.filename import line_info
-from ..headers.manifest import NOT_LOOKED_UP, Facts, closure_digests
-from ..headers.options import Options, normalize_arch, parse_options, with_cupy_defaults
+from ..headers.options import Options, normalize_arch, parse_options, wants_rdc, with_cupy_defaults
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
 from ..inputs import check_source, strip_bom
 from ..inputs import name_expressions as checked_names
 from ..toolkit import jitify_names
 from ..toolkit.specializable import macros as specializable_macros
-from . import closure_digest, digest_fields, key_fields, program_name, strip_field
-from .stamps import take
+from . import LINK_RULES, closure_digest, key_fields, program_name, strip_field
+from .manifest import NOT_LOOKED_UP, Facts, closure_digests
 
 TARGETS = ("cubin", "ptx", "ltoir")
 WORKAROUND = "cupy_rawcode/workaround.h"  # forced pre-include, found in the shim root
@@ -234,3 +234,9 @@ def cache_key(
         source_name=source_name,
     )
     return compute_key(req).key
+
+
+def link_field(passthrough) -> tuple[str, str]:
+    """The key's field for the link step: ("link", LINK_RULES) when the output is linked with
+    the device runtime (devrt.py), ("link", "") otherwise."""
+    return ("link", LINK_RULES if wants_rdc(passthrough) else "")

@@ -2,7 +2,7 @@
 here, counted in a size ledger that every process shares, and evicted least recently used first.
 
 What a cache directory holds, by kind:
-- ``entries/`` (directory.py), ``manifests/`` (headers/manifest.py), ``index/`` (key/index.py),
+- ``entries/`` (directory.py), ``manifests/`` (key/manifest.py), ``index/`` (key/index.py),
   ``toolchain/`` (toolkit/record.py): evicted, least recently used first; a reader marks each
   file used (its mtime);
 - ``stats/``: the hit and miss counters (folded into ``stats/counts`` when they grow) and the

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from .. import config
-from ..key import digest_fields
-from ..key.stamps import stamp
+from ..ground.digest import digest_fields
+from ..ground.stamps import stamp
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
 SCHEMA = "cupy-rawcode-toolchain-4"  # 2: CuPy's include root; 3: the curand and crt roots;

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import config
-from ..key import closure_digest, digest_fields
-from ..key.stamps import absent, check, take
-from .standard import Floor
+from ..ground.digest import digest_fields
+from ..ground.stamps import absent, check, take
+from ..headers.standard import Floor
+from . import closure_digest
 
 SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
@@ -158,9 +159,9 @@ def closure_digests(
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
-    from .closure import MAIN
-    from .fast import resolve_fast  # not imported on a hit
-    from .filename import expands_file
+    from ..headers.closure import MAIN
+    from ..headers.fast import resolve_fast  # not imported on a hit
+    from ..headers.filename import expands_file
 
     mid = manifest_id(source, ctx, pre_includes)
     closure = resolve_fast(source, ctx, pre_includes, main_name or MAIN)

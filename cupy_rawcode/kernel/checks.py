@@ -2,10 +2,12 @@
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
+from ..errors import RawcodeTypeError, RawcodeValueError
+
 
 def _check_backend(backend: str) -> None:
     if backend not in ("nvrtc", "nvcc"):
-        raise ValueError(
+        raise RawcodeValueError(
             f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
             "'nvcc' (handed to CuPy's own nvcc path)"
         )
@@ -28,7 +30,7 @@ def _check_options(options) -> tuple[str, ...]:
     """The options as a tuple, parsed now so that a malformed one fails at construction, naming
     it (options.py is imported only when there are options: a warm hit needs it no further)."""
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
-        raise TypeError(f"options must be a tuple of str, not {options!r}")
+        raise RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
     if options:
         parse_options(options)
     return tuple(options)

@@ -22,8 +22,6 @@ try:
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
     fcntl = None  # type: ignore[assignment]
 
-_warned = False
-
 
 class EntryInfo:
     """One published entry (a plain slotted class, as on every module of the warm-hit path)."""
@@ -94,7 +92,6 @@ class DirectoryStore(Store):
             os.close(fd)  # releases the lock
 
     def put(self, key: str, data: bytes) -> None:
-        global _warned
         from .layout import NotACacheError
         from .sizebound import publish  # not imported on a hit
 
@@ -102,17 +99,15 @@ class DirectoryStore(Store):
             publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
         except NotACacheError:
             pass  # layout.py warned once
-        except OSError as e:
-            if not _warned:  # read-only or full: compiling goes on from memory
-                _warned = True
-                from ..log import warn
+        except OSError as e:  # read-only or full: compiling goes on from memory
+            from ..log import warn_once
 
-                warn(
-                    "cupy-rawcode: cannot write the cache at %s (%s); "
-                    "kernels are kept in memory only",
-                    self.root,
-                    e.strerror or e,
-                )
+            warn_once(
+                ("cache not writable",),  # once per process, whichever directory
+                "cupy-rawcode: cannot write the cache at %s (%s); kernels are kept in memory only",
+                self.root,
+                e.strerror or e,
+            )
 
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next
@@ -195,10 +190,10 @@ class DirectoryStore(Store):
         append-only files, one byte per event: truncating them loses no concurrent append."""
         from ..fsutil import make_private_dirs
         from ..regular import open_own
-        from .layout import claim, foreign_message
+        from .layout import NotACacheError, claim, foreign_message
 
         if not claim(self.root):
-            raise OSError(f"cannot zero the counts: {foreign_message(self.root)}")
+            raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
         make_private_dirs(self.root / "stats")
         try:
             os.unlink(self.root / "stats" / "counts")  # what sizebound folded from them

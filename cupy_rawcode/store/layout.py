@@ -18,6 +18,8 @@ import os
 import stat
 from pathlib import Path
 
+from ..errors import RawcodeError
+
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 MARKER_TEXT = SIGNATURE + (
@@ -37,13 +39,16 @@ _FILE = {  # a kind's file names
 }
 
 
-class NotACacheError(OSError):
+class NotACacheError(RawcodeError, OSError):
     """A write refused: the directory is not the cache's, or a link stands in its layout (the
     refusal was warned about once already)."""
 
 
+class CacheNotADirectoryError(RawcodeError, NotADirectoryError):
+    """The cache directory's path names something other than a directory (a file)."""
+
+
 _owned: set[str] = set()  # cache directories known to be marked, in this process
-_warned: set[str] = set()  # directories already warned about
 
 
 @functools.cache
@@ -201,12 +206,10 @@ def linked_message(path) -> str:
 
 
 def warn_once(root, message: str) -> None:
-    """One warning per directory and process: the cache is not used there."""
-    if str(root) not in _warned:
-        _warned.add(str(root))
-        from ..log import warn
+    """One warning per directory and process (log.warn_once): the cache is not used there."""
+    from ..log import warn_once as once  # off a cache hit's import path
 
-        warn("cupy-rawcode: %s; compiling without the cache", message)
+    once(("cache not used", str(root)), "cupy-rawcode: %s; compiling without the cache", message)
 
 
 def owned(root) -> bool:
@@ -246,7 +249,7 @@ def claim(root) -> bool:
         make_private_dirs(Path(root))
     empty = _only_marker_temps(root)
     if empty is None:
-        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
+        raise CacheNotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
     if not empty:
         return False  # foreign: owned warned
     atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)

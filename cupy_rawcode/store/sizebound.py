@@ -35,6 +35,7 @@ try:
 except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
+from ..errors import RawcodeError
 from . import layout
 from .layout import EVICTED
 
@@ -102,11 +103,15 @@ class Pruned(NamedTuple):
         return sum(self.removed.values())
 
 
+class CacheFilesError(RawcodeError, OSError):
+    """Some of the cache's files could not be read or removed: the message names the first."""
+
+
 def failure(what: str, root: Path, errors: list) -> OSError:
     """One OSError naming the first path that failed and why, and how many more did."""
     path, e = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return OSError(f"cannot {what} {root}: {path}: {e.strerror or e}{more}")
+    return CacheFilesError(f"cannot {what} {root}: {path}: {e.strerror or e}{more}")
 
 
 # ------------------------------------------------------------------ counting

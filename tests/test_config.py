@@ -8,7 +8,8 @@ import pytest
 from conftest import ROOT
 
 import cupy_rawcode
-from cupy_rawcode import cli, config
+from cupy_rawcode import cli
+from cupy_rawcode.ground import config
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.store.directory import DirectoryStore
 

@@ -14,19 +14,19 @@ from pathlib import Path
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import config, errors
 from cupy_rawcode.compiler.program import compile_request
-from cupy_rawcode.errors import RawcodeError, RawcodeWarning
+from cupy_rawcode.ground import config, errors
+from cupy_rawcode.ground.errors import RawcodeError, RawcodeWarning
+from cupy_rawcode.ground.inputs import name_expressions
+from cupy_rawcode.ground.regular import read_bytes
 from cupy_rawcode.headers.options import parse_options
 from cupy_rawcode.headers.resolver import resolve
-from cupy_rawcode.inputs import name_expressions
+from cupy_rawcode.hook.recording import read as read_record
 from cupy_rawcode.kernel import RawKernel, RawModule
 from cupy_rawcode.kernel.pickling import unpickled
 from cupy_rawcode.key.request import make_request
 from cupy_rawcode.launch.bind import bind
 from cupy_rawcode.launch.signature import parse_signature
-from cupy_rawcode.recording import read as read_record
-from cupy_rawcode.regular import read_bytes
 from cupy_rawcode.store import Levels, open_store
 from cupy_rawcode.store.bundle import BundleError, read_index
 from cupy_rawcode.store.directory import DirectoryStore

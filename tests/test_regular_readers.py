@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from cupy_rawcode.regular import (
+from cupy_rawcode.ground.regular import (
     NotRegularFileError,
     open_regular,
     read_at,

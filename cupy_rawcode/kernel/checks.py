@@ -2,7 +2,7 @@
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
-from ..errors import RawcodeTypeError, RawcodeValueError
+from ..ground.errors import RawcodeTypeError, RawcodeValueError
 
 
 def _check_backend(backend: str) -> None:
@@ -40,7 +40,7 @@ def _check_code(code: str) -> None:
     """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
     construction, with the line of the code as given (inputs.py is imported only then)."""
     if "\0" in code or not code.isascii():
-        from ..inputs import check_source
+        from ..ground.inputs import check_source
 
         check_source(code, "<source>")
 
@@ -48,7 +48,7 @@ def _check_code(code: str) -> None:
 def _check_name(name: str) -> None:
     """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
     if "\0" in name or not name.isascii():
-        from ..inputs import check_name
+        from ..ground.inputs import check_name
 
         check_name(name, "kernel name")
 

@@ -9,7 +9,7 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 import os
 import threading
 
-from ..errors import RawcodeTypeError, RawcodeValueError, RawcodeWarning
+from ..ground.errors import RawcodeTypeError, RawcodeValueError, RawcodeWarning
 from .attributes import _ATTRIBUTES, _get_attr, _set_attr
 from .building import Code, _arch_target, _Build, _compute_capability
 from .checks import (
@@ -232,7 +232,7 @@ def _check_defined(code: Code, name: str) -> None:
     entries = entry_functions(code.data, code.kind)
     if code.symbols.get(name, name) in entries:
         return
-    from ..inputs import BadInputError
+    from ..ground.inputs import BadInputError
 
     spelled = {v: k for k, v in code.symbols.items()}
     own = sorted(e for e in entries if not e.startswith("__nv_"))  # not the device runtime's
@@ -287,7 +287,7 @@ class RawModule:
                 raise RawcodeValueError(
                     f"name_expressions need CUDA C++ source; {path} is compiled"
                 )
-            from ..inputs import name_expressions as checked  # a str is refused, not split
+            from ..ground.inputs import name_expressions as checked  # a str is refused, not split
 
             name_expressions = checked(name_expressions)
         if is_binary and (options or translate_cucomplex):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pickle
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 from .building import Code, _Build
 
 _STATE_VERSION = 1

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 
 
 class SignatureError(RawcodeError, ValueError):

@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Callable
 
-from ..errors import RawcodeTypeError, RawcodeValueError
+from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
 from .wrappers import Levels, ReadOnly
 
@@ -126,7 +126,7 @@ def make_store(
     redis_timeout: float | None = None,
 ) -> Levels:
     """The layered store; every argument left None comes from the environment (config.py)."""
-    from .. import config
+    from ..ground import config
 
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
@@ -186,7 +186,7 @@ def default_store(cache_dir=None) -> Levels:
     call time, one instance per distinct configuration)."""
     if _override is not None and cache_dir is None:
         return _override
-    from .. import config
+    from ..ground import config
 
     return _store_for(
         str(config.cache_dir() if cache_dir is None else cache_dir),

@@ -14,9 +14,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import RawcodeError
-from ..fsutil import atomic_write
-from ..log import warn
+from ..ground.errors import RawcodeError
+from ..ground.fsutil import atomic_write
+from ..ground.log import warn
 from .base import Store, refuse
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
@@ -57,7 +57,7 @@ class Index:
 def read_index(path: str | os.PathLike) -> Index:
     """The bundle's Index; raises BundleError when unreadable, not a regular file (a link to
     one is followed: a bundle is the user's file) or its index is larger than INDEX_LIMIT."""
-    from ..regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
+    from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
 
     try:
         fd, st = open_regular(os.fspath(path))
@@ -138,7 +138,7 @@ class BundleStore(Store):
         span = self._entries().get(key)
         if span is None:
             return None
-        from ..regular import open_regular, read_at
+        from ..ground.regular import open_regular, read_at
 
         try:
             fd, _ = open_regular(self.path)  # replaced by a FIFO since its index was read

@@ -43,7 +43,7 @@ class DirectoryStore(Store):
 
     def __init__(self, root: Path, max_bytes: int | None = None):
         """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none)."""
-        from .. import config
+        from ..ground import config
 
         self.root = Path(root)
         if max_bytes is not None:  # manifests, index and toolchain records count against it too
@@ -65,7 +65,7 @@ class DirectoryStore(Store):
         """The entry's bytes, or None: missing, or not a regular file reached without a link
         (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
         cache (layout.py)."""
-        from ..regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
+        from ..ground.regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
         from .layout import owned
 
         if not owned(self.root):
@@ -100,7 +100,7 @@ class DirectoryStore(Store):
         except NotACacheError:
             pass  # layout.py warned once
         except OSError as e:  # read-only or full: compiling goes on from memory
-            from ..log import warn_once
+            from ..ground.log import warn_once
 
             warn_once(
                 ("cache not writable",),  # once per process, whichever directory
@@ -188,8 +188,8 @@ class DirectoryStore(Store):
     def zero_counts(self) -> None:
         """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
         append-only files, one byte per event: truncating them loses no concurrent append."""
-        from ..fsutil import make_private_dirs
-        from ..regular import open_own
+        from ..ground.fsutil import make_private_dirs
+        from ..ground.regular import open_own
         from .layout import NotACacheError, claim, foreign_message
 
         if not claim(self.root):
@@ -254,7 +254,7 @@ def _flush(root: Path) -> None:
 def _append(root: Path, name: str, n: int) -> None:
     """Add ``n`` events to a counter file (best effort: a read-only cache, or a directory that
     is not a cache (layout.py), counts nothing; a counter that is no regular file neither)."""
-    from ..regular import open_own
+    from ..ground.regular import open_own
     from .layout import claim, real_dir
 
     try:
@@ -268,7 +268,7 @@ def _append(root: Path, name: str, n: int) -> None:
         fd = open_own(path, flags)
     except FileNotFoundError:
         try:
-            from ..fsutil import make_private_dirs
+            from ..ground.fsutil import make_private_dirs
 
             make_private_dirs(path.parent)
             if not real_dir(path.parent):
@@ -277,7 +277,7 @@ def _append(root: Path, name: str, n: int) -> None:
         except OSError:
             return
     except OSError as e:
-        from ..regular import refused
+        from ..ground.regular import refused
 
         refused(path, e)  # a link or a FIFO: one warning
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 
 MAGIC = b"CUPY-RAWCODE-ENTRY-2\n"
 _DIGEST = 32

@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
@@ -94,7 +94,7 @@ def real_dir(path) -> bool:
 
 def is_marked(root) -> bool:
     """Whether ``root`` holds the cache's marker (a regular file starting with the signature)."""
-    from ..regular import read_cache_file
+    from ..ground.regular import read_cache_file
 
     data = read_cache_file(Path(root, MARKER), 4096)
     return data is not None and data.startswith(SIGNATURE)
@@ -178,7 +178,7 @@ def _adopt(root) -> bool:
     be read."""
     if not written_by_layout(root):
         return False
-    from ..fsutil import atomic_write
+    from ..ground.fsutil import atomic_write
 
     try:
         atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
@@ -207,7 +207,7 @@ def linked_message(path) -> str:
 
 def warn_once(root, message: str) -> None:
     """One warning per directory and process (log.warn_once): the cache is not used there."""
-    from ..log import warn_once as once  # off a cache hit's import path
+    from ..ground.log import warn_once as once  # off a cache hit's import path
 
     once(("cache not used", str(root)), "cupy-rawcode: %s; compiling without the cache", message)
 
@@ -243,7 +243,7 @@ def claim(root) -> bool:
         return True
     if is_marked(root):
         return False  # a kind directory is a link: owned warned
-    from ..fsutil import atomic_write, make_private_dirs
+    from ..ground.fsutil import atomic_write, make_private_dirs
 
     if _only_marker_temps(root) is None:
         make_private_dirs(Path(root))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ..log import warn_once
+from ..ground.log import warn_once
 from .base import Store
 
 PREFIX = "cupy-rawcode:entry:"

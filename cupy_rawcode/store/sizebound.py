@@ -35,7 +35,7 @@ try:
 except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 from . import layout
 from .layout import EVICTED
 
@@ -248,13 +248,13 @@ def scan(root: Path, kinds: tuple[str, ...] | None = None) -> Usage:
 def _ledger(root: Path, change) -> tuple[int | None, float]:
     """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
     None when unknown; when the directory was last counted). Raises OSError."""
-    from ..regular import open_own
+    from ..ground.regular import open_own
 
     path = root / "stats" / "size"
     try:
         fd = open_own(path, os.O_RDWR | os.O_CREAT)  # never a link, never a FIFO
     except FileNotFoundError:
-        from ..fsutil import make_private_dirs
+        from ..ground.fsutil import make_private_dirs
 
         make_private_dirs(path.parent)
         fd = open_own(path, os.O_RDWR | os.O_CREAT)
@@ -301,7 +301,7 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
     try:
         total, _ = _ledger(root, add)
     except OSError as e:
-        from ..regular import refused
+        from ..ground.regular import refused
 
         refused(root / "stats" / "size", e)  # a link or a FIFO: one warning
         return  # a read-only or full cache: the write failed too, or was the last one
@@ -451,7 +451,7 @@ def _fold_counters(root: Path) -> None:
             n = st.st_size if stat.S_ISREG(st.st_mode) else 0
             counts = read_counts(root)
             counts[name] = counts.get(name, 0) + n
-            from ..fsutil import atomic_write
+            from ..ground.fsutil import atomic_write
 
             atomic_write(stats / "counts", json.dumps(counts).encode())
             os.unlink(moved)
@@ -463,7 +463,7 @@ def read_counts(root: Path) -> dict:
     """The folded hit and miss counts ({} when none were folded)."""
     import json
 
-    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
 
     raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
     try:
@@ -588,8 +588,8 @@ def clear(root: Path) -> Pruned:
 def _clear_the_way(root: Path, path: Path) -> bool:
     """Remove a directory standing where the file ``path`` belongs, or a file standing where
     one of its directories belongs (below ``root``), with a log line; True when one was."""
-    from ..log import warn
-    from ..regular import warned
+    from ..ground.log import warn
+    from ..ground.regular import warned
 
     if path.is_dir() and not path.is_symlink():
         errors: list = []
@@ -631,7 +631,7 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     (``max_bytes``: None for none; default the cache's configured bound). Something in the way
     (a directory where the file belongs) is removed first, with a log line. Raises OSError when
     the file cannot be written."""
-    from ..fsutil import atomic_write
+    from ..ground.fsutil import atomic_write
 
     _check_claimed(Path(root), Path(path))
     try:
@@ -641,7 +641,7 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
             raise
         atomic_write(path, data)
     if max_bytes is CONFIGURED:
-        from .. import config
+        from ..ground import config
 
         max_bytes = config.cache_bound(root)
     wrote(Path(root), len(data), max_bytes)

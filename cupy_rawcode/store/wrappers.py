@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import RawcodeTypeError
+from ..ground.errors import RawcodeTypeError
 from .base import Store, refuse
 from .entry import EntryError, decode
 
@@ -190,7 +190,7 @@ class Levels(Store):
 
 def _warn_broken(key: str, where: str, error: ValueError) -> None:
     """One warning for a broken entry: it is ignored and compiled again."""
-    from ..log import warn
+    from ..ground.log import warn
 
     warn(
         "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",

@@ -8,7 +8,8 @@ import pytest
 from conftest import ROOT
 
 import cupy_rawcode
-from cupy_rawcode.toolkit import shims
+from cupy_rawcode.compiler.hints import stub_hints
+from cupy_rawcode.toolkit import shimdata, shims
 from cupy_rawcode.toolkit.record import toolchain
 
 # header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
@@ -82,7 +83,7 @@ USES = {
     "ctime": "clock_t t = std::clock(); q[0] = (int)(t + clock64());",
     "cstdarg": "std::va_list a; q[0] = (int)sizeof(a) + (int)sizeof(va_list);",
 }
-C_NAMES = shims.C_HEADERS
+C_NAMES = shimdata.C_HEADERS
 _C_GLOBAL = {
     "cstdint": "int32_t g = 1; q[0] = g;",
     "cstddef": "size_t g = 1; q[0] = (int)g;",
@@ -104,16 +105,16 @@ def _kernel(includes, body):
 
 
 def _cccl_has(name):
-    shim = shims.SUPPORTED[name]
+    shim = shimdata.SUPPORTED[name]
     roots = [d.path for d in toolchain().system_dirs]
     return all(any((Path(r) / "cuda" / "std" / h).is_file() for r in roots) for h in shim.backing)
 
 
 def test_every_supported_header_has_a_use_case():
-    assert set(USES) == set(shims.SUPPORTED) and set(C_NAMES.values()) <= set(shims.SUPPORTED)
+    assert set(USES) == set(shimdata.SUPPORTED) and set(C_NAMES.values()) <= set(shimdata.SUPPORTED)
 
 
-@pytest.mark.parametrize("name", sorted(shims.SUPPORTED) + sorted(C_NAMES))
+@pytest.mark.parametrize("name", sorted(shimdata.SUPPORTED) + sorted(C_NAMES))
 def test_supported_header_compiles_with_its_main_names(name):
     if not _cccl_has(C_NAMES.get(name, name)):
         pytest.skip(f"<{name}> needs a newer CCCL than {toolchain().cccl_version}")
@@ -169,21 +170,21 @@ STUB_USES = {
 
 
 def test_every_stub_has_a_use_case():
-    assert set(STUB_USES) == set(shims.STUBS)
+    assert set(STUB_USES) == set(shimdata.STUBS)
 
 
 def test_every_jitify_header_is_a_shim_or_a_stub():
-    known = set(shims.SUPPORTED) | set(shims.C_HEADERS) | set(shims.STUBS)
+    known = set(shimdata.SUPPORTED) | set(shimdata.C_HEADERS) | set(shimdata.STUBS)
     assert [h for h in JITIFY_HEADERS if h not in known] == []
 
 
-@pytest.mark.parametrize("name", sorted(set(JITIFY_HEADERS) | set(shims.STUBS)))
+@pytest.mark.parametrize("name", sorted(set(JITIFY_HEADERS) | set(shimdata.STUBS)))
 def test_header_compiles_when_included(name):
     """Included and unused, as a library header includes it: compiles, and after a stub the
     std:: integer types a real <iostream> or <vector> makes reachable are there."""
     body = (
         "std::size_t n = 2; std::int32_t m = 3; q[0] = (int)(n + m);"
-        if name in shims.STUBS
+        if name in shimdata.STUBS
         else "q[0] = 1;"
     )
     cupy_rawcode.compile(_kernel([name], body), arch="sm_90")
@@ -193,19 +194,21 @@ def test_header_compiles_when_included(name):
 def test_all_stubs_together_with_every_shim(stubs_first):
     """The stubs' std:: declarations and the shims' cuda::std names coexist in one source, in
     either order: libcudacxx's char_traits is still std::char_traits."""
-    shim_names = [n for n in sorted(shims.SUPPORTED) if _cccl_has(n)]
-    names = sorted(shims.STUBS) + shim_names if stubs_first else shim_names + sorted(shims.STUBS)
+    shim_names = [n for n in sorted(shimdata.SUPPORTED) if _cccl_has(n)]
+    names = (
+        sorted(shimdata.STUBS) + shim_names if stubs_first else shim_names + sorted(shimdata.STUBS)
+    )
     body = "p[0] = std::sin(p[1]) + std::abs(std::complex<float>(p[2], 1.0f));"
     if "string_view" in shim_names:
         body += ' q[0] = (int)std::char_traits<char>::length("abc") + (int)std::string_view("ab").size();'
     cupy_rawcode.compile(_kernel(names, body), arch="sm_90")
 
 
-@pytest.mark.parametrize("name", sorted(shims.STUBS))
+@pytest.mark.parametrize("name", sorted(shimdata.STUBS))
 def test_a_stub_name_used_fails_with_the_hint(name):
     with pytest.raises(cupy_rawcode.CompileError) as e:
         cupy_rawcode.compile(_kernel([name], STUB_USES[name]), arch="sm_90")
-    assert f"<{name}> has no device implementation: {shims.STUBS[name].advice}" in str(e.value)
+    assert f"<{name}> has no device implementation: {shimdata.STUBS[name].advice}" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -245,9 +248,9 @@ def test_a_stub_name_used_fails_with_the_hint(name):
 )
 def test_stub_hints_name_the_header_of_the_name_used(log, hints):
     expected = "\n".join(
-        f"<{h}> has no device implementation: {shims.STUBS[h].advice}" for h in hints
+        f"<{h}> has no device implementation: {shimdata.STUBS[h].advice}" for h in hints
     )
-    assert shims.stub_hints(log) == expected
+    assert stub_hints(log) == expected
 
 
 def _other_roots():

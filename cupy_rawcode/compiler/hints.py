@@ -1,14 +1,43 @@
 """What a failed NVRTC compile's errors point at, in a sentence the user can act on: a declaration
-stub's name used (shims.stub_hints), or a Thrust algorithm called with an execution policy.
-Pure functions of the log (read through nvrtclog.py) and the source; compiler/nvrtc.py hands
-their answer to errors.compile_message, which appends it to a CompileError's message."""
+stub's name used (stub_hints, from the stubs' table in toolkit/shimdata.py), or a Thrust
+algorithm called with an execution policy. Pure functions of the log (read through nvrtclog.py)
+and the source; compiler/nvrtc.py hands their answer to errors.compile_message, which appends it
+to a CompileError's message."""
 
 from __future__ import annotations
 
 import re
 
-from ..ground.nvrtclog import errors_inside, required_standard
-from ..toolkit.shims import stub_hints
+from ..ground.nvrtclog import error_texts, errors_inside, names_in, required_standard
+from ..toolkit.shimdata import STUBS
+
+
+def _stub_by_name() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for header, stub in STUBS.items():
+        for name in stub.names:
+            qualified = (
+                name[2:] if name.startswith("::") else name if "::" in name else "std::" + name
+            )
+            out.setdefault(qualified, header)
+    return out
+
+
+def stub_hints(log: str) -> str:
+    """For an NVRTC log: one line per stub header whose names its errors use (the first such
+    name of each error line: ``std::stack<int, std::deque<int>>`` is <stack>'s), saying that
+    the header has no device implementation and what to use instead ('' when none)."""
+    table = _stub_by_name()
+    found: list[str] = []
+    for text in error_texts(log):
+        for name in names_in(text):
+            header = table.get(name)
+            if header:
+                if header not in found:
+                    found.append(header)
+                break
+    return "\n".join(f"<{h}> has no device implementation: {STUBS[h].advice}" for h in found)
+
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch
 # (thrust/detail/execute_with_allocator.h, pointer.h, the system backends) declares explicitly

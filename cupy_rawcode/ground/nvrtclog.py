@@ -1,7 +1,7 @@
 """NVRTC's log, read in one place: cleaned of what is never shown, split into diagnostics (file,
 line, severity, message and the indented lines that belong to it), and asked the few questions
 the error messages and hints need. Pure functions of the log's text; this module imports nothing
-of the package (errors.py, toolkit/shims.py and compiler/ all read the log through it)."""
+of the package (errors.py and compiler/, its stub hints included, all read the log through it)."""
 
 from __future__ import annotations
 

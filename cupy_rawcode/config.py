@@ -107,12 +107,11 @@ def cache_dir() -> Path:
 
 
 def key_environment() -> list[tuple[str, str]]:
-    """(name, value) of every environment variable that can change a cache key (the table's
-    ``keyed`` rows, in its order: the header search policy, stripping, CuPy's options, the
-    standard, what toolchain discovery reads); '' when unset."""
+    """(name, value) of every environment variable that can change a cache key (KEY_ENV: the
+    header search policy, stripping, CuPy's options, the standard, what discovery reads)."""
     if not _validated:
         validate()
-    return [(v.name, os.environ.get(v.name, "")) for v in TABLE if v.keyed]
+    return [(name, os.environ.get(name, "")) for name in KEY_ENV]
 
 
 def site_dirs() -> list[str]:
@@ -400,6 +399,7 @@ conda_prefix = Var("CONDA_PREFIX", _any, None, keyed=True).documented(
 
 TABLE: tuple[Var, ...] = tuple(_rows)
 VARIABLES = {v.name: v for v in TABLE if v.name.startswith(PREFIX)}  # what validate() knows
+KEY_ENV = tuple(v.name for v in TABLE if v.keyed)  # key_environment()'s, in the table's order
 TOOLCHAIN_ENV = tuple(v.name for v in (cuda_home, cuda_path, ld_library_path, conda_prefix))
 
 

@@ -47,7 +47,7 @@ if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     t0 = time.perf_counter()
     import cuda.core, concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure
     import cupy_rawcode.key.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
-    import cupy_rawcode.compiler.nvrtc, cupy_rawcode.compiler.strip, cupy_rawcode.fsutil  # a miss's modules
+    import cupy_rawcode.compiler.nvrtc, cupy_rawcode.compiler.strip, cupy_rawcode.ground.fsutil  # a miss's modules
     from cupy_rawcode.toolkit.record import toolchain
     toolchain()
     out["setup"] = time.perf_counter() - t0

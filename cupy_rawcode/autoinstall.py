@@ -34,7 +34,8 @@ def start() -> None:
 
 
 def _start() -> None:
-    from . import config, recording
+    from .ground import config
+    from .hook import recording
 
     config.install_scope()  # a bad value of any variable fails here, naming it
     path = config.record_path()
@@ -48,7 +49,9 @@ def _start() -> None:
 
 def _apply() -> None:
     """Wrap CuPy's compile function as the variables ask (CuPy is imported)."""
-    from . import config, hook, recording
+    from .ground import config
+    from .hook import install as hook
+    from .hook import recording
 
     scope = config.install_scope()
     if scope:

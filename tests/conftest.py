@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache(tmp_path, monkeypatch):
     """Every test gets its own cache directory: tests never share state through the disk; and
     the environment is validated again at its first read (config.validate)."""
-    from cupy_rawcode import config
+    from cupy_rawcode.ground import config
 
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("CUPY_RAWCODE_HEADER_SOURCES", raising=False)

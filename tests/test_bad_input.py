@@ -4,7 +4,7 @@ import re
 import pytest
 
 from cupy_rawcode import RawKernel, RawModule, compile
-from cupy_rawcode.errors import BadInputError
+from cupy_rawcode.ground.errors import BadInputError
 from cupy_rawcode.headers.closure import MissingHeaderError, ResolveError
 from cupy_rawcode.headers.resolver import resolve
 from cupy_rawcode.key.request import cache_key
@@ -107,7 +107,7 @@ def _file(tmp_path, data: bytes, name: str = "k.cu") -> str:
 
 
 def _compile_for_cupy(source, names=None):
-    from cupy_rawcode.hook import _compile_for_cupy as route
+    from cupy_rawcode.hook.install import _compile_for_cupy as route
 
     return route(source, (), "sm_90", names, None)
 
@@ -261,7 +261,7 @@ def test_a_nul_in_a_header_is_reported_by_nvrtc_with_its_file_and_line(tree):
     """NVRTC reads headers from disk whole (it is given none in memory): a NUL in a header's
     code is its own error naming the header and line, and one in a comment is ignored, so no
     code is dropped and the resolver leaves headers to it."""
-    from cupy_rawcode.errors import CompileError
+    from cupy_rawcode.ground.errors import CompileError
 
     root = tree({"i/h.h": "// fine\n"})
     (root / "i" / "h.h").write_bytes(b"// a\0b\n#define VAL 3\0 + 4\n")

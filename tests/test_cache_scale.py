@@ -371,9 +371,9 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
 
 @pytest.fixture
 def fresh_redis_warning(monkeypatch):
-    from cupy_rawcode.store import redis as redis_store
+    from cupy_rawcode.ground import log
 
-    monkeypatch.setattr(redis_store, "_warned", False)
+    monkeypatch.setattr(log, "_said", set())  # every warn-once speaks again
 
 
 def machine(tmp_path, name, url, **kw):
@@ -558,10 +558,9 @@ def test_corrupted_entries_recompile_to_the_right_code(tmp_path):
 
 
 def test_a_write_error_mid_publish_leaves_no_partial_entry(tmp_path, monkeypatch, caplog):
-    from cupy_rawcode import fsutil
-    from cupy_rawcode.store import directory
+    from cupy_rawcode.ground import fsutil, log
 
-    monkeypatch.setattr(directory, "_warned", False)
+    monkeypatch.setattr(log, "_said", set())  # the cache-not-writable warning speaks again
     real_fdopen = os.fdopen
 
     class FullDisk:

@@ -9,7 +9,8 @@ import pytest
 from conftest import ROOT
 
 import cupy_rawcode
-from cupy_rawcode import cli, config
+from cupy_rawcode import cli
+from cupy_rawcode.ground import config
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.store.directory import DirectoryStore
 
@@ -154,7 +155,7 @@ def test_the_environment_is_validated_once_per_process(monkeypatch):
 
 
 def test_the_readme_environment_table_is_the_rendered_one():
-    """The README's table is config.markdown() (python -m cupy_rawcode.config --markdown)."""
+    """The README's table is config.markdown() (python -m cupy_rawcode.ground.config --markdown)."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("\n## Environment\n", 1)[1].split("\n## ", 1)[0]
     table = section[section.index("| variable | meaning |") :].strip() + "\n"
@@ -219,7 +220,7 @@ def test_no_module_reads_the_environment_but_config():
     start, before cupy_rawcode may be imported) reads the two hook rows only."""
     found = []
     for path in sorted((ROOT / "cupy_rawcode").rglob("*.py")):
-        if path.name == "config.py" and path.parent.name == "cupy_rawcode":
+        if path.relative_to(ROOT).as_posix() == "cupy_rawcode/ground/config.py":
             continue
         for line, name in _environment_reads(ast.parse(path.read_text())):
             where = path.relative_to(ROOT).as_posix()

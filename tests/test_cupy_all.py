@@ -15,7 +15,9 @@ from cupy._core import core  # noqa: E402
 from cupy.cuda import compiler  # noqa: E402
 
 import cupy_rawcode  # noqa: E402
-from cupy_rawcode import cupy_compiles, hook, recording  # noqa: E402
+from cupy_rawcode.hook import compiles as cupy_compiles  # noqa: E402
+from cupy_rawcode.hook import install as hook  # noqa: E402
+from cupy_rawcode.hook import recording  # noqa: E402
 from cupy_rawcode.store import default_store  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -355,7 +357,7 @@ def test_install_environment_variable_routes_a_program_that_never_calls_install(
     script = (
         f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
         "from test_cupy_all import ELEMENTWISE, cupy_compile, counts\n"
-        "from cupy_rawcode import hook\n"
+        "from cupy_rawcode.hook import install as hook\n"
         "cupy_compile(ELEMENTWISE); print(hook.installed('all'), counts())\n"
     )
     env = {**os.environ, "CUPY_RAWCODE_INSTALL": "all"}

@@ -11,9 +11,11 @@ import sys
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import errors, hook, jitify_compat
+from cupy_rawcode.compiler import jitify as jitify_compat
+from cupy_rawcode.ground import errors
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
+from cupy_rawcode.hook import install as hook
 from cupy_rawcode.kernel import loading
 
 ARCH = "sm_90"

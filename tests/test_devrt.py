@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from cupy_rawcode import config
 from cupy_rawcode.compiler import devrt, strip
 from cupy_rawcode.compiler.devrt import LinkError, link, search
+from cupy_rawcode.ground import config
 from cupy_rawcode.headers.options import wants_rdc
 from cupy_rawcode.key import LINK_RULES
 from cupy_rawcode.key.request import link_field

@@ -7,27 +7,35 @@ from __future__ import annotations
 
 import ast
 import builtins
+import errno
 import pickle
 from pathlib import Path
 
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import config, errors
 from cupy_rawcode.compiler.program import compile_request
-from cupy_rawcode.errors import RawcodeError, RawcodeWarning
+from cupy_rawcode.ground import config, errors
+from cupy_rawcode.ground.errors import RawcodeError, RawcodeWarning
+from cupy_rawcode.ground.inputs import name_expressions
+from cupy_rawcode.ground.regular import read_bytes
 from cupy_rawcode.headers.options import parse_options
 from cupy_rawcode.headers.resolver import resolve
-from cupy_rawcode.inputs import name_expressions
+from cupy_rawcode.hook.recording import read as read_record
+from cupy_rawcode.kernel import RawKernel, RawModule
+from cupy_rawcode.kernel.pickling import unpickled
 from cupy_rawcode.key.request import make_request
-from cupy_rawcode.recording import read as read_record
-from cupy_rawcode.regular import read_bytes
-from cupy_rawcode.store import Levels
+from cupy_rawcode.launch.bind import bind
+from cupy_rawcode.launch.signature import parse_signature
+from cupy_rawcode.store import Levels, open_store
+from cupy_rawcode.store.bundle import BundleError, read_index
+from cupy_rawcode.store.directory import DirectoryStore
+from cupy_rawcode.store.entry import decode
+from cupy_rawcode.store.layout import claim
 from cupy_rawcode.store.memory import MemoryStore
+from cupy_rawcode.store.sizebound import failure
 
 PACKAGE = Path(cupy_rawcode.__file__).resolve().parent
-# owned by other changes of issue 29 (store backends, the drop-in classes, the signature reader)
-NOT_YET = ("store/", "kernel/", "launch/signature.py", "launch/lexer.py")
 ROOTS = ("RawcodeError", "RawcodeWarning")
 KERNEL = 'extern "C" __global__ void k(float* x) {\n  x[0] = nope;\n}\n'
 
@@ -49,6 +57,31 @@ def _compile_error(tmp_path: Path):
     return _compile(tmp_path, KERNEL)
 
 
+def _file(tmp_path: Path, data: bytes = b"not a bundle, not a cache\n") -> Path:
+    path = tmp_path / "some.file"
+    path.write_bytes(data)
+    return path
+
+
+def _foreign_dir(tmp_path: Path) -> Path:
+    """A directory that is not a cache: it holds someone's file and no CACHEDIR.TAG."""
+    _file(tmp_path)
+    return tmp_path
+
+
+def _failed_clear(tmp_path: Path):
+    """What a clear that could not remove a file raises."""
+    raise failure("clear", tmp_path, [(str(tmp_path / "x"), OSError(errno.EACCES, "denied"))])
+
+
+def _launch_args(sig_source: str, *args):
+    """Bind ``args`` to the parameters of ``k`` in ``sig_source``."""
+    return bind(parse_signature(sig_source, "k"), args, {})
+
+
+SIG = 'extern "C" __global__ void k(int n, float* x) {}\n'
+
+
 CASES = [
     ("bad option", lambda p: parse_options(("-std=c++99",)), ValueError),
     ("not an option", lambda p: parse_options(("foo",)), ValueError),
@@ -64,6 +97,28 @@ CASES = [
     ("bad record line", lambda p: read_record(_record(p)), ValueError),
     ("not a regular file", lambda p: read_bytes(str(p)), OSError),
     ("compile error", _compile_error, RuntimeError),
+    # store/
+    ("store class not found", lambda p: open_store("no_such_module:Store"), ValueError),
+    ("store class not a Store", lambda p: open_store("json:JSONDecoder"), TypeError),
+    ("bad store URL", lambda p: open_store("memory:x"), ValueError),
+    ("level not a Store", lambda p: Levels([object()]), TypeError),
+    ("bad bundle", lambda p: read_index(_file(p)), ValueError),
+    ("broken entry", lambda p: decode("0" * 64, b"junk"), ValueError),
+    ("zero counts of no cache", lambda p: DirectoryStore(_foreign_dir(p)).zero_counts(), OSError),
+    ("cache path is a file", lambda p: claim(_file(p)), NotADirectoryError),
+    ("clear failed", _failed_clear, OSError),
+    # kernel/ and launch/
+    ("kernel code not str", lambda p: RawKernel(b"x", "k"), TypeError),
+    ("kernel name not str", lambda p: RawKernel("x", 1), TypeError),
+    ("bad backend", lambda p: RawKernel("x", "k", backend="clang"), ValueError),
+    ("options not a tuple", lambda p: RawKernel("x", "k", options="-O3"), TypeError),
+    ("code and path", lambda p: RawModule(code="x", path="x.cu"), TypeError),
+    ("jitify a cubin", lambda p: RawModule(path="x.cubin", jitify=True), ValueError),
+    ("pickle of another version", lambda p: unpickled({}, "RawKernel"), pickle.UnpicklingError),
+    ("unparsable signature", lambda p: parse_signature("int x;", "k"), ValueError),
+    ("too many launch args", lambda p: _launch_args(SIG, 1, 2, 3), TypeError),
+    ("launch arg out of range", lambda p: _launch_args(SIG, 1 << 40, 0), OverflowError),
+    ("launch arg not a number", lambda p: _launch_args(SIG, "1", 0), TypeError),
 ]
 
 
@@ -90,6 +145,12 @@ def test_oserror_subclass_keeps_errno_and_pickles(tmp_path):
     assert type(again) is type(e.value) and str(again) == str(e.value)
 
 
+def test_bundle_error_is_a_rawcode_error_and_a_value_error(tmp_path):
+    with pytest.raises(BundleError) as e:
+        read_index(_file(tmp_path))
+    assert isinstance(e.value, RawcodeError) and isinstance(e.value, ValueError)
+
+
 def test_roots_are_exported():
     assert cupy_rawcode.RawcodeError is RawcodeError
     assert cupy_rawcode.RawcodeWarning is RawcodeWarning
@@ -98,11 +159,9 @@ def test_roots_are_exported():
 
 
 def _modules():
-    """(path relative to the package, parsed tree) of every module outside NOT_YET."""
+    """(path relative to the package, parsed tree) of every module of the package."""
     for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if not rel.startswith(NOT_YET):
-            yield rel, ast.parse(path.read_text(encoding="utf-8"))
+        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _is_exception_class(node: ast.ClassDef) -> bool:

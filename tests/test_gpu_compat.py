@@ -24,8 +24,8 @@ import pytest
 from conftest import ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode import hook
 from cupy_rawcode.compiler import program
+from cupy_rawcode.hook import install as hook
 
 pytestmark = [
     pytest.mark.gpu,

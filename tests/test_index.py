@@ -135,7 +135,7 @@ MISS_WHEN = {
         sys, "path", sys.path + [str(r / "env" / "site-packages")]
     ),
     "the package's version changes": lambda r, mp: mp.setattr(index, "VERSION", "9.9.9"),
-    "a package module changes": lambda r, mp: _stamp_changed(mp, "config.py"),
+    "a package module changes": lambda r, mp: _stamp_changed(mp, "__init__.py"),
     "a subpackage module changes": lambda r, mp: _stamp_changed(mp, "headers/closure.py"),
     "a subpackage's __init__ changes": lambda r, mp: _stamp_changed(mp, "key/__init__.py"),
     "the index entry is removed": lambda r, mp: _for_each_entry(lambda p: p.unlink()),
@@ -216,7 +216,7 @@ def _stamp_changed(monkeypatch, module):
 
 
 def _entries():
-    from cupy_rawcode import config
+    from cupy_rawcode.ground import config
 
     return sorted((config.cache_dir() / "index").rglob("*.json"))
 
@@ -311,7 +311,7 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     assert set(toolrecord.watched_paths(tc)) <= stamped
     pkg = Path(index.__file__).parent
     assert {str(p) for p in pkg.glob("*.py")} | {str(p) for p in pkg.glob("store/*.py")} <= stamped
-    from cupy_rawcode import config
+    from cupy_rawcode.ground import config
 
     (man,) = (config.cache_dir() / "manifests").rglob("*.json")
     closure = {
@@ -325,7 +325,7 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
 def test_an_entry_the_store_lost_is_compiled_again(monkeypatch):
     build = RawKernel(corpus("plain.cu"), "kern")._build
     first = build.device_code(CC)
-    from cupy_rawcode import config
+    from cupy_rawcode.ground import config
 
     for p in (config.cache_dir() / "entries").rglob("*"):
         if p.is_file():
@@ -378,7 +378,7 @@ HIT_PATH = {
     "cupy_rawcode.kernel.checks",
     "cupy_rawcode.kernel.classes",
     "cupy_rawcode.kernel.loading",  # not pickling or cucomplex: imported when used
-    "cupy_rawcode.config",
+    "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
     "cupy_rawcode.ground",
     "cupy_rawcode.ground.digest",
@@ -391,8 +391,8 @@ HIT_PATH = {
     "cupy_rawcode.store.memory",
     "cupy_rawcode.store.entry",
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
-    "cupy_rawcode.regular",  # cache files are read only as regular files, never through a link
-    "cupy_rawcode.errors",  # the package's exception classes (RawcodeError): config raises them
+    "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
+    "cupy_rawcode.ground.errors",  # the package's exception classes (RawcodeError): config raises them
 }
 
 
@@ -498,7 +498,8 @@ def test_merged_stamps_hold_while_every_part_holds(tmp_path):
 
 
 def test_cache_clear_removes_the_index():
-    from cupy_rawcode import cli, config
+    from cupy_rawcode import cli
+    from cupy_rawcode.ground import config
 
     RawKernel(corpus("plain.cu"), "kern")._build.device_code(CC)
     assert _entries()

@@ -5,7 +5,7 @@ import pytest
 cupy = pytest.importorskip("cupy")
 import cupy.cuda.compiler as compiler  # noqa: E402
 
-from cupy_rawcode import hook  # noqa: E402
+from cupy_rawcode.hook import install as hook  # noqa: E402
 
 
 @pytest.fixture

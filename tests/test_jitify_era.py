@@ -29,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings(
 @pytest.fixture(autouse=True)
 def _fresh_warnings(monkeypatch):
     """The raise warning is once per process: each test starts with none given yet."""
-    from cupy_rawcode import log
+    from cupy_rawcode.ground import log
 
     monkeypatch.setattr(log, "_said", set())
     monkeypatch.delenv("CUPY_RAWCODE_RAISE_STD", raising=False)

@@ -9,7 +9,8 @@ import warnings
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode import errors, hook
+from cupy_rawcode.ground import errors
+from cupy_rawcode.hook import install as hook
 from cupy_rawcode.kernel import loading
 from cupy_rawcode.toolkit import jitify_names
 

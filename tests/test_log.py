@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from cupy_rawcode import log
+from cupy_rawcode.ground import log
 
 
 def test_first_time_is_once_per_key(monkeypatch):

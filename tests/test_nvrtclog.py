@@ -3,7 +3,7 @@ names errors use, errors inside a library's headers, and the standard a header r
 
 from __future__ import annotations
 
-from cupy_rawcode.nvrtclog import (
+from cupy_rawcode.ground.nvrtclog import (
     Diagnostic,
     clean_log,
     diagnostics,

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from cupy_rawcode.regular import (
+from cupy_rawcode.ground.regular import (
     NotRegularFileError,
     open_regular,
+    read_at,
     read_fd,
     read_lines,
     read_text,
@@ -49,6 +50,19 @@ def test_read_fd_reads_a_header_whole(tmp_path):
     fd, st = open_regular(str(path))
     try:
         assert read_fd(fd, st) == DATA * 20000
+    finally:
+        os.close(fd)
+
+
+def test_read_at_reads_a_span_as_seek_and_read_do(tmp_path):
+    path = tmp_path / "x.bundle"
+    path.write_bytes(DATA)
+    fd, _ = open_regular(str(path))
+    try:
+        with open(path, "rb") as f:
+            for offset, size in ((0, 3), (5, 4), (len(DATA) - 2, 10), (len(DATA) + 1, 1), (2, 0)):
+                f.seek(offset)
+                assert read_at(fd, offset, size) == f.read(size)
     finally:
         os.close(fd)
 

@@ -218,7 +218,7 @@ def test_a_warm_hit_imports_nothing_only_a_miss_needs(tmp_path):
         "cupy_rawcode.compiler.strip",
         "cupy_rawcode.headers.closure",
         "cupy_rawcode.headers.scan",
-        "cupy_rawcode.fsutil",
+        "cupy_rawcode.ground.fsutil",
         "pcpp",
         "cuda.core",
     }

@@ -286,7 +286,7 @@ def test_a_directory_of_user_files_is_refused_and_left_untouched(tmp_path, monke
         assert str(mine) in r.stderr and "CUPY_RAWCODE_CACHE_DIR" in r.stderr
     r = _cli(mine, "bundle", "export", str(tmp_path / "out.bundle"), "--prebuilt")
     assert r.returncode == 2 and "not a cupy-rawcode cache" in r.stderr
-    from cupy_rawcode import maintenance
+    from cupy_rawcode.store import maintenance
 
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(mine))
     assert "not recorded" in maintenance.record_prebuilt(["ab" * 32])

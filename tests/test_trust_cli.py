@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from cupy_rawcode import cli, recording
+from cupy_rawcode import cli
+from cupy_rawcode.hook import recording
 from cupy_rawcode.store.memory import MemoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,7 +98,7 @@ def test_a_bad_manifest_is_one_message_and_exit_2(capsys, tmp_path, text, messag
 
 
 def test_depth_ignores_brackets_inside_strings():
-    from cupy_rawcode import schema
+    from cupy_rawcode.ground import schema
 
     assert schema.depth('[{"a": "[[[[{{{{"}]') == 2
     assert schema.depth(r'["\"[[[", []]') == 2
@@ -199,7 +200,7 @@ def test_paths_inside_the_record_directory_need_no_root(layout):
 
 
 def test_a_symbolic_link_out_of_the_record_directory_is_refused(layout):
-    from cupy_rawcode import confine
+    from cupy_rawcode.ground import confine
 
     os.symlink(layout / "inc", layout / "app" / "link")
     rec = layout / "app" / "app.rec"
@@ -222,7 +223,7 @@ CONFINE_CASES = {
 
 @pytest.mark.parametrize("value, rooted, allowed", CONFINE_CASES.values(), ids=CONFINE_CASES.keys())
 def test_the_confinement_rule(tmp_path, value, rooted, allowed):
-    from cupy_rawcode import confine
+    from cupy_rawcode.ground import confine
 
     base = tmp_path / "app"
     base.mkdir()

@@ -128,7 +128,7 @@ def test_a_record_that_cannot_be_written_warns_once_and_every_compile_succeeds(t
 
 
 def test_an_entry_that_cannot_be_made_warns_and_the_compile_goes_on(tmp_path):
-    from cupy_rawcode import recording
+    from cupy_rawcode.hook import recording
 
     def broken(base: str) -> dict:
         raise KeyError("cooperative")
@@ -184,7 +184,7 @@ def test_a_compile_given_a_cache_directory_writes_nothing_to_the_environments(tm
 
 
 def test_the_cache_directory_given_holds_only_inside_the_block(tmp_path):
-    from cupy_rawcode import config
+    from cupy_rawcode.ground import config
 
     before = config.cache_dir()
     with config.using_cache_dir(tmp_path / "B"):
@@ -204,8 +204,8 @@ def test_compile_is_recorded_and_prebuild_rebuilds_it_for_a_later_hit(
     tmp_path, monkeypatch, target
 ):
     import cupy_rawcode
-    from cupy_rawcode import recording
     from cupy_rawcode.compiler import program
+    from cupy_rawcode.hook import recording
     from cupy_rawcode.parallel import prebuild
 
     inc = tmp_path / "inc"
@@ -241,7 +241,7 @@ def test_compile_is_recorded_and_prebuild_rebuilds_it_for_a_later_hit(
 
 def test_every_compile_is_recorded_once(tmp_path):
     import cupy_rawcode
-    from cupy_rawcode import recording
+    from cupy_rawcode.hook import recording
 
     rec = tmp_path / "record.jsonl"
     sources = [f'extern "C" __global__ void k(int* x) {{ x[0] = {n}; }}\n' for n in (1, 2, 1)]

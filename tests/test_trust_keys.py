@@ -234,7 +234,8 @@ def test_a_header_changed_while_cupy_compiles_stores_nothing(tree, monkeypatch):
     from cupy._core import core
     from cupy.cuda import compiler
 
-    from cupy_rawcode import cupy_compiles, hook
+    from cupy_rawcode.hook import compiles as cupy_compiles
+    from cupy_rawcode.hook import install as hook
 
     root = tree({"hv.h": OLD})
     options = core.assemble_cupy_compiler_options((f"-I{root}",))

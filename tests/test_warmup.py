@@ -13,8 +13,8 @@ import pytest
 from conftest import CORPUS, ROOT
 
 import cupy_rawcode
-from cupy_rawcode import config
 from cupy_rawcode.compiler import program
+from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import building
 from cupy_rawcode.parallel import pool
 from cupy_rawcode.parallel.precompile import Summary

@@ -3,7 +3,7 @@ and in the README), and the two errors that choose one."""
 
 from __future__ import annotations
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
 
 # Exit statuses, the same for every subcommand (listed in --help and in the README).
 EXIT_OK = 0

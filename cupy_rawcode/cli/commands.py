@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from .. import maintenance
+from ..store import maintenance
 from .codes import EXIT_COMPILE, EXIT_ERROR, EXIT_OK, InputError, UsageError
 
 
@@ -14,7 +14,7 @@ def _read_source(path: str) -> str:
     """The file's text, checked (inputs.read_source): a NUL, a lone surrogate or bytes that are
     not UTF-8 raise BadInputError naming path:line:col (exit status 2); a file that cannot be
     read, or is no regular file (a FIFO would block), is an InputError (4)."""
-    from ..inputs import read_source
+    from ..ground.inputs import read_source
 
     try:
         return read_source(path)
@@ -82,7 +82,7 @@ def _cmd_env(args, options) -> int:
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from .. import config
+    from ..ground import config
     from ..toolkit import record as toolrecord
 
     print(f"cache           {config.cache_dir()}")
@@ -231,7 +231,7 @@ def _cmd_prebuild(args, options) -> int:
 
     archs = prebuilding.archs_of(args.arch)
     if args.jobs is not None:
-        from ..config import check_workers
+        from ..ground.config import check_workers
 
         check_workers("-j", args.jobs)
     jobs = prebuilding.plan_jobs(args.paths, archs, tuple(options), args.manifest, args.root)

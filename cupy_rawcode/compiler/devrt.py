@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from ..errors import RawcodeError, RawcodeValueError
+from ..ground.errors import RawcodeError, RawcodeValueError
 
 LIBRARY = "libcudadevrt.a"
 WHEEL_LAYOUTS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")  # CUDA 13 / CUDA 12 runtime wheels
@@ -66,7 +66,7 @@ def candidate_dirs() -> Iterator[str]:
        picks it): ``lib64/`` then ``lib/``;
     3. CuPy's ``cupy.cuda.get_cuda_path()`` (``lib64/`` then ``lib/``) when CuPy is installed.
     """
-    from .. import config
+    from ..ground import config
     from ..toolkit.discovery import (
         toolkit_home,  # (the package's own 'toolchain' attribute is a function)
     )

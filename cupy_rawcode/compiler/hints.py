@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..nvrtclog import errors_inside, required_standard
+from ..ground.nvrtclog import errors_inside, required_standard
 from ..toolkit.shims import stub_hints
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch

@@ -7,19 +7,19 @@ import re
 import threading
 from typing import NamedTuple
 
-from .. import config
-from ..errors import RawcodeRuntimeError
+from ..ground import config
+from ..ground.errors import RawcodeRuntimeError
+from ..ground.nvrtclog import clean_log as clean_log  # NVRTC's log is read in nvrtclog.py
+from ..ground.nvrtclog import option_refusal
 from ..headers.options import wants_rdc
 from ..key import LINK_RULES
 from ..key.request import Request
-from ..nvrtclog import clean_log as clean_log  # NVRTC's log is read in nvrtclog.py
-from ..nvrtclog import option_refusal
 from .signals import guarded
 
 
 def __getattr__(name: str):
     if name == "CompileError":  # errors.py builds it on first use (it imports CuPy)
-        from .. import errors
+        from ..ground import errors
 
         return errors.CompileError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -415,7 +415,7 @@ def _compile_error(
     note: str | None = None,
 ):
     """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
-    from .. import errors
+    from ..ground import errors
     from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
 
     if dump and dump_path is None:

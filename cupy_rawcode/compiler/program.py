@@ -7,8 +7,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .. import config
-from ..errors import RawcodeRuntimeError, RawcodeWarning
+from ..ground import config
+from ..ground.errors import RawcodeRuntimeError, RawcodeWarning
 from ..ground.stamps import changed_since, first_changed
 from ..key.request import Request, compute_key, context, make_request
 from ..store import Levels, default_store
@@ -177,7 +177,7 @@ def store_dir(store: Levels) -> str | None:
 
 def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
-    from .. import errors
+    from ..ground import errors
     from .nvrtc import nvrtc_flags
 
     flags = nvrtc_flags(req, ctx)
@@ -335,7 +335,7 @@ def _note(source: str, options, name_expressions, target: str, source_dir) -> No
     by record() or CUPY_RAWCODE_RECORD, never imported here)."""
     import sys
 
-    rec = sys.modules.get(__package__.rpartition(".")[0] + ".recording")
+    rec = sys.modules.get(__package__.rpartition(".")[0] + ".hook.recording")
     if rec is not None and rec.recording():
         rec.note_compile(source, options, name_expressions, target, source_dir)
 

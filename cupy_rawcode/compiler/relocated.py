@@ -9,7 +9,7 @@ header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with 
 
 from __future__ import annotations
 
-from ..errors import RawcodeWarning
+from ..ground.errors import RawcodeWarning
 
 # old prefix -> new prefix
 MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
@@ -35,7 +35,7 @@ def forwarding_dir(missing) -> str | None:
         return None
     import warnings
 
-    from ..fsutil import process_header_dir
+    from ..ground.fsutil import process_header_dir
 
     listed = ", ".join(f"<{old}> as <{new}>" for old, new in sorted(moves.items()))
     warnings.warn(

@@ -23,7 +23,7 @@ checks its name against them).
 
 import threading
 
-from .. import config
+from ..ground import config
 
 LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_internal"})
 
@@ -219,7 +219,7 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
 
 def _warn_once(why: str) -> None:
     """One log line per process when nvJitLink cannot strip: why, and what it costs."""
-    from ..log import warn_once
+    from ..ground.log import warn_once
 
     warn_once(
         ("nvjitlink",),

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 # the errors of resolving live with the package's other errors (errors.py: the ground layer)
-from ..errors import MissingHeaderError as MissingHeaderError
-from ..errors import ResolveError as ResolveError
-from ..errors import UnreadableHeaderError as UnreadableHeaderError
+from ..ground.errors import MissingHeaderError as MissingHeaderError
+from ..ground.errors import ResolveError as ResolveError
+from ..ground.errors import UnreadableHeaderError as UnreadableHeaderError
 from ..toolkit.discovery import SearchDir
 from .standard import NO_FLOOR, Floor
 

@@ -18,7 +18,7 @@ import re
 
 import pcpp
 
-from ..regular import read_bytes
+from ..ground.regular import read_bytes
 from . import scan as _scan
 from .closure import (
     MAIN,

@@ -5,8 +5,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..errors import RawcodeError, RawcodeValueError
-from ..inputs import check_option
+from ..ground.errors import RawcodeError, RawcodeValueError
+from ..ground.inputs import check_option
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
@@ -103,7 +103,7 @@ def with_cupy_defaults(opts: Options) -> Options:
     ``--device-as-default-execution-space`` and ``-ftz=true`` (unless an -ftz option is given).
     CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
     is a search root of its own: toolchain.py.)"""
-    from .. import config
+    from ..ground import config
 
     if not config.cupy_options():
         return opts

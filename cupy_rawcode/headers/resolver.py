@@ -4,7 +4,7 @@ NVRTC)."""
 
 from __future__ import annotations
 
-from ..inputs import check_source
+from ..ground.inputs import check_source
 from .closure import MAIN, Closure
 from .fast import resolve_fast
 from .search import make_context

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..errors import RawcodeError
+from ..ground.errors import RawcodeError
+from ..ground.regular import open_regular, read_fd
 from ..ground.stamps import values_of
-from ..regular import open_regular, read_fd
 from ..toolkit.specializable import specialized_names
 from .standard import guard_year
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..errors import RawcodeWarning
-from ..log import first_time
+from ..ground.errors import RawcodeWarning
+from ..ground.log import first_time
 from .options import STD_VALUES
 
 _YEAR = {"c++03": 2003, "c++11": 2011, "c++14": 2014, "c++17": 2017, "c++20": 2020}

@@ -9,7 +9,7 @@ import time
 
 from .checks import parse_options
 
-_RECORDING = __name__.rsplit(".", 2)[0] + ".recording"  # cupy_rawcode.recording
+_RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported here
 
 
 class Code:
@@ -96,7 +96,7 @@ def build(
     did: jitify_compat.compile_as_jitify), replaying NVRTC's log to ``log_stream`` and
     reporting what it did."""
     if jitify:
-        from ..jitify_compat import compile_as_jitify as compile_with
+        from ..compiler.jitify import compile_as_jitify as compile_with
     else:
         from ..compiler.program import compile_parsed as compile_with
     req, result = compile_with(
@@ -201,7 +201,7 @@ class _Build:
             src, where = self.code, None
         else:
             assert self.path is not None  # a _Build holds code or a path
-            from ..inputs import read_source
+            from ..ground.inputs import read_source
 
             src = read_source(self.path)  # checked before translate_cucomplex shifts its lines
             where = os.path.dirname(os.path.abspath(self.path))
@@ -222,7 +222,7 @@ class _Build:
         keys those compiles apart, in the warm index too)."""
         if not self.jitify:
             return self.options
-        from ..jitify_compat import jitify_options
+        from ..compiler.jitify import jitify_options
 
         return jitify_options(self.options)
 

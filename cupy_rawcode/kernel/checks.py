@@ -2,10 +2,12 @@
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
+from ..ground.errors import RawcodeTypeError, RawcodeValueError
+
 
 def _check_backend(backend: str) -> None:
     if backend not in ("nvrtc", "nvcc"):
-        raise ValueError(
+        raise RawcodeValueError(
             f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
             "'nvcc' (handed to CuPy's own nvcc path)"
         )
@@ -28,7 +30,7 @@ def _check_options(options) -> tuple[str, ...]:
     """The options as a tuple, parsed now so that a malformed one fails at construction, naming
     it (options.py is imported only when there are options: a warm hit needs it no further)."""
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
-        raise TypeError(f"options must be a tuple of str, not {options!r}")
+        raise RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
     if options:
         parse_options(options)
     return tuple(options)
@@ -38,7 +40,7 @@ def _check_code(code: str) -> None:
     """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
     construction, with the line of the code as given (inputs.py is imported only then)."""
     if "\0" in code or not code.isascii():
-        from ..inputs import check_source
+        from ..ground.inputs import check_source
 
         check_source(code, "<source>")
 
@@ -46,7 +48,7 @@ def _check_code(code: str) -> None:
 def _check_name(name: str) -> None:
     """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
     if "\0" in name or not name.isascii():
-        from ..inputs import check_name
+        from ..ground.inputs import check_name
 
         check_name(name, "kernel name")
 

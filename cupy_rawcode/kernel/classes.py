@@ -9,6 +9,7 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 import os
 import threading
 
+from ..ground.errors import RawcodeTypeError, RawcodeValueError, RawcodeWarning
 from .attributes import _ATTRIBUTES, _get_attr, _set_attr
 from .building import Code, _arch_target, _Build, _compute_capability
 from .checks import (
@@ -27,7 +28,7 @@ _PUBLIC = __name__.rpartition(".")[0]  # cupy_rawcode.kernel: the path pickles r
 _UNPARSED = object()
 
 
-class SignatureWarning(UserWarning):
+class SignatureWarning(RawcodeWarning, UserWarning):
     """A kernel's parameters could not be parsed; its launch() is positional-only."""
 
     __module__ = _PUBLIC
@@ -58,9 +59,9 @@ class RawKernel:
         jitify: bool | None = None,
     ):
         if not isinstance(code, str):
-            raise TypeError(f"code must be str, not {type(code).__name__}")
+            raise RawcodeTypeError(f"code must be str, not {type(code).__name__}")
         if not isinstance(name, str):
-            raise TypeError(f"name must be str, not {type(name).__name__}")
+            raise RawcodeTypeError(f"name must be str, not {type(name).__name__}")
         _check_code(code)
         _check_name(name)
         _check_backend(backend)
@@ -110,7 +111,7 @@ class RawKernel:
         sig = self.signature
         if sig is None:
             if kwargs:
-                raise TypeError(
+                raise RawcodeTypeError(
                     f"{self._entry}: keyword arguments need a parsed signature, and "
                     f"this kernel's could not be parsed ({self._signature_error})"
                 )
@@ -231,7 +232,7 @@ def _check_defined(code: Code, name: str) -> None:
     entries = entry_functions(code.data, code.kind)
     if code.symbols.get(name, name) in entries:
         return
-    from ..inputs import BadInputError
+    from ..ground.inputs import BadInputError
 
     spelled = {v: k for k, v in code.symbols.items()}
     own = sorted(e for e in entries if not e.startswith("__nv_"))  # not the device runtime's
@@ -270,9 +271,11 @@ class RawModule:
         jitify: bool | None = None,
     ):
         if (code is None) == (path is None):
-            raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
+            raise RawcodeTypeError(
+                "Exactly one of `code` and `path` keyword arguments must be given."
+            )
         if code is not None and not isinstance(code, str):
-            raise TypeError(f"code must be str, not {type(code).__name__}")
+            raise RawcodeTypeError(f"code must be str, not {type(code).__name__}")
         if code is not None:
             _check_code(code)
         _check_backend(backend)
@@ -281,14 +284,18 @@ class RawModule:
         is_binary = path is not None and not path.endswith(".cu")
         if name_expressions is not None:
             if is_binary:
-                raise ValueError(f"name_expressions need CUDA C++ source; {path} is compiled")
-            from ..inputs import name_expressions as checked  # a str is refused, not split
+                raise RawcodeValueError(
+                    f"name_expressions need CUDA C++ source; {path} is compiled"
+                )
+            from ..ground.inputs import name_expressions as checked  # a str is refused, not split
 
             name_expressions = checked(name_expressions)
         if is_binary and (options or translate_cucomplex):
-            raise ValueError(f"options and translate_cucomplex apply to source, not to {path}")
+            raise RawcodeValueError(
+                f"options and translate_cucomplex apply to source, not to {path}"
+            )
         if is_binary and jitify:
-            raise ValueError("Jitify does not support precompiled objects")  # CuPy's words
+            raise RawcodeValueError("Jitify does not support precompiled objects")  # CuPy's words
         self._build = _Build(
             code, path, options, bool(translate_cucomplex), name_expressions, jitify=bool(jitify)
         )
@@ -313,7 +320,7 @@ class RawModule:
         """Compile now (for ``arch`` without a GPU, else for the current device, and load)."""
         if arch is not None:
             if self._build.is_file:
-                raise ValueError(f"{self._build.path} is already compiled")
+                raise RawcodeValueError(f"{self._build.path} is already compiled")
             self._build.code_for(*_arch_target(arch), log_stream)
             return
         self._build.reset()
@@ -322,7 +329,7 @@ class RawModule:
     def get_function(self, name: str) -> RawKernel:
         """The kernel ``name``: a plain name, or one of the name expressions."""
         if not isinstance(name, str):
-            raise TypeError(f"name must be str, not {type(name).__name__}")
+            raise RawcodeTypeError(f"name must be str, not {type(name).__name__}")
         _check_name(name)
         k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
         _ = k.kernel  # loads now, as CuPy does, so a wrong name fails here

@@ -4,9 +4,16 @@ path: the classes import it when an object is pickled or unpickled."""
 
 from __future__ import annotations
 
+import pickle
+
+from ..ground.errors import RawcodeError
 from .building import Code, _Build
 
 _STATE_VERSION = 1
+
+
+class StateVersionError(RawcodeError, pickle.UnpicklingError):
+    """A pickled RawKernel or RawModule of another format version (an UnpicklingError)."""
 
 
 def build_state(build: _Build) -> dict:
@@ -49,9 +56,7 @@ def unpickled(state: dict, what: str) -> _Build:
 
 def _check_state(state: dict, what: str) -> None:
     """Refuse a pickled state of another format version."""
-    import pickle
-
     if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
-        raise pickle.UnpicklingError(
+        raise StateVersionError(
             f"this pickled {what} was made by another cupy_rawcode version; create it again"
         )

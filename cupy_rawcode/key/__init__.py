@@ -36,7 +36,7 @@ def strip_field() -> tuple[str, str]:
     """The key field of strip.py's post-processing: its rules' version, or 'off'
     (CUPY_RAWCODE_STRIP=0). Whether it applies to a request follows from the other fields
     (options, target, input kind), so strip.py is not imported to key a hit."""
-    from .. import config
+    from ..ground import config
 
     return ("strip", STRIP_RULES if config.strip() else "off")
 

@@ -22,8 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import config
-from ..ground import VERSION
+from ..ground import VERSION, config
 from ..ground.digest import digest_fields
 from ..ground.stamps import check, merge, stamp, take
 from . import SCHEMA as KEY_SCHEMA
@@ -77,7 +76,7 @@ def _path(iid: str) -> Path:
 def _read(path: Path) -> bytes | None:
     """An index entry's bytes, marked used (the size bound evicts least recently used first);
     None when missing, not a regular file, too large, or not in a cache (layout.py)."""
-    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
     from ..store.layout import owned
 
     if not owned(config.cache_dir()):

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import config
+from ..ground import config
 from ..ground.digest import digest_fields
 from ..ground.stamps import absent, check, take
 from ..headers.standard import Floor
@@ -49,7 +49,7 @@ def _path(mid: str) -> Path:
 def _read(mid: str) -> bytes | None:
     """A manifest's bytes, marked used (the size bound evicts the least recently used files
     first); None when missing, not a regular file, too large, or not in a cache (layout.py)."""
-    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
     from ..store.layout import owned
 
     if not owned(config.cache_dir()):

@@ -4,14 +4,14 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from ..errors import RawcodeTypeError, RawcodeValueError
 from ..ground.digest import digest_fields
+from ..ground.errors import RawcodeTypeError, RawcodeValueError
+from ..ground.inputs import check_source, strip_bom
+from ..ground.inputs import name_expressions as checked_names
 from ..ground.stamps import take
 from ..headers.filename import line_info
 from ..headers.options import Options, normalize_arch, parse_options, wants_rdc, with_cupy_defaults
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
-from ..inputs import check_source, strip_bom
-from ..inputs import name_expressions as checked_names
 from ..toolkit import jitify_names
 from ..toolkit.specializable import macros as specializable_macros
 from . import LINK_RULES, closure_digest, key_fields, program_name, strip_field
@@ -171,7 +171,7 @@ def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:
     the asked one is older (standard.py; one warning per process; not with
     CUPY_RAWCODE_RAISE_STD=0), and with the shims' own std templates for those the sources
     specialize (toolkit/specializable.py)."""
-    from .. import config
+    from ..ground import config
 
     opts = req.options
     used = effective_std(opts.std, floor, config.raise_std())

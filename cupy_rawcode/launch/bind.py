@@ -9,7 +9,7 @@ import math
 
 import numpy
 
-from ..errors import RawcodeOverflowError, RawcodeTypeError
+from ..ground.errors import RawcodeOverflowError, RawcodeTypeError
 from .signature import NO_DEFAULT, Param, Signature
 
 _MISSING = object()
@@ -135,9 +135,9 @@ def _pointer(t, v, where: str, check: bool):
 def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
     """Texts of the user's own headers the source includes (from its directory and ``-I``),
     followed transitively; system roots are not read. Unreadable files are skipped."""
+    from ..ground.regular import read_bytes
     from ..headers.scan import scan_bytes
     from ..headers.search import find
-    from ..regular import read_bytes
     from ..toolkit.discovery import SearchDir
 
     dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))

@@ -11,8 +11,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ground.errors import RawcodeError
 
-class SignatureError(ValueError):
+
+class SignatureError(RawcodeError, ValueError):
     """The declaration could not be parsed safely."""
 
 

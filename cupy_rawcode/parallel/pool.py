@@ -132,7 +132,7 @@ def run_task(task: Task) -> Outcome:
             assert task.arch is not None  # a task names a device or an arch
             arch, target = task.arch, task.target or _arch_target(task.arch)[1]
         if task.jitify:
-            from ..jitify_compat import compile_as_jitify as compile_with
+            from ..compiler.jitify import compile_as_jitify as compile_with
         else:
             compile_with = compile_parsed
         req, result = compile_with(
@@ -165,7 +165,7 @@ def _kept_key(key: str) -> bool:
 def _run_cupy(task: Task, t0: float) -> Outcome:
     """A compile CuPy makes, compiled by CuPy into the store for task.arch (no GPU needed)."""
     try:
-        from ..cupy_compiles import call_for, compile_ahead
+        from ..hook.compiles import call_for, compile_ahead
 
         assert task.arch is not None and task.cupy is not None  # record jobs name an arch
         call = call_for(task.source, task.options, task.arch, task.name_expressions, *task.cupy)
@@ -225,7 +225,7 @@ def available_memory() -> int | None:
 def default_workers(tasks: int) -> int:
     """CUPY_RAWCODE_WORKERS when set, else what the machine can take (workers_for), never
     more than there are tasks."""
-    from .. import config
+    from ..ground import config
 
     configured = config.workers()
     if configured is not None:
@@ -237,7 +237,7 @@ def resolve_workers(workers, tasks: int) -> int:
     """The ``workers`` argument checked (a clear ValueError), or the default when None."""
     if workers is None:
         return default_workers(tasks)
-    from ..config import check_workers
+    from ..ground.config import check_workers
 
     return max(1, min(check_workers("workers", workers), max(tasks, 1)))
 

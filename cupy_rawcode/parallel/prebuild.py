@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import RawcodeError, RawcodeRuntimeError, RawcodeValueError
+from ..ground.errors import RawcodeError, RawcodeRuntimeError, RawcodeValueError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _read(path: str) -> str:
     """A source or manifest file's text, with universal newlines as ``open`` gives it; never
     reads a FIFO, which would block (regular.py). OSError propagates; bytes that are not UTF-8
     are a ManifestError. A NUL is left to the compile, which fails that kernel alone."""
-    from ..regular import read_text
+    from ..ground.regular import read_text
 
     try:
         return read_text(path)
@@ -82,8 +82,8 @@ def jobs_for(
 def _manifest_jobs(
     path: str, archs: list[str], options: tuple[str, ...], roots: Sequence[str]
 ) -> list[Job]:
-    from ..confine import confine, confine_options
-    from ..schema import loads, manifest_entry
+    from ..ground.confine import confine, confine_options
+    from ..ground.schema import loads, manifest_entry
 
     items = loads(_read(path), path)  # SchemaError (a ManifestError's ValueError) for bad JSON
     if not isinstance(items, list):
@@ -119,7 +119,7 @@ def record_jobs(path: str, archs: list[str], roots: Sequence[str] = ()) -> list[
     compiles it (its options assembled by this machine's CuPy), a jitify one as install()
     compiles it, a "raw" one as our RawKernel/RawModule do. Its paths stay inside the record's
     directory or ``roots`` (confine.py)."""
-    from .. import recording
+    from ..hook import recording
 
     try:
         entries = recording.read(path, roots)
@@ -150,7 +150,7 @@ def _cupy_job(label: str, e: dict, names: tuple[str, ...]) -> Job:
     if e.get("cupy_options"):
         options = tuple(core.assemble_cupy_compiler_options(options))
     if e.get("jitify"):  # as install() compiles a jitify=True call
-        from ..jitify_compat import jitify_options, jitify_source
+        from ..compiler.jitify import jitify_options, jitify_source
 
         return Job(
             label, jitify_source(e["source"]), None, "", jitify_options(options), names,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
+from ..ground.errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
 from . import pool
 
 
@@ -236,7 +236,7 @@ def record_plan(
     cached, todo = [], []
     for job in jobs:
         if job.cupy is not None:
-            from .. import cupy_compiles
+            from ..hook import compiles as cupy_compiles
 
             if arch is None:
                 from cupy.cuda import compiler
@@ -273,7 +273,7 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""
     if workers is not None:
-        from ..config import check_workers
+        from ..ground.config import check_workers
 
         check_workers("workers", workers)
     t0 = time.perf_counter()

@@ -13,6 +13,7 @@ import functools
 import os
 from collections.abc import Callable
 
+from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
 from .wrappers import Levels, ReadOnly
 
@@ -43,7 +44,7 @@ def _url_path(scheme: str, rest: str) -> str:
 
     parts = urlsplit(f"{scheme}:{rest}")
     if parts.netloc not in ("", "localhost"):
-        raise ValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
+        raise RawcodeValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
     return unquote(parts.path)
 
 
@@ -57,17 +58,17 @@ def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
         return _BACKENDS[scheme], (text,)
     if colon and scheme == "memory":
         if rest:
-            raise ValueError(f"store URL {text!r}: memory: takes nothing after the colon")
+            raise RawcodeValueError(f"store URL {text!r}: memory: takes nothing after the colon")
         return _BACKENDS[scheme], ()
     if colon and scheme in ("file", "bundle"):
         path = _url_path(scheme, rest)
         if not path:
-            raise ValueError(f"store URL {text!r}: {scheme}: needs a path")
+            raise RawcodeValueError(f"store URL {text!r}: {scheme}: needs a path")
         return _BACKENDS[scheme], (path,)
     if colon and _dotted(scheme) and _dotted(rest):
         return text, ()
     if colon and "://" in text and _dotted(scheme):
-        raise ValueError(f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})")
+        raise RawcodeValueError(f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})")
     return _BACKENDS["bundle" if text.endswith(".bundle") else "file"], (text,)
 
 
@@ -86,9 +87,9 @@ def store_class(target: str) -> Callable[..., Store]:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"store {target!r} cannot be loaded: {e}") from None
+        raise RawcodeValueError(f"store {target!r} cannot be loaded: {e}") from None
     if not (isinstance(obj, type) and issubclass(obj, Store)):
-        raise TypeError(
+        raise RawcodeTypeError(
             f"store {target!r} is not a subclass of cupy_rawcode.store.Store "
             f"(got {obj!r}); see cupy_rawcode/store/base.py"
         )
@@ -125,7 +126,7 @@ def make_store(
     redis_timeout: float | None = None,
 ) -> Levels:
     """The layered store; every argument left None comes from the environment (config.py)."""
-    from .. import config
+    from ..ground import config
 
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
@@ -185,7 +186,7 @@ def default_store(cache_dir=None) -> Levels:
     call time, one instance per distinct configuration)."""
     if _override is not None and cache_dir is None:
         return _override
-    from .. import config
+    from ..ground import config
 
     return _store_for(
         str(config.cache_dir() if cache_dir is None else cache_dir),

@@ -14,16 +14,17 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..fsutil import atomic_write
-from ..log import warn
+from ..ground.errors import RawcodeError
+from ..ground.fsutil import atomic_write
+from ..ground.log import warn
 from .base import Store, refuse
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)
 
 
-class BundleError(ValueError):
-    pass
+class BundleError(RawcodeError, ValueError):
+    """A bundle that cannot be read: not one, an unreadable index, or not a regular file."""
 
 
 def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) -> int:
@@ -56,13 +57,13 @@ class Index:
 def read_index(path: str | os.PathLike) -> Index:
     """The bundle's Index; raises BundleError when unreadable, not a regular file (a link to
     one is followed: a bundle is the user's file) or its index is larger than INDEX_LIMIT."""
-    from ..regular import ENTRY_LIMIT, open_regular  # a FIFO would block a read
+    from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
 
     try:
         fd, st = open_regular(os.fspath(path))
-        with os.fdopen(fd, "rb") as f:
+        try:
             size = st.st_size
-            head = f.read(len(MAGIC) + 8)
+            head = read_at(fd, 0, len(MAGIC) + 8)
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 8:
                 raise BundleError("not a cupy-rawcode bundle")
             hlen = int.from_bytes(head[len(MAGIC) :], "little")
@@ -70,7 +71,9 @@ def read_index(path: str | os.PathLike) -> Index:
                 raise BundleError("index length beyond the end of the file")
             if hlen > INDEX_LIMIT:
                 raise BundleError(f"index larger than {INDEX_LIMIT} bytes")
-            raw = json.loads(f.read(hlen))
+            raw = json.loads(read_at(fd, len(head), hlen))
+        finally:
+            os.close(fd)
     except OSError as e:
         raise BundleError(e.strerror or str(e)) from None
     except ValueError as e:
@@ -135,13 +138,14 @@ class BundleStore(Store):
         span = self._entries().get(key)
         if span is None:
             return None
-        from ..regular import open_regular
+        from ..ground.regular import open_regular, read_at
 
         try:
             fd, _ = open_regular(self.path)  # replaced by a FIFO since its index was read
-            with os.fdopen(fd, "rb") as f:
-                f.seek(span[0])
-                data = f.read(span[1])
+            try:
+                data = read_at(fd, span[0], span[1])
+            finally:
+                os.close(fd)
         except OSError:
             return None
         return data if len(data) == span[1] else None

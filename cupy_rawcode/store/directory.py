@@ -22,8 +22,6 @@ try:
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
     fcntl = None  # type: ignore[assignment]
 
-_warned = False
-
 
 _bounds: dict[str, int] = {}  # cache directory -> the bound given in code (make_store's max_size)
 
@@ -39,7 +37,7 @@ def bound(root) -> int | None:
     set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
     given = _bounds.get(str(root))
     if given is None:
-        from .. import config
+        from ..ground import config
 
         given = config.cache_max_size()
     return given or None
@@ -85,7 +83,7 @@ class DirectoryStore(Store):
         """The entry's bytes, or None: missing, or not a regular file reached without a link
         (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
         cache (layout.py)."""
-        from ..regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
+        from ..ground.regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
         from .layout import owned
 
         if not owned(self.root):
@@ -112,7 +110,6 @@ class DirectoryStore(Store):
             os.close(fd)  # releases the lock
 
     def put(self, key: str, data: bytes) -> None:
-        global _warned
         from .layout import NotACacheError
         from .sizebound import publish  # not imported on a hit
 
@@ -120,17 +117,15 @@ class DirectoryStore(Store):
             publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
         except NotACacheError:
             pass  # layout.py warned once
-        except OSError as e:
-            if not _warned:  # read-only or full: compiling goes on from memory
-                _warned = True
-                from ..log import warn
+        except OSError as e:  # read-only or full: compiling goes on from memory
+            from ..ground.log import warn_once
 
-                warn(
-                    "cupy-rawcode: cannot write the cache at %s (%s); "
-                    "kernels are kept in memory only",
-                    self.root,
-                    e.strerror or e,
-                )
+            warn_once(
+                ("cache not writable",),  # once per process, whichever directory
+                "cupy-rawcode: cannot write the cache at %s (%s); kernels are kept in memory only",
+                self.root,
+                e.strerror or e,
+            )
 
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next
@@ -211,12 +206,12 @@ class DirectoryStore(Store):
     def zero_counts(self) -> None:
         """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
         append-only files, one byte per event: truncating them loses no concurrent append."""
-        from ..fsutil import make_private_dirs
-        from ..regular import open_own
-        from .layout import claim, foreign_message
+        from ..ground.fsutil import make_private_dirs
+        from ..ground.regular import open_own
+        from .layout import NotACacheError, claim, foreign_message
 
         if not claim(self.root):
-            raise OSError(f"cannot zero the counts: {foreign_message(self.root)}")
+            raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
         make_private_dirs(self.root / "stats")
         try:
             os.unlink(self.root / "stats" / "counts")  # what sizebound folded from them
@@ -277,7 +272,7 @@ def _flush(root: Path) -> None:
 def _append(root: Path, name: str, n: int) -> None:
     """Add ``n`` events to a counter file (best effort: a read-only cache, or a directory that
     is not a cache (layout.py), counts nothing; a counter that is no regular file neither)."""
-    from ..regular import open_own
+    from ..ground.regular import open_own
     from .layout import claim, real_dir
 
     try:
@@ -291,7 +286,7 @@ def _append(root: Path, name: str, n: int) -> None:
         fd = open_own(path, flags)
     except FileNotFoundError:
         try:
-            from ..fsutil import make_private_dirs
+            from ..ground.fsutil import make_private_dirs
 
             make_private_dirs(path.parent)
             if not real_dir(path.parent):
@@ -300,7 +295,7 @@ def _append(root: Path, name: str, n: int) -> None:
         except OSError:
             return
     except OSError as e:
-        from ..regular import refused
+        from ..ground.regular import refused
 
         refused(path, e)  # a link or a FIFO: one warning
         return

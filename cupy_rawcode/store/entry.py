@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..ground.errors import RawcodeError
+
 MAGIC = b"CUPY-RAWCODE-ENTRY-2\n"
 _DIGEST = 32
 
 
-class EntryError(ValueError):
-    pass
+class EntryError(RawcodeError, ValueError):
+    """Bytes that are no valid entry of the key asked for: a miss."""
 
 
 def encode(key: str, code: bytes, meta: dict) -> bytes:

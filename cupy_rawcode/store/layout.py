@@ -18,6 +18,8 @@ import os
 import stat
 from pathlib import Path
 
+from ..ground.errors import RawcodeError
+
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 MARKER_TEXT = SIGNATURE + (
@@ -37,13 +39,16 @@ _FILE = {  # a kind's file names
 }
 
 
-class NotACacheError(OSError):
+class NotACacheError(RawcodeError, OSError):
     """A write refused: the directory is not the cache's, or a link stands in its layout (the
     refusal was warned about once already)."""
 
 
+class CacheNotADirectoryError(RawcodeError, NotADirectoryError):
+    """The cache directory's path names something other than a directory (a file)."""
+
+
 _owned: set[str] = set()  # cache directories known to be marked, in this process
-_warned: set[str] = set()  # directories already warned about
 
 
 @functools.cache
@@ -89,7 +94,7 @@ def real_dir(path) -> bool:
 
 def is_marked(root) -> bool:
     """Whether ``root`` holds the cache's marker (a regular file starting with the signature)."""
-    from ..regular import read_cache_file
+    from ..ground.regular import read_cache_file
 
     data = read_cache_file(Path(root, MARKER), 4096)
     return data is not None and data.startswith(SIGNATURE)
@@ -173,7 +178,7 @@ def _adopt(root) -> bool:
     be read."""
     if not written_by_layout(root):
         return False
-    from ..fsutil import atomic_write
+    from ..ground.fsutil import atomic_write
 
     try:
         atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
@@ -201,12 +206,10 @@ def linked_message(path) -> str:
 
 
 def warn_once(root, message: str) -> None:
-    """One warning per directory and process: the cache is not used there."""
-    if str(root) not in _warned:
-        _warned.add(str(root))
-        from ..log import warn
+    """One warning per directory and process (log.warn_once): the cache is not used there."""
+    from ..ground.log import warn_once as once  # off a cache hit's import path
 
-        warn("cupy-rawcode: %s; compiling without the cache", message)
+    once(("cache not used", str(root)), "cupy-rawcode: %s; compiling without the cache", message)
 
 
 def owned(root) -> bool:
@@ -240,13 +243,13 @@ def claim(root) -> bool:
         return True
     if is_marked(root):
         return False  # a kind directory is a link: owned warned
-    from ..fsutil import atomic_write, make_private_dirs
+    from ..ground.fsutil import atomic_write, make_private_dirs
 
     if _only_marker_temps(root) is None:
         make_private_dirs(Path(root))
     empty = _only_marker_temps(root)
     if empty is None:
-        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
+        raise CacheNotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
     if not empty:
         return False  # foreign: owned warned
     atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)

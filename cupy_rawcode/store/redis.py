@@ -8,24 +8,18 @@ does not cost a timeout per kernel. Needs the ``redis`` package (the ``redis`` e
 
 from __future__ import annotations
 
-import threading
 import time
 
-from ..log import warn
+from ..ground.log import warn_once
 from .base import Store
 
 PREFIX = "cupy-rawcode:entry:"
-_warned = False
-_warn_lock = threading.Lock()
 
 
 def _warn_once(url: str, error: BaseException) -> None:
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-    warn(
+    """One warning per process, whichever Redis store failed first (log.warn_once)."""
+    warn_once(
+        ("redis unavailable",),
         "cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the local cache",
         url,
         type(error).__name__,

@@ -35,6 +35,7 @@ try:
 except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
+from ..ground.errors import RawcodeError
 from . import layout
 from .layout import EVICTED
 
@@ -102,11 +103,15 @@ class Pruned(NamedTuple):
         return sum(self.removed.values())
 
 
+class CacheFilesError(RawcodeError, OSError):
+    """Some of the cache's files could not be read or removed: the message names the first."""
+
+
 def failure(what: str, root: Path, errors: list) -> OSError:
     """One OSError naming the first path that failed and why, and how many more did."""
     path, e = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return OSError(f"cannot {what} {root}: {path}: {e.strerror or e}{more}")
+    return CacheFilesError(f"cannot {what} {root}: {path}: {e.strerror or e}{more}")
 
 
 # ------------------------------------------------------------------ counting
@@ -243,13 +248,13 @@ def scan(root: Path, kinds: tuple[str, ...] | None = None) -> Usage:
 def _ledger(root: Path, change) -> tuple[int | None, float]:
     """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
     None when unknown; when the directory was last counted). Raises OSError."""
-    from ..regular import open_own
+    from ..ground.regular import open_own
 
     path = root / "stats" / "size"
     try:
         fd = open_own(path, os.O_RDWR | os.O_CREAT)  # never a link, never a FIFO
     except FileNotFoundError:
-        from ..fsutil import make_private_dirs
+        from ..ground.fsutil import make_private_dirs
 
         make_private_dirs(path.parent)
         fd = open_own(path, os.O_RDWR | os.O_CREAT)
@@ -296,7 +301,7 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
     try:
         total, _ = _ledger(root, add)
     except OSError as e:
-        from ..regular import refused
+        from ..ground.regular import refused
 
         refused(root / "stats" / "size", e)  # a link or a FIFO: one warning
         return  # a read-only or full cache: the write failed too, or was the last one
@@ -446,7 +451,7 @@ def _fold_counters(root: Path) -> None:
             n = st.st_size if stat.S_ISREG(st.st_mode) else 0
             counts = read_counts(root)
             counts[name] = counts.get(name, 0) + n
-            from ..fsutil import atomic_write
+            from ..ground.fsutil import atomic_write
 
             atomic_write(stats / "counts", json.dumps(counts).encode())
             os.unlink(moved)
@@ -458,7 +463,7 @@ def read_counts(root: Path) -> dict:
     """The folded hit and miss counts ({} when none were folded)."""
     import json
 
-    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
 
     raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
     try:
@@ -583,8 +588,8 @@ def clear(root: Path) -> Pruned:
 def _clear_the_way(root: Path, path: Path) -> bool:
     """Remove a directory standing where the file ``path`` belongs, or a file standing where
     one of its directories belongs (below ``root``), with a log line; True when one was."""
-    from ..log import warn
-    from ..regular import warned
+    from ..ground.log import warn
+    from ..ground.regular import warned
 
     if path.is_dir() and not path.is_symlink():
         errors: list = []
@@ -626,7 +631,7 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     (``max_bytes``: None for none; default the cache's configured bound). Something in the way
     (a directory where the file belongs) is removed first, with a log line. Raises OSError when
     the file cannot be written."""
-    from ..fsutil import atomic_write
+    from ..ground.fsutil import atomic_write
 
     _check_claimed(Path(root), Path(path))
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..ground.errors import RawcodeTypeError
 from .base import Store, refuse
 from .entry import EntryError, decode
 
@@ -80,7 +81,9 @@ class Levels(Store):
         self.levels = list(levels)
         for level in self.levels:
             if not isinstance(level, Store):
-                raise TypeError(f"a level of Levels must be a Store, not {type(level).__name__}")
+                raise RawcodeTypeError(
+                    f"a level of Levels must be a Store, not {type(level).__name__}"
+                )
         self.counts = [Counts() for _ in self.levels]
         self.check = check
 
@@ -187,7 +190,7 @@ class Levels(Store):
 
 def _warn_broken(key: str, where: str, error: ValueError) -> None:
     """One warning for a broken entry: it is ignored and compiled again."""
-    from ..log import warn
+    from ..ground.log import warn
 
     warn(
         "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",

@@ -30,9 +30,9 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import config
-from ..errors import RawcodeRuntimeError, RawcodeValueError
-from ..regular import read_bytes
+from ..ground import config
+from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
+from ..ground.regular import read_bytes
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
 KNOWN_SOURCES = config.HEADER_SOURCE_NAMES

@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import config
+from ..ground import config
 from ..ground.digest import digest_fields
 from ..ground.stamps import stamp
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
@@ -90,7 +90,7 @@ def save(tc) -> tuple:
 
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
-    from ..regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
     from ..store.layout import owned
 
     try:

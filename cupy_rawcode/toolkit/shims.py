@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..nvrtclog import error_texts, names_in
+from ..ground.nvrtclog import error_texts, names_in
 from . import jitify_names, specializable
 
 ALIAS = "cupy_rawcode/std_alias.h"

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, NamedTuple
 
-from .errors import RawcodeRuntimeError
+from ..ground.errors import RawcodeRuntimeError
 
 KEY_KIND = "cupy-compile-1"  # change when the fields below change
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
@@ -129,8 +129,8 @@ def _context(options: tuple[str, ...]):
     no root of ours (CuPy does not search them). Memoized per options."""
     found = _contexts.get(options)
     if found is None:
-        from .headers.options import parse_options
-        from .headers.search import make_context
+        from ..headers.options import parse_options
+        from ..headers.search import make_context
 
         opts = parse_options(options)
         ctx = make_context(opts)
@@ -148,7 +148,7 @@ def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
     memo = (skeleton, options)
     known = _closures.get(memo)
     if known is None:
-        from .key.manifest import closure_digests
+        from ..key.manifest import closure_digests
 
         facts, _ = closure_digests(skeleton, ctx)
         known = _closures[memo] = (facts.digest, facts.stamps)
@@ -160,7 +160,7 @@ def changed_header(call: Call) -> str | None:
     (stamps.first_changed), else None; then the closure is forgotten (here and its manifest), so
     that the next key reads the files again. CuPy read its headers itself while compiling: what
     it compiled may not be what the key covers."""
-    from .ground.stamps import first_changed
+    from ..ground.stamps import first_changed
 
     skeleton = directives(call.source)
     known = _closures.get((skeleton, call.options))
@@ -168,7 +168,7 @@ def changed_header(call: Call) -> str | None:
         return None
     path = first_changed(known[1])
     if path is not None:
-        from .key.manifest import discard
+        from ..key.manifest import discard
 
         del _closures[(skeleton, call.options)]
         discard(skeleton, _context(call.options)[1])
@@ -179,8 +179,8 @@ def key_of(call: Call) -> str:
     """The key of a call: the source, CuPy's options with include directories as tags, the
     closure's digest (every header NVRTC can reach through CuPy's directories, in fast mode)
     and what CuPy brings. Raises closure.MissingHeaderError when a header is missing."""
-    from .ground.digest import digest_fields
-    from .key import key_fields
+    from ..ground.digest import digest_fields
+    from ..key import key_fields
 
     opts, digest = _closure(call.source, call.options)
     fields = key_fields(
@@ -218,7 +218,7 @@ def load(call: Call, payload: bytes):
 
 
 def _stored(key: str) -> bytes | None:
-    from .store import default_store
+    from ..store import default_store
 
     found = default_store().fetch(key)
     if found is None or found[1].get("target") != "cupy-payload":
@@ -228,7 +228,7 @@ def _stored(key: str) -> bytes | None:
 
 def cached(call: Call) -> bool:
     """Whether the store holds this call's payload."""
-    from .headers.closure import MissingHeaderError
+    from ..headers.closure import MissingHeaderError
 
     try:
         return _stored(key_of(call)) is not None
@@ -238,7 +238,7 @@ def cached(call: Call) -> bool:
 
 def compile_module(original, args: tuple, kwargs: dict, call: Call):
     """CuPy's compile function for one call, served by the store when it holds the key."""
-    from .headers.closure import MissingHeaderError
+    from ..headers.closure import MissingHeaderError
 
     if call.arch is None:  # CuPy's own choice: the current device's
         from cupy.cuda import compiler
@@ -262,7 +262,7 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
     else:  # as compile_request does (compiler/program.py)
         import warnings
 
-        from .compiler.program import HeaderChangedWarning
+        from ..compiler.program import HeaderChangedWarning
 
         warnings.warn(
             f"cupy-rawcode: {changed} changed while CuPy compiled a kernel that includes it; "
@@ -287,8 +287,8 @@ def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
 
 def save(key: str, call: Call, payload: bytes) -> None:
     """Store CuPy's payload under our key."""
-    from .store import default_store
-    from .store.entry import encode
+    from ..store import default_store
+    from ..store.entry import encode
 
     meta = {"target": "cupy-payload", "arch": str(call.arch), "created": time.time()}
     store = default_store()

@@ -442,9 +442,9 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # python -m cupy_rawcode.config --markdown
+if __name__ == "__main__":  # python -m cupy_rawcode.ground.config --markdown
     import sys
 
     if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python -m cupy_rawcode.config --markdown")
+        sys.exit("usage: python -m cupy_rawcode.ground.config --markdown")
     sys.stdout.write(markdown())

@@ -28,8 +28,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import RawcodeTypeError, RawcodeWarning
-from .log import first_time
+from ..ground.errors import RawcodeTypeError, RawcodeWarning
+from ..ground.log import first_time
 
 SCHEMA = 1
 _PLACE = "{record}"
@@ -321,7 +321,7 @@ def compile_entry(
 
 def _text(raw: bytes, where: str) -> str:
     """A record line as text; a line that is not UTF-8 is a SchemaError naming it."""
-    from .schema import SchemaError
+    from ..ground.schema import SchemaError
 
     try:
         return raw.decode("utf-8")
@@ -333,9 +333,9 @@ def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> li
     """The entries of a record, checked (schema.py) and their paths made local again, each
     inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
     for a line that is not an entry or names a path outside."""
-    from .confine import confine, confine_options
-    from .regular import read_lines
-    from .schema import loads, record_entry
+    from ..ground.confine import confine, confine_options
+    from ..ground.regular import read_lines
+    from ..ground.schema import loads, record_entry
 
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     allowed = [os.path.abspath(os.fspath(r)) for r in roots]

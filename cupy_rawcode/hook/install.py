@@ -17,7 +17,7 @@ import functools
 import inspect
 import threading
 
-from .errors import RawcodeRuntimeError, RawcodeValueError
+from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
 
 SCOPES = ("jitify", "all")
 _lock = threading.Lock()
@@ -72,7 +72,8 @@ def _wrap(compiler) -> None:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             a = bound.arguments
-        from . import cupy_compiles, recording
+        from . import compiles as cupy_compiles
+        from . import recording
 
         call = cupy_compiles.call_from(a)
         if call is not None and recording.recording():
@@ -94,10 +95,10 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
     JitifyException as well, as CuPy's jitify=True raises. CuPy's workaround line is answered
     by our shims (the same names in std, through a using-directive), on the same line."""
-    from .headers.options import parse_options
-    from .jitify_compat import jitify_options, jitify_source
-    from .kernel.building import _arch_target, _device_target, build
-    from .kernel.loading import _load_module
+    from ..compiler.jitify import jitify_options, jitify_source
+    from ..headers.options import parse_options
+    from ..kernel.building import _arch_target, _device_target, build
+    from ..kernel.loading import _load_module
 
     source = jitify_source(source)
     opts = parse_options(options)
@@ -121,7 +122,7 @@ def install(scope: str = "jitify") -> None:
     with _lock:
         compiler = _compiler()
         if scope == "all":
-            from . import cupy_compiles
+            from . import compiles as cupy_compiles
 
             if not cupy_compiles.supported(compiler):
                 import cupy
@@ -149,7 +150,7 @@ def uninstall() -> None:
     with _lock:
         compiler = _compiler()
         _routes["jitify"] = _routes["all"] = False
-        from . import cupy_compiles
+        from . import compiles as cupy_compiles
 
         cupy_compiles.detach(compiler)
     release_if_idle()

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 
-from .errors import RawcodeValueError
+from ..ground.errors import RawcodeValueError
 
 
 def disk():
     """The configured cache directory's store."""
-    from . import config
-    from .store.directory import DirectoryStore
+    from ..ground import config
+    from .directory import DirectoryStore
 
     return DirectoryStore(config.cache_dir())
 
@@ -20,7 +20,7 @@ def disk():
 def prune_bound(disk, max_size: str | None) -> int | None:
     """The size a prune trims to: ``--max-size`` (its 0 means no bound), else the configured
     bound; None for no bound."""
-    from . import config
+    from ..ground import config
 
     return disk.max_bytes if max_size is None else config.parse_size("--max-size", max_size) or None
 
@@ -29,8 +29,8 @@ def record_prebuilt(keys: list[str]) -> str | None:
     """Append to <cache>/prebuilt.keys, which ``bundle export --prebuilt`` reads: only in a
     directory the cache claims (store/layout.py), never through a link or into a FIFO. Returns
     why nothing was recorded, or None."""
-    from .regular import open_own
-    from .store.layout import claim, foreign_message
+    from ..ground.regular import open_own
+    from .layout import claim, foreign_message
 
     root = disk().root
     try:
@@ -46,7 +46,7 @@ def record_prebuilt(keys: list[str]) -> str | None:
 
 def prebuilt_keys(root) -> list[str]:
     """The keys prebuild recorded in ``root``, each once, in order; ValueError when none was."""
-    from .regular import RECORD_LIMIT, read_cache_file
+    from ..ground.regular import RECORD_LIMIT, read_cache_file
 
     raw = read_cache_file(root / "prebuilt.keys", 32 * RECORD_LIMIT)
     try:
@@ -62,7 +62,7 @@ def prebuilt_keys(root) -> list[str]:
 
 def exportable(disk, keys: list[str]) -> tuple[list[tuple[str, bytes]], int]:
     """(the (key, bytes) of ``keys`` a bundle ships, how many were missing or broken)."""
-    from .store.entry import EntryError, decode
+    from .entry import EntryError, decode
 
     entries, skipped = [], 0
     for key in keys:

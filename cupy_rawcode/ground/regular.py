@@ -135,6 +135,17 @@ def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") 
     return b"".join(chunks)
 
 
+def read_at(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes of an open file from ``offset`` (fewer where the file ends first): one
+    entry of a bundle, never the whole file."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := os.read(fd, min(size, 1 << 30))):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
 def _refused_key(path) -> tuple[str, str]:
     """The warn-once key (log.py) of a refused cache path."""
     return ("refused cache file", str(path))

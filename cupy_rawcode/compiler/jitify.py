@@ -7,7 +7,7 @@ dropped with one warning (Jitify commented it out and compiled on), and errors a
 
 from __future__ import annotations
 
-from .errors import RawcodeWarning
+from ..ground.errors import RawcodeWarning
 
 
 class DroppedIncludeWarning(RawcodeWarning, UserWarning):
@@ -53,9 +53,9 @@ def compile_as_jitify(
     """program.compile_for as Jitify compiled: errors are JitifyException too, and an include in
     a header that matches no file is dropped with one warning (_dropping). ``options``
     as a tuple (jitify_options adds CuPy's marker); (request, result) as compile_for."""
-    from . import errors
-    from .compiler.program import compile_for
-    from .headers.options import parse_options
+    from ..ground import errors
+    from ..headers.options import parse_options
+    from .program import compile_for
 
     args = (arch, target, names, source_dir)
     try:
@@ -121,7 +121,7 @@ def _by_source(missing) -> bool:
 
 def _stub_dir(names) -> str:
     """A directory of empty headers under the given names, for this process."""
-    from .fsutil import process_header_dir
+    from ..ground.fsutil import process_header_dir
 
     stub = "// cupy-rawcode: an include that matched no file (jitify=True leniency)\n"
     return process_header_dir(dict.fromkeys(names, stub), "cupy-rawcode-dropped-")

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..ground import config
 from .base import Store
 
 try:
@@ -37,8 +38,6 @@ def bound(root) -> int | None:
     set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
     given = _bounds.get(str(root))
     if given is None:
-        from ..ground import config
-
         given = config.cache_max_size()
     return given or None
 

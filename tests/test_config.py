@@ -2,6 +2,7 @@
 first time any of them is read; a bad value or an unknown name is a ValueError naming it and
 listing what is accepted; values mean what ccache users expect (a size bound of 0: no bound)."""
 
+import ast
 import re
 
 import pytest
@@ -153,8 +154,80 @@ def test_the_environment_is_validated_once_per_process(monkeypatch):
     assert calls == [1]
 
 
-def test_the_readme_lists_every_variable():
+def test_the_readme_environment_table_is_the_rendered_one():
+    """The README's table is config.markdown() (python -m cupy_rawcode.ground.config --markdown)."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("\n## Environment\n", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^\| `(CUPY_RAWCODE_\w+)` \|", section, re.M))
-    assert listed == set(config.VARIABLES)
+    table = section[section.index("| variable | meaning |") :].strip() + "\n"
+    assert table == config.markdown()
+
+
+def test_every_variable_is_one_row():
+    names = [v.name for v in config.TABLE]
+    assert len(names) == len(set(names))
+    assert set(config.VARIABLES) == {n for n in names if n.startswith(config.PREFIX)}
+    assert config.TOOLCHAIN_ENV == ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")
+    # the warm index's id takes these in this order: a new order would make every entry miss
+    assert config.KEY_ENV == (
+        "CUPY_RAWCODE_HEADER_SOURCES",
+        "CUPY_RAWCODE_STRIP",
+        "CUPY_RAWCODE_CUPY_OPTIONS",
+        "CUPY_RAWCODE_RAISE_STD",
+        *config.TOOLCHAIN_ENV,
+    )
+
+
+def test_one_boolean_parser():
+    """Every boolean CUPY_RAWCODE_* row parses with parse_bool, and no other module spells the
+    accepted words."""
+    booleans = [v for v in config.VARIABLES.values() if isinstance(v.default, bool)]
+    assert len(booleans) == 5 and all(v.parse is config.parse_bool for v in booleans)
+    for path in (ROOT / "cupy_rawcode").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Tuple | ast.Set | ast.List):
+                words = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                assert not {"true", "yes"} <= words or path.name == "config.py", path
+
+
+def _environment_reads(tree: ast.AST):
+    """(line, name) of each os.environ.get/os.getenv/os.environ[...]/... in os.environ with a
+    constant name; name None where it is not a constant."""
+    for node in ast.walk(tree):
+        arg = None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+            "os.environ.get",
+            "os.getenv",
+            "environ.get",
+        ):
+            arg = node.args[0] if node.args else None
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ",):
+            arg = node.slice
+        elif isinstance(node, ast.Compare) and ast.unparse(node.comparators[0]) == "os.environ":
+            arg = node.left
+        else:
+            continue
+        yield node.lineno, arg.value if isinstance(arg, ast.Constant) else None
+
+
+# read outside config.py on purpose: CuPy's own variables, beside CuPy's own reading of them
+CUPYS_OWN = {"CUPY_CACHE_IN_MEMORY", "CUPY_CUDA_COMPILE_WITH_DEBUG"}
+# reads config.TOOLCHAIN_ENV's names (the toolchain record's environment, '' when unset)
+BY_NAME = {"cupy_rawcode/toolkit/record.py"}
+
+
+def test_no_module_reads_the_environment_but_config():
+    """Every variable is read through its row; the .pth hook (one line run at every interpreter's
+    start, before cupy_rawcode may be imported) reads the two hook rows only."""
+    found = []
+    for path in sorted((ROOT / "cupy_rawcode").rglob("*.py")):
+        if path.relative_to(ROOT).as_posix() == "cupy_rawcode/ground/config.py":
+            continue
+        for line, name in _environment_reads(ast.parse(path.read_text())):
+            where = path.relative_to(ROOT).as_posix()
+            if name in CUPYS_OWN or (name is None and where in BY_NAME):
+                continue
+            found.append(f"{where}:{line}: {name or 'a name computed there'}")
+    assert found == []
+    pth = (ROOT / "cupy_rawcode.pth").read_text()
+    hook = set(re.findall(r"os\.environ\.get\(\"(\w+)\"\)", pth))
+    assert hook == {config.install_scope.name, config.record_path.name}

@@ -1,9 +1,11 @@
 """All configuration read from the environment, in one place, read lazily at call time.
 
-Every ``CUPY_RAWCODE_*`` variable is in VARIABLES with its parser. The first time a process reads
-any of them, validate() checks every one that is set and refuses unknown ``CUPY_RAWCODE_*`` names
-(naming the closest known one), so a bad value fails on every code path, not only on the paths
-that read it; after that it costs one flag test. An empty variable counts as unset.
+Every variable read is one row of TABLE (a Var: name, parser, default, whether it enters the warm
+index's id, its line in the README's "Environment" table, which markdown() renders and a test
+checks); calling the row reads it. The first time a process reads any ``CUPY_RAWCODE_*`` one,
+validate() checks every one that is set and refuses unknown ``CUPY_RAWCODE_*`` names (naming the
+closest known one), so a bad value fails on every code path, not only on the paths that read it;
+after that it costs one flag test. An empty variable counts as unset.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from .errors import ConfigError
 
@@ -34,18 +37,37 @@ def parse_bool(name: str, value: str) -> bool:
     )
 
 
-def _get(name: str) -> str | None:
-    """A variable's value, None when unset or empty; validates the whole environment first, once
-    per process."""
-    if not _validated:
-        validate()
-    value = os.environ.get(name)
-    return value if value else None
+T = TypeVar("T")
+_rows: list[Var] = []  # every Var, in the order they are made: the table
 
 
-def _bool(name: str, default: bool) -> bool:
-    value = _get(name)
-    return default if value is None else parse_bool(name, value)
+class Var(Generic[T]):
+    """One row of the table: a variable's name, its parser ``(name, value) -> parsed`` (raising
+    ConfigError with what it accepts), its default (unset or empty), whether it enters the warm
+    index's id (``keyed``: it can change a cache key) and its line in the README's table. Calling
+    the row reads the variable now (a CUPY_RAWCODE_* one validates the environment first, once
+    per process; another program's variable is read as that program reads it, never refused)."""
+
+    __slots__ = ("default", "doc", "keyed", "name", "parse")
+
+    def __init__(self, name: str, parse: Callable[[str, str], T], default: T, keyed: bool = False):
+        self.name, self.parse, self.default, self.keyed = name, parse, default, keyed
+        self.doc = ""  # documented() gives it
+        _rows.append(self)
+
+    def documented(self, doc: str) -> Var[T]:
+        """Give the row its line of the README's table; returns the row."""
+        self.doc = doc
+        return self
+
+    def __call__(self) -> T:
+        if not _validated and self.name.startswith(PREFIX):
+            validate()
+        value = os.environ.get(self.name)
+        return self.parse(self.name, value) if value else self.default
+
+    def __repr__(self) -> str:
+        return f"Var({self.name})"
 
 
 # the cache directory of the compile running in this context (using_cache_dir), None: none given
@@ -76,29 +98,20 @@ def cache_dir() -> Path:
     given = _cache_dir_given.get()
     if given is not None:
         return given
-    explicit = _get("CUPY_RAWCODE_CACHE_DIR")
+    explicit = cache_dir_variable()
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = xdg_cache_home()
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "cupy-rawcode"
 
 
-TOOLCHAIN_ENV = ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")  # read by discovery
-KEY_ENV = (
-    "CUPY_RAWCODE_HEADER_SOURCES",
-    "CUPY_RAWCODE_STRIP",
-    "CUPY_RAWCODE_CUPY_OPTIONS",
-    "CUPY_RAWCODE_RAISE_STD",
-) + TOOLCHAIN_ENV
-
-
 def key_environment() -> list[tuple[str, str]]:
-    """(name, value) of every environment variable that can change a cache key: the header
-    search policy, stripping, and what toolchain discovery reads ('' when unset)."""
+    """(name, value) of every environment variable that can change a cache key (KEY_ENV: the
+    header search policy, stripping, CuPy's options, the standard, what discovery reads)."""
     if not _validated:
         validate()
-    return [(v, os.environ.get(v, "")) for v in KEY_ENV]
+    return [(name, os.environ.get(name, "")) for name in KEY_ENV]
 
 
 def site_dirs() -> list[str]:
@@ -134,24 +147,6 @@ def parse_header_sources(what: str, spec: str | tuple | list) -> tuple[str, ...]
     return tuple(items)
 
 
-def header_sources() -> tuple[str, ...] | None:
-    """CUPY_RAWCODE_HEADER_SOURCES: the header search policy (toolkit/discovery.py), parsed."""
-    value = _get("CUPY_RAWCODE_HEADER_SOURCES")
-    return None if value is None else parse_header_sources("CUPY_RAWCODE_HEADER_SOURCES", value)
-
-
-def dump_source() -> bool:
-    """CUPY_RAWCODE_DUMP_SOURCE (default off): a failing compile writes its source to a file."""
-    return _bool("CUPY_RAWCODE_DUMP_SOURCE", False)
-
-
-def raise_std() -> bool:
-    """CUPY_RAWCODE_RAISE_STD (default on): a kernel asking for an older C++ standard than its
-    headers accept (-std=c++11 with CCCL 3) compiles at the lowest one they accept; off: as
-    asked (CCCL then stops with its own #error)."""
-    return _bool("CUPY_RAWCODE_RAISE_STD", True)
-
-
 INSTALL_SCOPES = ("jitify", "all")
 
 
@@ -163,26 +158,9 @@ def _install_scope(what: str, value: str) -> str:
     return value
 
 
-def install_scope() -> str | None:
-    """CUPY_RAWCODE_INSTALL: install(scope) at the import of CuPy (autoinstall.py), or None."""
-    value = _get("CUPY_RAWCODE_INSTALL")
-    return None if value is None else _install_scope("CUPY_RAWCODE_INSTALL", value)
-
-
-def record_path() -> str | None:
-    """CUPY_RAWCODE_RECORD: record (recording.py) every compile of the process to this file."""
-    return _get("CUPY_RAWCODE_RECORD")
-
-
-def cupy_options() -> bool:
-    """CUPY_RAWCODE_CUPY_OPTIONS (default on): compile with what CuPy adds to every compile
-    (--device-as-default-execution-space, -ftz=true); off: with the options as given."""
-    return _bool("CUPY_RAWCODE_CUPY_OPTIONS", True)
-
-
-def cupy_dump_on_error() -> bool:
-    """CUPY_DUMP_CUDA_SOURCE_ON_ERROR, read as CuPy reads it: on only when it is the integer 1."""
-    value = os.environ.get("CUPY_DUMP_CUDA_SOURCE_ON_ERROR", "")
+def _cupy_flag(what: str, value: str) -> bool:
+    """A flag read as CuPy reads CUPY_DUMP_CUDA_SOURCE_ON_ERROR: on only when it is the integer
+    1; any other value is off, never an error."""
     try:
         return int(value) == 1
     except ValueError:
@@ -210,12 +188,6 @@ def parse_count(what: str, value: str | int, minimum: int, meaning: str, note: s
 def parse_memory_entries(what: str, value: str | int) -> int:
     """A size of the in-memory LRU: a whole number >= 0 (0 keeps nothing in memory)."""
     return parse_count(what, value, 0, "a number of in-memory entries", "; 0 keeps none")
-
-
-def memory_cache_entries() -> int:
-    """CUPY_RAWCODE_MEMORY_ENTRIES: entries the in-memory LRU keeps (default 256; 0: none)."""
-    value = _get("CUPY_RAWCODE_MEMORY_ENTRIES")
-    return 256 if value is None else parse_memory_entries("CUPY_RAWCODE_MEMORY_ENTRIES", value)
 
 
 _UNITS = {
@@ -260,37 +232,8 @@ def parse_size(what: str, value: str | int) -> int:
     return n
 
 
-def cache_max_size() -> int:
-    """CUPY_RAWCODE_CACHE_MAX_SIZE: bound on the whole cache directory (default 1 GiB); 0 means
-    no bound, as in ccache."""
-    value = _get("CUPY_RAWCODE_CACHE_MAX_SIZE")
-    return DEFAULT_MAX_SIZE if value is None else parse_size("CUPY_RAWCODE_CACHE_MAX_SIZE", value)
-
-
-_bounds: dict[str, int] = {}  # cache directory -> the bound given in code (make_store's max_size)
-
-
-def set_cache_bound(root, max_bytes: int) -> None:
-    """Bound the cache directory ``root`` to ``max_bytes`` (0: no bound) in this process, over
-    CUPY_RAWCODE_CACHE_MAX_SIZE: make_store(max_size=...) does."""
-    _bounds[str(root)] = max_bytes
-
-
-def cache_bound(root) -> int | None:
-    """The size bound of the cache directory ``root`` in bytes, None for no bound: what
-    set_cache_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
-    bound = _bounds.get(str(root))
-    return (cache_max_size() if bound is None else bound) or None
-
-
 def _paths(what: str, value: str) -> tuple[str, ...]:
     return tuple(p for p in value.split(os.pathsep) if p)
-
-
-def bundles() -> tuple[str, ...]:
-    """CUPY_RAWCODE_BUNDLES: read-only bundle files, separated by os.pathsep, consulted in order."""
-    value = _get("CUPY_RAWCODE_BUNDLES")
-    return _paths("CUPY_RAWCODE_BUNDLES", value) if value else ()
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -305,21 +248,8 @@ def _redis_url(what: str, value: str) -> str:
     return value
 
 
-def redis_url() -> str | None:
-    """CUPY_RAWCODE_REDIS_URL: a shared Redis store (redis://host:port/db), read through and
-    written back; needs the ``redis`` extra."""
-    value = _get("CUPY_RAWCODE_REDIS_URL")
-    return None if value is None else _redis_url("CUPY_RAWCODE_REDIS_URL", value)
-
-
 def _redis_ttl(what: str, value: str) -> int:
     return parse_count(what, value, 1, "a whole number of seconds")
-
-
-def redis_ttl() -> int | None:
-    """CUPY_RAWCODE_REDIS_TTL: seconds a Redis entry lives (default: no expiry)."""
-    value = _get("CUPY_RAWCODE_REDIS_TTL")
-    return None if value is None else _redis_ttl("CUPY_RAWCODE_REDIS_TTL", value)
 
 
 def _seconds(what: str, value: str) -> float:
@@ -330,24 +260,6 @@ def _seconds(what: str, value: str) -> float:
     if not 0 < t < float("inf"):
         raise ConfigError(f"{what}={value!r} is not a number of seconds (accepted: a number > 0)")
     return t
-
-
-def redis_timeout() -> float:
-    """CUPY_RAWCODE_REDIS_TIMEOUT: seconds before a Redis call counts as failed (default 0.5)."""
-    value = _get("CUPY_RAWCODE_REDIS_TIMEOUT")
-    return 0.5 if value is None else _seconds("CUPY_RAWCODE_REDIS_TIMEOUT", value)
-
-
-def overlap() -> bool:
-    """CUPY_RAWCODE_OVERLAP (default on): on a likely miss, start NVRTC while headers are
-    scanned."""
-    return _bool("CUPY_RAWCODE_OVERLAP", True)
-
-
-def strip() -> bool:
-    """CUPY_RAWCODE_STRIP (default on): drop unreferenced library globals from new code
-    (strip.py)."""
-    return _bool("CUPY_RAWCODE_STRIP", True)
 
 
 def _pch(what: str, value: str) -> str:
@@ -361,13 +273,6 @@ def _pch(what: str, value: str) -> str:
             f"{what}={value!r} is not a PCH mode (accepted: auto, or a boolean: "
             f"{', '.join(_TRUE + _FALSE)}; any case)"
         ) from None
-
-
-def pch_mode() -> str:
-    """CUPY_RAWCODE_PCH: 'auto' (default: NVRTC's automatic PCH for a series of compiles that
-    share their header prefix, see nvrtc._Pch), '1' (every compile) or '0' (never)."""
-    value = _get("CUPY_RAWCODE_PCH")
-    return "auto" if value is None else _pch("CUPY_RAWCODE_PCH", value)
 
 
 def check_workers(what: str, value) -> int:
@@ -393,41 +298,109 @@ def _workers(what: str, value: str) -> int:
     return check_workers(what, n)
 
 
-def workers() -> int | None:
-    """CUPY_RAWCODE_WORKERS: worker processes for warmup() and prebuild (default: what the
-    machine can take, see pool.default_workers)."""
-    value = _get("CUPY_RAWCODE_WORKERS")
-    return None if value is None else _workers("CUPY_RAWCODE_WORKERS", value)
-
-
 def _any(what: str, value: str) -> str:
     return value
 
 
-def _boolean(what: str, value: str) -> bool:
-    return parse_bool(what, value)
+# The table: every variable cupy-rawcode reads, one row each, in the README's order (the rows
+# register themselves as they are made); a row is called to read it (config.strip()).
+# - the cache and its stores (store/)
+cache_dir_variable = Var("CUPY_RAWCODE_CACHE_DIR", _any, None).documented(
+    "cache directory (a `cache_dir=` given to `compile()`, or `set_store(make_store(dir))`, "
+    "takes its place for everything that compile writes)"
+)
+memory_cache_entries = Var("CUPY_RAWCODE_MEMORY_ENTRIES", parse_memory_entries, 256).documented(
+    "size of the in-memory LRU (default 256; `0`: none)"
+)
+cache_max_size = Var("CUPY_RAWCODE_CACHE_MAX_SIZE", parse_size, DEFAULT_MAX_SIZE).documented(
+    "bound on the whole cache directory, e.g. `500M`, `2G` (binary units; default 1 GiB; `0`: "
+    "no bound)"
+)
+bundles = Var[tuple[str, ...]]("CUPY_RAWCODE_BUNDLES", _paths, ()).documented(
+    "read-only bundle files, `:`-separated, consulted before compiling"
+)
+redis_url = Var("CUPY_RAWCODE_REDIS_URL", _redis_url, None).documented(
+    "shared Redis store, e.g. `redis://cache:6379/0` (`redis://`, `rediss://` or `unix://`; "
+    "extra `redis`)"
+)
+redis_ttl = Var("CUPY_RAWCODE_REDIS_TTL", _redis_ttl, None).documented(
+    "whole seconds >= 1 a Redis entry lives (default: no expiry)"
+)
+redis_timeout = Var("CUPY_RAWCODE_REDIS_TIMEOUT", _seconds, 0.5).documented(
+    "seconds (> 0) before a Redis call counts as failed (default 0.5)"
+)
 
+# - what a compile does; the keyed rows enter the warm index's id in this order (another order
+#   would make every index entry miss once)
+header_sources = Var(
+    "CUPY_RAWCODE_HEADER_SOURCES", parse_header_sources, None, keyed=True
+).documented("header search policy (above)")
+strip = Var("CUPY_RAWCODE_STRIP", parse_bool, True, keyed=True).documented(
+    "`1` (default): strip unreferenced library globals from new cubins and PTX (see above)"
+)
+cupy_options = Var("CUPY_RAWCODE_CUPY_OPTIONS", parse_bool, True, keyed=True).documented(
+    "`1` (default): compile with what CuPy adds (`--device-as-default-execution-space`, "
+    "`-ftz=true`); `0`: the options as given"
+)
+raise_std = Var("CUPY_RAWCODE_RAISE_STD", parse_bool, True, keyed=True).documented(
+    "`1` (default): a `-std` older than the headers accept is raised to their floor, with one "
+    "warning; `0`: compiled as asked"
+)
+overlap = Var("CUPY_RAWCODE_OVERLAP", parse_bool, True).documented(
+    "`1` (default): on a likely miss, NVRTC starts while headers are scanned (on a daemon "
+    "thread: a compile no longer wanted never holds up the exit)"
+)
+pch_mode = Var("CUPY_RAWCODE_PCH", _pch, "auto").documented(
+    "`auto` (default): NVRTC's automatic precompiled headers only where they pay (below); `1` "
+    "always, `0` never"
+)
+dump_source = Var("CUPY_RAWCODE_DUMP_SOURCE", parse_bool, False).documented(
+    "`1`: a compile error writes the source and options to a file it names"
+)
+workers = Var("CUPY_RAWCODE_WORKERS", _workers, None).documented(
+    "worker processes for `warmup()` and `prebuild` (default: cores, and memory at ~400 MB a "
+    "compile)"
+)
 
-# every variable cupy-rawcode reads, with its parser (what, value) -> parsed value
-VARIABLES = {
-    "CUPY_RAWCODE_CACHE_DIR": _any,
-    "CUPY_RAWCODE_HEADER_SOURCES": parse_header_sources,
-    "CUPY_RAWCODE_DUMP_SOURCE": _boolean,
-    "CUPY_RAWCODE_MEMORY_ENTRIES": parse_memory_entries,
-    "CUPY_RAWCODE_CACHE_MAX_SIZE": parse_size,
-    "CUPY_RAWCODE_BUNDLES": _paths,
-    "CUPY_RAWCODE_REDIS_URL": _redis_url,
-    "CUPY_RAWCODE_REDIS_TTL": _redis_ttl,
-    "CUPY_RAWCODE_REDIS_TIMEOUT": _seconds,
-    "CUPY_RAWCODE_OVERLAP": _boolean,
-    "CUPY_RAWCODE_PCH": _pch,
-    "CUPY_RAWCODE_WORKERS": _workers,
-    "CUPY_RAWCODE_STRIP": _boolean,
-    "CUPY_RAWCODE_CUPY_OPTIONS": _boolean,
-    "CUPY_RAWCODE_RAISE_STD": _boolean,
-    "CUPY_RAWCODE_INSTALL": _install_scope,
-    "CUPY_RAWCODE_RECORD": _any,
-}
+# - the CuPy hook of every Python process (cupy_rawcode.pth, autoinstall.py)
+install_scope = Var("CUPY_RAWCODE_INSTALL", _install_scope, None).documented(
+    "`jitify` or `all`: `install(scope=...)` in every Python process of the environment, as "
+    'soon as it imports CuPy (through the installed `cupy_rawcode.pth`; see "Every CuPy '
+    'compile"); a bad value of any `CUPY_RAWCODE_*` variable turns the hook off with one line '
+    "on stderr, never a traceback"
+)
+record_path = Var("CUPY_RAWCODE_RECORD", _any, None).documented(
+    "a file: `record(file)` in every Python process of the environment (the same way); a file "
+    "that cannot be written warns once, and compiles go on"
+)
+
+# - other programs' variables, read as their owners read them: CuPy's, the XDG convention's,
+#   and what toolchain discovery reads (the toolchain record holds while they are unchanged)
+cupy_dump_on_error = Var("CUPY_DUMP_CUDA_SOURCE_ON_ERROR", _cupy_flag, False).documented(
+    "CuPy's: `1` writes a failing compile's source to stderr (`CompileException.dump`)"
+)
+xdg_cache_home = Var("XDG_CACHE_HOME", _any, None).documented(
+    "where the cache directory is when `CUPY_RAWCODE_CACHE_DIR` is unset: "
+    "`$XDG_CACHE_HOME/cupy-rawcode`, else `~/.cache/cupy-rawcode`"
+)
+cuda_home = Var("CUDA_HOME", _any, None, keyed=True).documented(
+    "the toolkit's headers (its `include/`, before `CUDA_PATH`'s and `/usr/local/cuda`'s; see "
+    "the search order); a change makes the warm index and the toolchain record miss"
+)
+cuda_path = Var("CUDA_PATH", _any, None, keyed=True).documented("read as `CUDA_HOME` is, after it")
+ld_library_path = Var("LD_LIBRARY_PATH", _any, None, keyed=True).documented(
+    "where the NVRTC library may be loaded from: a change makes the warm index and the "
+    "toolchain record miss"
+)
+conda_prefix = Var("CONDA_PREFIX", _any, None, keyed=True).documented(
+    "a conda environment, where NVRTC and headers may be found: a change makes the warm index "
+    "and the toolchain record miss"
+)
+
+TABLE: tuple[Var, ...] = tuple(_rows)
+VARIABLES = {v.name: v for v in TABLE if v.name.startswith(PREFIX)}  # what validate() knows
+KEY_ENV = tuple(v.name for v in TABLE if v.keyed)  # key_environment()'s, in the table's order
+TOOLCHAIN_ENV = tuple(v.name for v in (cuda_home, cuda_path, ld_library_path, conda_prefix))
 
 
 def _unknown(name: str) -> str:
@@ -448,14 +421,30 @@ def validate() -> None:
     for name, value in os.environ.items():
         if not name.startswith(PREFIX):
             continue
-        parse = VARIABLES.get(name)
-        if parse is None:
+        row = VARIABLES.get(name)
+        if row is None:
             problems.append(_unknown(name))
         elif value:
             try:
-                parse(name, value)
+                row.parse(name, value)
             except ValueError as e:
                 problems.append(str(e))
     if problems:
         raise ConfigError("\n".join(problems))
     _validated = True
+
+
+def markdown() -> str:
+    """The README's "## Environment" table, rendered from TABLE (tests/test_config.py checks
+    that the README holds exactly this)."""
+    lines = ["| variable | meaning |", "| --- | --- |"]
+    lines += [f"| `{v.name}` | {v.doc} |" for v in TABLE]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m cupy_rawcode.ground.config --markdown
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m cupy_rawcode.ground.config --markdown")
+    sys.stdout.write(markdown())

@@ -15,12 +15,31 @@ import threading
 import time
 from pathlib import Path
 
+from ..ground import config
 from .base import Store
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
     fcntl = None  # type: ignore[assignment]
+
+
+_bounds: dict[str, int] = {}  # cache directory -> the bound given in code (make_store's max_size)
+
+
+def set_bound(root, max_bytes: int) -> None:
+    """Bound the cache directory ``root`` to ``max_bytes`` (0: no bound) in this process, over
+    CUPY_RAWCODE_CACHE_MAX_SIZE: make_store(max_size=...) does."""
+    _bounds[str(root)] = max_bytes
+
+
+def bound(root) -> int | None:
+    """The size bound of the cache directory ``root`` in bytes, None for no bound: what
+    set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
+    given = _bounds.get(str(root))
+    if given is None:
+        given = config.cache_max_size()
+    return given or None
 
 
 class EntryInfo:
@@ -43,12 +62,10 @@ class DirectoryStore(Store):
 
     def __init__(self, root: Path, max_bytes: int | None = None):
         """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none)."""
-        from ..ground import config
-
         self.root = Path(root)
         if max_bytes is not None:  # manifests, index and toolchain records count against it too
-            config.set_cache_bound(self.root, max_bytes)
-        self.max_bytes = config.cache_bound(self.root)
+            set_bound(self.root, max_bytes)
+        self.max_bytes = bound(self.root)
 
     @property
     def location(self) -> str:

@@ -641,7 +641,7 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
             raise
         atomic_write(path, data)
     if max_bytes is CONFIGURED:
-        from ..ground import config
+        from .directory import bound
 
-        max_bytes = config.cache_bound(root)
+        max_bytes = bound(root)
     wrote(Path(root), len(data), max_bytes)

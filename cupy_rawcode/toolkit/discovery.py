@@ -175,8 +175,7 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
 
 
 def toolkit_home() -> Path | None:
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        value = os.environ.get(var)
+    for value in (config.cuda_home(), config.cuda_path()):
         if value and Path(value, "include").is_dir():
             return Path(value)
     default = Path("/usr/local/cuda")

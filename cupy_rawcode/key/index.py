@@ -17,20 +17,18 @@ the search path; ``cupy-rawcode cache clear`` removes the index with everything 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 
 from ..ground import VERSION, config
 from ..ground.digest import digest_fields
-from ..ground.stamps import check, merge, stamp, take
+from ..ground.stamps import StampedRecord, merge, stamp, take
+from ..store.layout import owned
 from . import SCHEMA as KEY_SCHEMA
 from . import strip_field
 
 SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
-_memo: dict[Path, dict] = {}  # entry path -> its data, in this process (stamps still checked)
 
 
 class Found:
@@ -69,44 +67,24 @@ def index_id(
     return digest_fields(fields)
 
 
-def _path(iid: str) -> Path:
-    return config.cache_dir() / "index" / iid[:2] / f"{iid}.json"
+def _valid(data: dict) -> bool:
+    """Whether an entry read from disk has the fields a hit needs, of their types."""
+    return all(isinstance(data[f], str) for f in ("key", "arch", "target")) and isinstance(
+        data["count"], int
+    )
 
 
-def _read(path: Path) -> bytes | None:
-    """An index entry's bytes, marked used (the size bound evicts least recently used first);
-    None when missing, not a regular file, too large, or not in a cache (layout.py)."""
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-    from ..store.layout import owned
-
-    if not owned(config.cache_dir()):
-        return None
-    return read_cache_file(path, RECORD_LIMIT, mark_used=True)
+_RECORD = StampedRecord("index", SCHEMA, owned, _valid)
+_memo = _RECORD.memo  # entry path -> its data, in this process (stamps still checked)
 
 
 def lookup(iid: str) -> Found | None:
     """The key and target recorded for these inputs while every stamp still holds, else None."""
-    path = _path(iid)
-    data = _memo.get(path)
-    try:
-        if data is None:
-            raw = _read(path)
-            if raw is None:
-                return None
-            data = json.loads(raw)
-            if data.get("schema") != SCHEMA:
-                return None
-        found = Found(data["key"], data["arch"], data["target"], data["count"])
-        if (
-            not all(isinstance(v, str) for v in (found.key, found.arch, found.target))
-            or not isinstance(found.count, int)
-            or check(data["stamps"]) is None
-        ):
-            return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing, unreadable or of the wrong shape: a miss
-    _memo[path] = data
-    return found
+    loaded = _RECORD.load(config.cache_dir(), iid)
+    if loaded is None:
+        return None
+    data = loaded[0]
+    return Found(data["key"], data["arch"], data["target"], data["count"])
 
 
 def package_stamps() -> list:
@@ -123,22 +101,16 @@ def package_stamps() -> list:
 def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
     """Record what these inputs keyed to. ``stamps``: the parts taken when the key was computed
     (request.Keyed.stamps); None (the toolchain is not stamped) writes nothing. A read-only
-    cache writes nothing either: every process then keys the full way."""
+    cache writes nothing either: other processes then key the full way."""
     if stamps is None:
         return
-    data = {
-        "schema": SCHEMA,
+    fields = {
         "key": key,
         "arch": arch,
         "target": target,
         "count": count,
         "stamps": merge(stamps + [take(package_stamps())]),
     }
-    path = _path(iid)
-    _memo.pop(path, None)
-    try:
-        from ..store.sizebound import publish  # not imported on a hit
+    from ..store.sizebound import publish  # not imported on a hit
 
-        publish(config.cache_dir(), path, json.dumps(data).encode())
-    except OSError:
-        pass
+    _RECORD.save(config.cache_dir(), iid, fields, publish)

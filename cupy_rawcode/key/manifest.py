@@ -14,15 +14,14 @@ path (a -I directory) is not seen by ``stat`` validation (ccache has the same li
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import NamedTuple
 
 from ..ground import config
 from ..ground.digest import digest_fields
-from ..ground.stamps import absent, check, take
+from ..ground.stamps import StampedRecord, absent, take
 from ..headers.standard import Floor
+from ..store.layout import owned
 from . import closure_digest
 
 SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
@@ -30,7 +29,6 @@ SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only;
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
 #                                        entries (toolkit/jitify_names.py)
-_memo: dict[str, dict] = {}  # manifest id -> its data, in this process
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 
@@ -42,43 +40,23 @@ def manifest_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
     return digest_fields(fields)
 
 
+def _valid(data: dict) -> bool:
+    """Whether a manifest read from disk has the fields keying needs, of their types."""
+    return (
+        isinstance(data["closure"], str)
+        and isinstance(data["count"], int)
+        and isinstance(data["file"], bool)
+        and _is_floor(data["floor"])
+        and _is_names(data["specialized"])
+    )
+
+
+_RECORD = StampedRecord("manifests", SCHEMA, owned, _valid)
+_memo = _RECORD.memo  # manifest path -> its data, in this process (stamps still checked)
+
+
 def _path(mid: str) -> Path:
-    return config.cache_dir() / "manifests" / mid[:2] / f"{mid}.json"
-
-
-def _read(mid: str) -> bytes | None:
-    """A manifest's bytes, marked used (the size bound evicts the least recently used files
-    first); None when missing, not a regular file, too large, or not in a cache (layout.py)."""
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-    from ..store.layout import owned
-
-    if not owned(config.cache_dir()):
-        return None
-    return read_cache_file(_path(mid), RECORD_LIMIT, mark_used=True)
-
-
-def _load(mid: str) -> tuple[dict, list] | None:
-    """(manifest data, its files' stamps now) while they all hold, else None."""
-    data = _memo.get(mid)
-    try:
-        if data is None:
-            raw = _read(mid)
-            if raw is None:
-                return None
-            data = json.loads(raw)
-            if (
-                data.get("schema") != SCHEMA
-                or not isinstance(data["closure"], str)
-                or not isinstance(data["count"], int)
-                or not isinstance(data["file"], bool)
-                or not _is_floor(data["floor"])
-                or not _is_names(data["specialized"])
-            ):
-                return None
-        values = check(data["stamps"])
-        return None if values is None else (data, values)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing, unreadable or of the wrong shape: a miss
+    return _RECORD.path(config.cache_dir(), mid)
 
 
 def _is_floor(value) -> bool:
@@ -111,16 +89,7 @@ class Facts(NamedTuple):
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
     """Forget a source's manifest, here and on disk: one of its files changed while a compile
     read them, so what it holds was never compiled (program.py stores nothing then)."""
-    from ..store.layout import owned
-
-    mid = manifest_id(source, ctx, pre_includes)
-    _memo.pop(mid, None)
-    if not owned(config.cache_dir()):
-        return  # nothing of ours there: never remove through a foreign or linked directory
-    try:
-        os.unlink(_path(mid))
-    except OSError:
-        pass  # none was written (a read-only cache), or it is gone already
+    _RECORD.discard(config.cache_dir(), manifest_id(source, ctx, pre_includes))
 
 
 def _facts(data: dict, values) -> Facts:
@@ -136,13 +105,8 @@ def _facts(data: dict, values) -> Facts:
 
 def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> Facts | None:
     """The closure's Facts when a valid manifest knows it, else None."""
-    mid = manifest_id(source, ctx, pre_includes)
-    loaded = _load(mid)
-    if loaded is None:
-        return None
-    data, values = loaded
-    _memo[mid] = data
-    return _facts(data, values)
+    loaded = _RECORD.load(config.cache_dir(), manifest_id(source, ctx, pre_includes))
+    return None if loaded is None else _facts(*loaded)
 
 
 def closure_digests(
@@ -168,8 +132,7 @@ def closure_digests(
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     rec, values = take(ids + [absent(p) for p in closure.absent])
-    data = {
-        "schema": SCHEMA,
+    fields = {
         "closure": closure_digest(closure.digests()),
         "count": len(ids),
         "stamps": rec,
@@ -177,11 +140,7 @@ def closure_digests(
         "floor": list(closure.floor),
         "specialized": list(closure.specialized),
     }
-    _memo[mid] = data
-    try:
-        from ..store.sizebound import publish  # not imported on a hit
+    from ..store.sizebound import publish  # not imported on a hit
 
-        publish(config.cache_dir(), _path(mid), json.dumps(data).encode())
-    except OSError:
-        pass  # a read-only cache still keys and compiles; store.py warns once
+    data = _RECORD.save(config.cache_dir(), mid, fields, publish)
     return _facts(data, values), closure

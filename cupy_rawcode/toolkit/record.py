@@ -16,24 +16,38 @@ runs again and the record is replaced. ``cupy-rawcode cache clear`` removes reco
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from pathlib import Path
 
 from ..ground import config
 from ..ground.digest import digest_fields
-from ..ground.stamps import stamp
+from ..ground.stamps import StampedRecord, entries, stamp, take
+from ..store.layout import owned
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
-SCHEMA = "cupy-rawcode-toolchain-4"  # 2: CuPy's include root; 3: the curand and crt roots;
-#                                        4: stamps hold the ctime
+SCHEMA = "cupy-rawcode-toolchain-5"  # 2: CuPy's include root; 3: the curand and crt roots;
+#                                        4: stamps hold the ctime; 5: the stamps are a stamps
+#                                        record (ground/stamps.py: take), as the others' are
 ENV_VARS = config.TOOLCHAIN_ENV
 
 
-def record_path(sources: tuple[str, ...]) -> Path:
-    """Where the record of one search policy in this Python environment lives."""
-    rid = digest_fields(
+def environment() -> dict[str, str]:
+    return {v: os.environ.get(v, "") for v in ENV_VARS}
+
+
+def _valid(data: dict) -> bool:
+    """Whether a record read from disk was made under the environment variables of now."""
+    return data["env"] == environment()
+
+
+# no memo: toolchain() answers once per process and policy
+_RECORD = StampedRecord("toolchain", SCHEMA, owned, _valid, shard=0, remember=False)
+
+
+def _record_id(sources: tuple[str, ...]) -> str:
+    """The record id of one search policy in this Python environment."""
+    return digest_fields(
         [
             ("schema", SCHEMA),
             ("python", sys.executable),
@@ -41,8 +55,12 @@ def record_path(sources: tuple[str, ...]) -> Path:
             ("sources", ",".join(sources)),
             ("package", __file__),
         ]
-    )
-    return config.cache_dir() / "toolchain" / f"{rid[:32]}.json"
+    )[:32]
+
+
+def record_path(sources: tuple[str, ...]) -> Path:
+    """Where the record of one search policy in this Python environment lives."""
+    return _RECORD.path(config.cache_dir(), _record_id(sources))
 
 
 def watched_paths(tc) -> list[str]:
@@ -58,49 +76,36 @@ def watched_paths(tc) -> list[str]:
     return paths
 
 
-def environment() -> dict[str, str]:
-    return {v: os.environ.get(v, "") for v in ENV_VARS}
-
-
 def save(tc) -> tuple:
     """Write the record of a discovered toolchain (silently skipped when the cache is read-only
     or the NVRTC library's path is unknown: then every process discovers). Returns its stamps
-    (() when the NVRTC library's path is unknown)."""
+    (() when the NVRTC library's path is unknown), in the record's order (grouped by
+    directory), as ``load`` gives them."""
     if not tc.nvrtc_library:
         return ()
-    stamps = tuple(stamp(p) for p in watched_paths(tc))
-    data = {
-        "schema": SCHEMA,
+    rec, values = take(stamp(p) for p in watched_paths(tc))
+    fields = {
         "nvrtc_version": list(tc.nvrtc_version),
         "supported_archs": list(tc.supported_archs),
         "nvrtc_library": tc.nvrtc_library,
         "dirs": [[d.tag, d.path, d.origin] for d in tc.system_dirs],
         "cccl_version": tc.cccl_version,
         "env": environment(),
-        "stamps": [list(s) for s in stamps],
+        "stamps": rec,
     }
-    try:
-        from ..store.sizebound import publish  # not imported on a hit
+    from ..store.sizebound import publish  # not imported on a hit
 
-        publish(config.cache_dir(), record_path(tc.sources), json.dumps(data).encode())
-    except OSError:
-        pass
-    return stamps
+    _RECORD.save(config.cache_dir(), _record_id(tc.sources), fields, publish)
+    return entries(rec, values)
 
 
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-    from ..store.layout import owned
-
+    loaded = _RECORD.load(config.cache_dir(), _record_id(sources))
+    if loaded is None:
+        return None
+    data, values = loaded
     try:
-        path = record_path(sources)
-        raw = read_cache_file(path, RECORD_LIMIT) if owned(config.cache_dir()) else None
-        if raw is None:
-            return None
-        data = json.loads(raw)
-        if data.get("schema") != SCHEMA or data["env"] != environment():
-            return None
         major, minor = data["nvrtc_version"]
         tc = Toolchain(
             (int(major), int(minor)),
@@ -111,20 +116,12 @@ def load(sources: tuple[str, ...]):
             str(data["nvrtc_library"]),
             from_record=True,
         )
-        stamps = tuple(tuple(s) for s in data["stamps"])
-        if [s[0] for s in stamps] != watched_paths(tc):
-            return None
-        if any(stamp(s[0]) != s for s in stamps):
-            return None
-        try:
-            os.utime(
-                path, follow_symlinks=False
-            )  # marked used: the size bound evicts least recently used first
-        except OSError:
-            pass  # a read-only cache
-        return tc._replace(stamps=stamps)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing, unreadable or malformed: discover again
+        stamps = entries(data["stamps"], values)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # malformed: discover again
+    if sorted(s[0] for s in stamps) != sorted(watched_paths(tc)):
+        return None  # another site-packages directory or toolkit: discover again
+    return tc._replace(stamps=stamps)
 
 
 @functools.lru_cache(maxsize=16)

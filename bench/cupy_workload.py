@@ -97,7 +97,7 @@ import json, sys, time, statistics
 import cupy
 from cupy.cuda import compiler
 from cupy._core import core
-from cupy_rawcode import recording, cupy_compiles
+from cupy_rawcode.hook import recording, compiles as cupy_compiles
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "ours":
     import cupy_rawcode

@@ -31,7 +31,8 @@ gc.callbacks.append(lambda phase, info: gcs.append((info["generation"], time.per
 t0 = time.perf_counter()
 import cupy_rawcode
 # what a warm hit imports (tests/test_index.py pins that it is no more than this)
-from cupy_rawcode import kernel, config, key, store
+from cupy_rawcode import kernel, key, store
+from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import loading
 from cupy_rawcode.ground import stamps
 from cupy_rawcode.key import index

@@ -15,31 +15,13 @@ import threading
 import time
 from pathlib import Path
 
-from ..ground import config
 from .base import Store
+from .layout import bound, set_bound
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
     fcntl = None  # type: ignore[assignment]
-
-
-_bounds: dict[str, int] = {}  # cache directory -> the bound given in code (make_store's max_size)
-
-
-def set_bound(root, max_bytes: int) -> None:
-    """Bound the cache directory ``root`` to ``max_bytes`` (0: no bound) in this process, over
-    CUPY_RAWCODE_CACHE_MAX_SIZE: make_store(max_size=...) does."""
-    _bounds[str(root)] = max_bytes
-
-
-def bound(root) -> int | None:
-    """The size bound of the cache directory ``root`` in bytes, None for no bound: what
-    set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
-    given = _bounds.get(str(root))
-    if given is None:
-        given = config.cache_max_size()
-    return given or None
 
 
 class EntryInfo:

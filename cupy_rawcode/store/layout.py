@@ -18,6 +18,7 @@ import os
 import stat
 from pathlib import Path
 
+from ..ground import config
 from ..ground.errors import RawcodeError
 
 MARKER = "CACHEDIR.TAG"
@@ -37,6 +38,26 @@ _FILE = {  # a kind's file names
     "index": r"[0-9a-f]{64}\.json",
     "toolchain": r"[0-9a-f]{32}\.json",
 }
+
+
+# cache directory -> the bound given in code (make_store's max_size); directory.py and
+# sizebound.py ask bound()
+_bounds: dict[str, int] = {}
+
+
+def set_bound(root, max_bytes: int) -> None:
+    """Bound the cache directory ``root`` to ``max_bytes`` (0: no bound) in this process, over
+    CUPY_RAWCODE_CACHE_MAX_SIZE: make_store(max_size=...) does."""
+    _bounds[str(root)] = max_bytes
+
+
+def bound(root) -> int | None:
+    """The size bound of the cache directory ``root`` in bytes, None for no bound: what
+    set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
+    given = _bounds.get(str(root))
+    if given is None:
+        given = config.cache_max_size()
+    return given or None
 
 
 class NotACacheError(RawcodeError, OSError):

@@ -641,7 +641,5 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
             raise
         atomic_write(path, data)
     if max_bytes is CONFIGURED:
-        from .directory import bound
-
-        max_bytes = bound(root)
+        max_bytes = layout.bound(root)
     wrote(Path(root), len(data), max_bytes)

@@ -50,7 +50,11 @@ def wrap(obj, name, label):
     setattr(obj, name, w)
 wrap(index, "index_id", "index id")
 wrap(index, "lookup", "index lookup (with stats)")
-wrap(index, "check", "stamp checks")
+wrap(stamps, "check", "stamp checks")
+wrap(stamps.StampedRecord, "load", "record load (with stamps)")
+from cupy_rawcode.store import layout
+wrap(layout, "owned", "cache owned check")
+wrap(config, "validate", "config validation") if hasattr(config, "validate") else None
 wrap(store.Levels, "fetch", "store read")
 wrap(loading, "_load_module", "module load")
 t1 = time.perf_counter()

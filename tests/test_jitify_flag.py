@@ -170,21 +170,21 @@ def test_jitify_refuses_compiled_files_as_cupy_does(tmp_path):
 
 
 def test_warmup_tasks_carry_the_jitify_flag():
-    from cupy_rawcode.parallel import pool
+    from cupy_rawcode.parallel import task as tasks
 
-    task = pool.Task("src", ("-DCUPY_USE_JITIFY",), "sm_90", jitify=True)
-    assert pool.Task.from_json(task.to_json()) == task
+    task = tasks.Task("src", ("-DCUPY_USE_JITIFY",), "sm_90", jitify=True)
+    assert tasks.Task.from_json(task.to_json()) == task
 
 
 def test_warmup_worker_compiles_as_jitify(tree):
     """A warmup worker drops the missing include as the launch would (run in-process here)."""
-    from cupy_rawcode.parallel import pool
+    from cupy_rawcode.parallel import task as tasks
 
     root = tree(HEADERS)
-    base = pool.Task(USES, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "sm_90", "cubin")
-    assert pool.run_task(base).error.startswith("MissingHeaderCompileError")
+    base = tasks.Task(USES, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "sm_90", "cubin")
+    assert tasks.run_task(base).error.startswith("MissingHeaderCompileError")
     with pytest.warns(jitify_compat.DroppedIncludeWarning):
-        done = pool.run_task(dataclasses.replace(base, jitify=True))
+        done = tasks.run_task(dataclasses.replace(base, jitify=True))
     assert done.error is None and done.key
 
 

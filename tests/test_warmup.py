@@ -16,7 +16,7 @@ import cupy_rawcode
 from cupy_rawcode.compiler import program
 from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import building
-from cupy_rawcode.parallel import pool
+from cupy_rawcode.parallel import sizing
 from cupy_rawcode.parallel.precompile import Summary
 
 ARCH = "sm_80"
@@ -180,8 +180,8 @@ def test_workers_variable(monkeypatch, value, expected):
             config.workers()
     else:
         assert config.workers() == expected
-        assert pool.default_workers(100) == expected
-        assert pool.default_workers(2) == min(expected, 2)
+        assert sizing.default_workers(100) == expected
+        assert sizing.default_workers(2) == min(expected, 2)
 
 
 @pytest.mark.parametrize(
@@ -207,16 +207,16 @@ GiB = 1 << 30
     ],
 )
 def test_workers_for(cores, available, tasks, expected):
-    assert pool.workers_for(cores, available, tasks) == expected
+    assert sizing.workers_for(cores, available, tasks) == expected
 
 
 def test_default_workers_fit_this_machine(monkeypatch):
     monkeypatch.delenv("CUPY_RAWCODE_WORKERS", raising=False)
-    n = pool.default_workers(1000)
-    assert 1 <= n <= pool.usable_cores()
-    room = pool.available_memory()
+    n = sizing.default_workers(1000)
+    assert 1 <= n <= sizing.usable_cores()
+    room = sizing.available_memory()
     if room is not None:
-        assert n <= max(1, room // pool.PER_COMPILE_BYTES)
+        assert n <= max(1, room // sizing.PER_COMPILE_BYTES)
 
 
 def test_a_script_without_main_guard_runs_its_top_level_once(tmp_path):

@@ -168,7 +168,7 @@ def _replace(job: Job, **changes) -> Job:
 
 def task_for(job: Job):
     """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
-    from .pool import Task
+    from .task import Task
 
     return Task(
         job.source,
@@ -187,7 +187,7 @@ def task_for(job: Job):
 
 def run_job(job: Job) -> Outcome:
     """Compile one job through the default store, in this process."""
-    from .pool import run_task
+    from .task import run_task
 
     return _outcome(job, run_task(task_for(job)))
 
@@ -261,10 +261,10 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
     """Run every job, showing progress on ``stream``: in this process for one worker or one
     job, else in worker processes (pool.py; ``workers`` None: CUPY_RAWCODE_WORKERS, else what
     the machine can take)."""
-    from . import pool
+    from . import pool, sizing
 
     stream = sys.stderr if stream is None else stream
-    workers = pool.resolve_workers(workers, len(jobs))
+    workers = sizing.resolve_workers(workers, len(jobs))
     if workers <= 1 or len(jobs) <= 1:
         outcomes = []
         for job in jobs:

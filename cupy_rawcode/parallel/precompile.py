@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ground.errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
-from . import pool
+from . import pool, sizing
+from .task import Outcome, Task
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _in_cache(plan_id: str) -> bool:
     return default_store().find(found.key, lambda data: decode(found.key, data)) is not None
 
 
-def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, pool.Task]]]:
+def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, Task]]]:
     """(cached, failed, [(item, task)]): what warmup() has to compile. A kernel already compiled
     in this process or found through the warm index is cached; one whose source cannot be read
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
@@ -198,7 +199,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, p
             todo.append(
                 (
                     item,
-                    pool.Task(
+                    Task(
                         source,
                         args,
                         None if cc is not None else arch_label,
@@ -292,9 +293,9 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
         summary = Summary(cached=cached, failed=failed)
         try:
             if todo:
-                summary.workers = pool.resolve_workers(workers, len(todo))
+                summary.workers = sizing.resolve_workers(workers, len(todo))
 
-                def landed(i: int, out: pool.Outcome) -> None:
+                def landed(i: int, out: Outcome) -> None:
                     item, task = todo[i]
                     item.key, item.seconds, item.error = out.key, out.seconds, out.error
                     (

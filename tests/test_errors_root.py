@@ -33,7 +33,7 @@ from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import decode
 from cupy_rawcode.store.layout import claim
 from cupy_rawcode.store.memory import MemoryStore
-from cupy_rawcode.store.sizebound import failure
+from cupy_rawcode.store.usage import failure
 
 PACKAGE = Path(cupy_rawcode.__file__).resolve().parent
 ROOTS = ("RawcodeError", "RawcodeWarning")

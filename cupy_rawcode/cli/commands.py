@@ -155,7 +155,7 @@ def _cmd_cache(args, options) -> int:
         raise UsageError(f"--zero goes with 'cache stats', not 'cache {args.action}'")
     disk = _cache_disk()
     if args.action == "stats":
-        from ..store.sizebound import scan
+        from ..store.usage import scan
 
         usage = scan(disk.root)
         counts = disk.counts()
@@ -171,7 +171,7 @@ def _cmd_cache(args, options) -> int:
             rate = f" ({100 * counts[0] / total:.0f}% hits)" if total else ""
             print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
         if usage.errors:
-            from ..store.sizebound import failure
+            from ..store.usage import failure
 
             raise failure("read", disk.root, usage.errors)
         if args.zero:
@@ -220,7 +220,7 @@ def _cmd_cache(args, options) -> int:
             f"{_human(done.total)} left, bound {_human(bound)}"
         )
         if done.errors:
-            from ..store.sizebound import failure
+            from ..store.usage import failure
 
             raise failure("prune", disk.root, done.errors)
     return EXIT_OK

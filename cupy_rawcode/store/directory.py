@@ -111,8 +111,9 @@ class DirectoryStore(Store):
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next
         recount (it only over-counts meanwhile)."""
+        from .eviction import remove
         from .layout import is_own, owned, real_dir
-        from .sizebound import CacheFile, remove
+        from .usage import CacheFile
 
         path = self.path(key)
         if not (is_own("entries", key, key[:2]) and owned(self.root) and real_dir(path.parent)):
@@ -135,7 +136,7 @@ class DirectoryStore(Store):
 
     def entries(self) -> list[EntryInfo]:
         """Every published entry, least recently used first."""
-        from .sizebound import scan
+        from .usage import scan
 
         return [
             EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
@@ -147,10 +148,10 @@ class DirectoryStore(Store):
         """Evict least recently used files of every kind (entries, manifests, index entries,
         toolchain records) until the whole directory holds at most ``max_bytes`` (0: no bound,
         as CUPY_RAWCODE_CACHE_MAX_SIZE=0: nothing is removed); an entry being read is kept.
-        Returns sizebound.Pruned (what was removed, and what could not be)."""
+        Returns eviction.Pruned (what was removed, and what could not be)."""
         import sys
 
-        from .sizebound import prune
+        from .eviction import prune
 
         return prune(self.root, max_bytes or sys.maxsize)
 
@@ -158,7 +159,8 @@ class DirectoryStore(Store):
         """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
         the number of entries removed. Raises OSError naming a path that could not be removed
         and why (a read-only cache)."""
-        from .sizebound import clear, failure
+        from .eviction import clear
+        from .usage import failure
 
         done = clear(self.root)
         if done.errors:
@@ -195,7 +197,7 @@ class DirectoryStore(Store):
             raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
         make_private_dirs(self.root / "stats")
         try:
-            os.unlink(self.root / "stats" / "counts")  # what sizebound folded from them
+            os.unlink(self.root / "stats" / "counts")  # what counters.py folded from them
         except FileNotFoundError:
             pass
         for name in ("hits", "misses"):
@@ -207,7 +209,7 @@ class DirectoryStore(Store):
 
     def counts(self) -> tuple[int, int] | None:
         """(hits, misses) recorded, or None when nothing was recorded."""
-        from .sizebound import read_counts
+        from .counters import read_counts
 
         self.flush_counts()
         folded = read_counts(self.root)

@@ -1,0 +1,54 @@
+"""The size ledger, ``stats/size``: one fixed-width line (the bytes a cache directory holds, and
+when it was last counted) that every process shares, read and rewritten in place under an flock
+on the file. ``_ledger`` applies a change to it; a new or damaged ledger reads as unknown until
+the directory is counted again. It is never a link or a FIFO (ground/regular.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks
+    fcntl = None  # type: ignore[assignment]
+
+_WIDTH = 48  # the ledger's one line, fixed width: rewritten in place
+
+
+def _ledger(root: Path, change) -> tuple[int | None, float]:
+    """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
+    None when unknown; when the directory was last counted). Raises OSError."""
+    from ..ground.regular import open_own
+
+    path = root / "stats" / "size"
+    try:
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)  # never a link, never a FIFO
+    except FileNotFoundError:
+        from ..ground.fsutil import make_private_dirs
+
+        make_private_dirs(path.parent)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.read(fd, _WIDTH)
+        try:
+            t, s = raw.split()
+            old: tuple[int | None, float] = (int(t), float(s))
+        except ValueError:
+            old = (None, 0.0)  # new or damaged: unknown until counted
+        new = change(*old)
+        if new != old:
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{new[0] or 0} {new[1]:.3f}".ljust(_WIDTH - 1).encode() + b"\n")
+        return new
+    finally:
+        os.close(fd)
+
+
+def _ledger_total(root: Path) -> int | None:
+    try:
+        return _ledger(root, lambda t, s: (t, s))[0]
+    except OSError:
+        return None

@@ -304,7 +304,7 @@ def test_logs_under_pch_have_no_pch_text(monkeypatch):
     ],
 )
 def test_clean_log(log, expected):
-    from cupy_rawcode.compiler.nvrtc import clean_log
+    from cupy_rawcode.ground.nvrtclog import clean_log
 
     assert clean_log(log) == expected
 

@@ -9,8 +9,10 @@ from typing import NamedTuple
 
 from ..ground import config
 from ..ground.errors import RawcodeRuntimeError
-from ..ground.nvrtclog import clean_log as clean_log  # NVRTC's log is read in nvrtclog.py
-from ..ground.nvrtclog import option_refusal
+from ..ground.nvrtclog import (
+    clean_log,  # NVRTC's log is read in nvrtclog.py
+    option_refusal,
+)
 from ..headers.options import wants_rdc
 from ..key import LINK_RULES
 from ..key.request import Request

@@ -9,6 +9,12 @@ import io
 import os
 import stat
 import sys
+import time
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows: no advisory locks
+    _fcntl = None  # type: ignore[assignment]
 
 from .errors import RawcodeError
 
@@ -182,16 +188,25 @@ def open_cache_file(path) -> tuple[int, os.stat_result] | None:
         return None
 
 
-def read_cache_file(path, limit: int, mark_used: bool = False) -> bytes | None:
+def read_cache_file(
+    path, limit: int, mark_used: bool = False, *, shared_lock: bool = False, used_after: float = 0
+) -> bytes | None:
     """One of the cache's own files (``open_cache_file``) of at most ``limit`` bytes, or None
-    (a miss); ``mark_used`` sets its mtime through the open file (the size bound's LRU)."""
+    (a miss). ``mark_used`` sets its mtime through the open file (the size bound's LRU) when it
+    is older than ``used_after`` seconds; ``shared_lock`` holds an flock while reading, so that
+    eviction (which takes it exclusively) never removes a file being read."""
     opened = open_cache_file(path)
     if opened is None:
         return None
     fd, st = opened
     try:
-        data = read_fd(fd, st, limit, os.fspath(path))
-        if mark_used:
+        if shared_lock and _fcntl is not None:
+            _fcntl.flock(fd, _fcntl.LOCK_SH)
+            st_read = os.fstat(fd)  # its size once locked
+        else:
+            st_read = st
+        data = read_fd(fd, st_read, limit, os.fspath(path))
+        if mark_used and time.time() - st.st_mtime > used_after:
             try:
                 os.utime(fd)
             except OSError:
@@ -201,4 +216,4 @@ def read_cache_file(path, limit: int, mark_used: bool = False) -> bytes | None:
         refused(path, e)
         return None
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock

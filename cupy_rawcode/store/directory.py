@@ -12,16 +12,10 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 import os
 import stat
 import threading
-import time
 from pathlib import Path
 
 from .base import Store
 from .layout import bound, set_bound
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks; eviction then relies on open files surviving
-    fcntl = None  # type: ignore[assignment]
 
 
 class EntryInfo:
@@ -64,31 +58,14 @@ class DirectoryStore(Store):
         """The entry's bytes, or None: missing, or not a regular file reached without a link
         (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
         cache (layout.py)."""
-        from ..ground.regular import ENTRY_LIMIT, open_cache_file, read_fd, refused
+        from ..ground.regular import ENTRY_LIMIT, read_cache_file
         from .layout import owned
 
         if not owned(self.root):
             return None
-        path = self.path(key)
-        opened = open_cache_file(path)
-        if opened is None:
-            return None
-        fd, st = opened
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_SH)
-            data = read_fd(fd, os.fstat(fd), ENTRY_LIMIT, str(path))  # size after the lock
-            if time.time() - st.st_mtime > USE_RESOLUTION:
-                try:
-                    os.utime(fd)  # mark used, for LRU eviction
-                except OSError:
-                    pass  # a read-only cache still serves hits
-            return data
-        except OSError as e:
-            refused(path, e)
-            return None
-        finally:
-            os.close(fd)  # releases the lock
+        return read_cache_file(
+            self.path(key), ENTRY_LIMIT, True, shared_lock=True, used_after=USE_RESOLUTION
+        )
 
     def put(self, key: str, data: bytes) -> None:
         from .layout import NotACacheError

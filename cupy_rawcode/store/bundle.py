@@ -116,7 +116,7 @@ class BundleStore(Store):
         self.path = os.fspath(path)
         self.name = f"bundle:{os.path.basename(self.path)}"
         self._index: dict | None = entries
-        from .counters import tally
+        from .tally import tally
 
         self.tally = tally(self.name)  # this process's reads (counters.py)
 

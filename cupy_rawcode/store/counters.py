@@ -10,6 +10,10 @@ import os
 import stat
 from pathlib import Path
 
+from .tally import FIELDS, _tallies, tally
+
+__all__ = ["FIELDS", "keep_tallies", "merge_levels", "read_levels", "tally", "zero_tallies"]
+
 FOLD_BYTES = 4096  # a counter file larger than this is folded into stats/counts
 
 
@@ -56,24 +60,13 @@ def read_counts(root: Path) -> dict:
 # ---------------------------------------------------------------- per-level counts
 #
 # Each level of the store (memory, disk, each bundle, each remote) counts what it did in this
-# process in a ``tally``: a plain dict of FIELDS. They are added to ``levels`` in stats/counts
-# (``keep_tallies``) when the process exits and when the counts are read, so ``cache stats``
-# shows every process's counts. A count is best effort, as the hit counter is: threads racing
-# on one level may lose an increment, and a killed process loses what it had not written.
+# process in a ``tally`` (tally.py: small enough for the warm-hit path's imports). They are
+# added to ``levels`` in stats/counts (``keep_tallies``) when the process exits and when the
+# counts are read, so ``cache stats`` shows every process's counts. A count is best effort, as
+# the hit counter is: threads racing on one level may lose an increment, and a killed process
+# loses what it had not written.
 
-FIELDS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
 LOCAL = ("memory", "disk", "bundle")  # level names (before a ":" or " (read-only)") kept here
-
-_tallies: dict[str, dict[str, int]] = {}  # level name -> its counts, not written yet
-
-
-def tally(name: str) -> dict[str, int]:
-    """The counts of the level ``name`` in this process (one dict per name, shared by every
-    store of that name): a store adds to its FIELDS, e.g. ``tally("redis")["timeouts"] += 1``."""
-    found = _tallies.get(name)
-    if found is None:
-        found = _tallies.setdefault(name, dict.fromkeys(FIELDS, 0))
-    return found
 
 
 def zero_tallies() -> None:

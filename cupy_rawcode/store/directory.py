@@ -231,7 +231,7 @@ _homes: list[Path] = []  # the first cache directory opened: every level's talli
 def _home(root: Path, name: str) -> dict[str, int]:
     """This process's tally of the level ``name`` (counters.py); the first directory opened
     is where every level's tallies are written (at exit, and when its counts are read)."""
-    from .counters import tally
+    from .tally import tally
 
     if not _homes:
         _homes.append(root)

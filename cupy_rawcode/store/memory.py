@@ -19,7 +19,7 @@ class MemoryStore(Store):
         self.max_entries = max_entries
         self._data: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
-        from .counters import tally
+        from .tally import tally
 
         self.tally = tally(self.name)  # this process's reads and writes (counters.py)
 

@@ -390,6 +390,8 @@ HIT_PATH = {
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.memory",
     "cupy_rawcode.store.entry",
+    "cupy_rawcode.store.compression",  # zstd for a compressed entry (its C backend alone)
+    "cupy_rawcode.store.tally",  # each level's counts in this process (a dict per level)
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
     "cupy_rawcode.ground.errors",  # the package's exception classes (RawcodeError): config raises them

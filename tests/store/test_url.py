@@ -29,6 +29,10 @@ from cupy_rawcode.store.redis import RedisStore, redacted
         ("redis://h:6379/0", (".redis:RedisStore", ("redis://h:6379/0",))),
         ("rediss://h/0", (".redis:RedisStore", ("rediss://h/0",))),
         ("unix:///run/redis.sock", (".redis:RedisStore", ("unix:///run/redis.sock",))),
+        ("memcached://h:11211", (".memcached:MemcachedStore", ("memcached://h:11211",))),
+        ("http://h:8080/cache", (".http:HttpStore", ("http://h:8080/cache",))),
+        ("https://u:p@h/c", (".http:HttpStore", ("https://u:p@h/c",))),
+        ("s3://bucket/prefix", (".s3:S3Store", ("s3://bucket/prefix",))),
         ("my_pkg.stores:Shared", ("my_pkg.stores:Shared", ())),
         (Path("/p/x.bundle"), (".bundle:BundleStore", ("/p/x.bundle",))),
     ],
@@ -38,7 +42,7 @@ def test_parse_url(url, expected):
 
 
 @pytest.mark.parametrize(
-    "url", ["memory:x", "s3://bucket/k", "file://host/k", "file:", "bundle://"]
+    "url", ["memory:x", "gs://bucket/k", "az://c/k", "file://host/k", "file:", "bundle://"]
 )
 def test_a_url_no_backend_takes_is_refused(url):
     with pytest.raises(ValueError, match=r"store|file:"):

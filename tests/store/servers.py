@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port  # tests/conftest.py
 
 _names = itertools.count()

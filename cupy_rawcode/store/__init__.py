@@ -210,7 +210,7 @@ def _remote_level(spec: str, timeout: float) -> Store | None:
     except RawcodeError as e:
         from .remote import redacted
 
-        warn_failed("remote", redacted(url), e)
+        warn_failed("remote", redacted(url), e, opening=True)
         return None
 
 

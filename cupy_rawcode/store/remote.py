@@ -69,16 +69,18 @@ def is_timeout(error: BaseException) -> bool:
     return False
 
 
-def warn_failed(name: str, location: str, error: BaseException) -> None:
-    """One RemoteLevelWarning per process and level (by location): it failed, compiles go on."""
+def warn_failed(name: str, location: str, error: BaseException, opening: bool = False) -> None:
+    """One RemoteLevelWarning per process and level (by location): it failed (or could not be
+    opened: ``opening``), compiles go on."""
     if not first_time(("remote level", location)):
         return
     import warnings
 
-    what = "timed out" if is_timeout(error) else "failed"
+    what = "cannot be opened" if opening else "timed out" if is_timeout(error) else "failed"
+    then = "left out" if opening else "skipped for a while"
     warnings.warn(
         f"cupy-rawcode: the {name} store {location} {what} ({type(error).__name__}: {error}); "
-        "skipping it for a while, compiles go on with the other levels",
+        f"it is {then}, and compiles go on with the other levels",
         RemoteLevelWarning,
         stacklevel=4,
     )

@@ -50,6 +50,9 @@ class ReadOnly(Store):
     def __len__(self) -> int:
         return len(self.inner)
 
+    def up(self) -> bool:
+        return self.inner.up()
+
     def close(self) -> None:
         self.inner.close()
 
@@ -121,7 +124,7 @@ class Levels(Store):
                 self._failed(i, e)
                 continue
             if data is None:
-                self.counts[i].misses += 1
+                self.counts[i].misses += level.up()  # not when it failed and said nothing
                 continue
             self.counts[i].bytes_read += len(data)
             try:
@@ -156,8 +159,9 @@ class Levels(Store):
         return code, meta, name
 
     def _up(self, i: int) -> bool:
-        """Whether level ``i`` may be asked now (not resting after a failure)."""
-        return not self._down_until[i] or time.monotonic() >= self._down_until[i]
+        """Whether level ``i`` may be asked now (neither it nor this Levels rests it)."""
+        resting = self._down_until[i] and time.monotonic() < self._down_until[i]
+        return not resting and self.levels[i].up()
 
     def _failed(self, i: int, error: Exception) -> None:
         """Level ``i`` raised: counted (a timeout or an error), one warning per process and
@@ -195,6 +199,8 @@ class Levels(Store):
             except Exception as e:
                 self._failed(i, e)
                 continue
+            if not level.up():  # it failed, and handles that itself
+                continue
             self.counts[i].writes += 1
             self.counts[i].bytes_written += len(data)
 
@@ -216,17 +222,16 @@ class Levels(Store):
         """This process's counts per level, in look-up order, as plain data (for JSON):
         ``{"levels": [{"level", "location", "read_only", "hits", "misses", "errors",
         "timeouts", "writes", "bytes_read", "bytes_written"}, ...]}``."""
-        return {
-            "levels": [
-                {
-                    "level": level.name,
-                    "location": level.location,
-                    "read_only": level.read_only,
-                    **counts.as_dict(),
-                }
-                for level, counts in zip(self.levels, self.counts, strict=True)
-            ]
-        }
+        rows = []
+        for level, counts in zip(self.levels, self.counts, strict=True):
+            numbers = counts.as_dict()
+            inner = getattr(level, "inner", level)  # a store that keeps its own failures (Redis)
+            for kind in ("errors", "timeouts"):
+                own = getattr(inner, kind, 0)
+                numbers[kind] += own if type(own) is int else 0
+            where = {"level": level.name, "location": level.location, "read_only": level.read_only}
+            rows.append({**where, **numbers})
+        return {"levels": rows}
 
     def close(self) -> None:
         for level in self.levels:

@@ -310,3 +310,13 @@ def test_a_level_that_raises_never_fails_a_call_and_is_counted():
         assert levels.clear() == 0 and len(levels) == 0
     assert len(_remote_warnings(caught)) == 1
     assert levels.stats()["levels"][1]["errors"] == 1  # then it rests: not asked again
+
+
+def test_a_redis_level_that_fails_counts_in_the_statistics(tmp_path):
+    pytest.importorskip("redis", reason="the redis client is not installed (extra 'redis')")
+    from conftest import free_port
+
+    store = make_store(tmp_path / "a", bundles=(), redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    assert _compile(store, 91).code
+    redis = store.stats()["levels"][-1]
+    assert redis["level"] == "redis" and redis["errors"] == 1 and redis["writes"] == 0

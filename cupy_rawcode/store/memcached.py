@@ -11,6 +11,7 @@ later), since the protocol has no other way to list them. Needs ``pymemcache`` (
 from __future__ import annotations
 
 import socket
+import time
 from urllib.parse import unquote
 
 from .base import Store
@@ -60,8 +61,8 @@ class MemcachedStore(Store):
     def delete(self, key: str) -> None:
         self.client.delete(PREFIX + key)
 
-    def _keys(self) -> list[str]:
-        """Every entry's memcached key, from the server's LRU crawler."""
+    def _metadump(self) -> bytes:
+        """The server's answer to ``lru_crawler metadump all``: a line per item, then END."""
         with socket.create_connection((self.host, self.port), timeout=self.timeout) as conn:
             conn.sendall(b"lru_crawler metadump all\r\n")
             buf = b""
@@ -70,6 +71,16 @@ class MemcachedStore(Store):
                 if not chunk:
                     break
                 buf += chunk
+        return buf
+
+    def _keys(self) -> list[str]:
+        """Every entry's memcached key, from the server's LRU crawler (which serves one dump at
+        a time: BUSY is asked again, for up to about ``timeout`` seconds)."""
+        for _ in range(max(1, int(self.timeout / 0.05))):
+            buf = self._metadump()
+            if not buf.startswith(b"BUSY"):
+                break
+            time.sleep(0.05)
         if not buf.endswith(b"END\r\n"):
             raise RemoteError(f"{self.location} cannot list its keys ({buf[:60]!r})")
         keys = []

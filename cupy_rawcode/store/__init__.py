@@ -200,14 +200,13 @@ def _remote_level(spec: str, timeout: float) -> Store | None:
     """open_remote(spec), or None with one warning when it cannot be opened (a missing client
     library, a class that is no Store): a remote level never fails a compile."""
     from ..ground import config
-    from ..ground.errors import RawcodeError
     from .remote import split_spec, warn_failed
 
     url, _ = split_spec(spec)  # a malformed spec is an error, not a warning
     extra = {"ttl": config.redis_ttl()} if url.startswith(config.REDIS_SCHEMES) else {}
     try:
         return open_remote(spec, timeout=timeout, **extra)
-    except RawcodeError as e:
+    except Exception as e:  # a user's class may raise anything while it connects
         from .remote import redacted
 
         warn_failed("remote", redacted(url), e, opening=True)

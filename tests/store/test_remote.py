@@ -205,11 +205,19 @@ class UserStore(MemoryStore):
         return "team_stores:UserStore"
 
 
+class Unreachable(MemoryStore):
+    """A user's backend that cannot reach its server while it is made."""
+
+    def __init__(self) -> None:
+        raise ConnectionRefusedError("no route to the team's store")
+
+
 @pytest.fixture
 def user_module(monkeypatch):
     module = types.ModuleType("team_stores")
     module.UserStore = UserStore  # type: ignore[attr-defined]
     module.NotAStore = dict  # type: ignore[attr-defined]
+    module.Unreachable = Unreachable  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "team_stores", module)
     UserStore.shared.clear()
     return module
@@ -225,13 +233,27 @@ def test_a_users_class_is_a_remote_level_from_the_environment(tmp_path, monkeypa
     assert _compile(other, 81).hit_layer == "mine"
 
 
-def test_a_remote_level_that_cannot_be_opened_warns_and_is_left_out(tmp_path, user_module):
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("team_stores:NotAStore", "not a subclass"),
+        ("team_stores:Unreachable", "no route"),
+        ("gs://bucket/k", "unknown scheme"),
+    ],
+)
+def test_a_remote_level_that_cannot_be_opened_warns_and_is_left_out(
+    tmp_path, user_module, spec, why
+):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        store = _machine(tmp_path, "a", "team_stores:NotAStore")
+        store = _machine(tmp_path, "a", spec)
     assert [lv.name for lv in store.levels] == ["memory", "disk"]
     said = _remote_warnings(caught)
-    assert len(said) == 1 and "not a subclass" in said[0]
+    assert len(said) == 1 and why in said[0] and "left out" in said[0]
+    assert _compile(store, 85).code
+
+
+def test_open_remote_raises_for_a_class_that_is_no_store(user_module):
     with pytest.raises(TypeError, match="not a subclass of cupy_rawcode.store.Store"):
         open_remote("team_stores:NotAStore", timeout=1)
 

@@ -106,3 +106,15 @@ def test_a_password_is_never_shown():
     assert redacted("redis://user:secret@h:6379/0") == "redis://user:***@h:6379/0"
     assert redacted("redis://:secret@h/0") == "redis://:***@h/0"
     assert redacted("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_http_credentials_go_as_basic_auth_and_are_never_shown():
+    import base64
+
+    from cupy_rawcode.store.http import HttpStore
+
+    store = HttpStore("https://ci:s%40cret@kernels.example:8443/cuda12/")
+    assert store.base == "https://kernels.example:8443/cuda12"
+    assert store.headers["Authorization"] == "Basic " + base64.b64encode(b"ci:s@cret").decode()
+    assert store.location == "https://ci:***@kernels.example:8443/cuda12"
+    assert "cret" not in repr(store)

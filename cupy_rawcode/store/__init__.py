@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
+from .layout import cache_location
 from .wrappers import Levels, ReadOnly
 
 __all__ = ["Levels", "ReadOnly", "Store", "default_store", "make_store", "open_store"]
@@ -128,7 +129,7 @@ def make_store(
     """The layered store; every argument left None comes from the environment (config.py)."""
     from ..ground import config
 
-    cache_dir = config.cache_dir() if cache_dir is None else cache_dir
+    location = cache_location(cache_dir)
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
     entries = (
         config.memory_cache_entries()
@@ -137,7 +138,7 @@ def make_store(
     )
     levels = [
         open_store("memory:", max_entries=entries),
-        open_store(path_url("file", cache_dir), max_bytes=max_bytes),
+        open_store(path_url("file", location.path), max_bytes=max_bytes),
     ]
     for path in config.bundles() if bundles is None else bundles:
         levels.append(open_store(path_url("bundle", path)))
@@ -188,9 +189,10 @@ def default_store(cache_dir=None) -> Levels:
         return _override
     from ..ground import config
 
+    location = cache_location(cache_dir)
     return _store_for(
-        str(config.cache_dir() if cache_dir is None else cache_dir),
-        config.cache_max_size(),
+        str(location.path),
+        location.max_size,
         config.bundles(),
         config.redis_url(),
         config.memory_cache_entries(),

@@ -82,10 +82,10 @@ def _cmd_env(args, options) -> int:
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from ..ground import config
+    from ..store.layout import cache_location
     from ..toolkit import record as toolrecord
 
-    print(f"cache           {config.cache_dir()}")
+    print(f"cache           {cache_location().path}")
     print(
         f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
         f"{toolrecord.record_path(tc.sources)}"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
+from .layout import cache_location
 from .wrappers import Levels, ReadOnly
 
 __all__ = [
@@ -152,7 +153,7 @@ def make_store(
     one may take (CUPY_RAWCODE_REMOTE_TIMEOUT)."""
     from ..ground import config
 
-    cache_dir = config.cache_dir() if cache_dir is None else cache_dir
+    location = cache_location(cache_dir)
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
     entries = (
         config.memory_cache_entries()
@@ -161,7 +162,7 @@ def make_store(
     )
     levels = [
         open_store("memory:", max_entries=entries),
-        open_store(path_url("file", cache_dir), max_bytes=max_bytes),
+        open_store(path_url("file", location.path), max_bytes=max_bytes),
     ]
     for path in config.bundles() if bundles is None else bundles:
         levels.append(open_store(path_url("bundle", path)))
@@ -251,9 +252,10 @@ def default_store(cache_dir=None) -> Levels:
         return _override
     from ..ground import config
 
+    location = cache_location(cache_dir)
     return _store_for(
-        str(config.cache_dir() if cache_dir is None else cache_dir),
-        config.cache_max_size(),
+        str(location.path),
+        location.max_size,
         config.bundles(),
         config.redis_url(),
         config.memory_cache_entries(),

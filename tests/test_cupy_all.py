@@ -19,6 +19,7 @@ from cupy_rawcode.hook import compiles as cupy_compiles  # noqa: E402
 from cupy_rawcode.hook import install as hook  # noqa: E402
 from cupy_rawcode.hook import recording  # noqa: E402
 from cupy_rawcode.key import cupy as cupy_key  # noqa: E402
+from cupy_rawcode.parallel.task import Task  # noqa: E402
 from cupy_rawcode.store import default_store  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -217,14 +218,9 @@ def test_kernels_sharing_their_includes_share_one_closure_resolution(monkeypatch
 
 
 def _call(source, options=(), names=None):
-    return cupy_compiles.call_for(
-        source,
-        core.assemble_cupy_compiler_options(tuple(options)),
-        "sm_90",
-        names or (),
-        "cupy",
-        False,
-    )
+    options = core.assemble_cupy_compiler_options(tuple(options))
+    task = Task(source, options, "sm_90", name_expressions=names or (), cupy=("cupy", False))
+    return cupy_compiles.call_for(task)
 
 
 def test_missing_header_is_cupys_own_error(scope_all):

@@ -213,23 +213,20 @@ def supported(compiler) -> bool:
 # -- ahead of time: prebuild and warmup from a record ----------------------------------------
 
 
-def call_for(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    name_expressions: tuple[str, ...],
-    extra_source: str | None,
-    cooperative: bool,
-) -> Call:
-    """The Call a recorded CuPy compile makes for ``arch`` ('sm_90' or CuPy's '90');
-    ``extra_source`` "cupy" stands for CuPy's header text (cupy._core.core._get_header_source)."""
+def call_for(job) -> Call:
+    """The Call a recorded CuPy compile makes: ``job`` is a prebuild Job or a pool Task (its
+    ``source``, ``options``, ``name_expressions``, ``arch``: 'sm_90' or CuPy's '90', and
+    ``cupy``: (extra source, cooperative)); an extra source "cupy" stands for CuPy's header
+    text (cupy._core.core._get_header_source)."""
+    extra_source, cooperative = job.cupy
     if extra_source == "cupy":
         from cupy._core import core
 
         extra_source = core._get_header_source()
+    arch = job.arch
     cc = arch.partition("_")[2] if "_" in arch else arch
-    names = tuple(name_expressions) or None
-    return Call(source, tuple(options), cc, extra_source, names, False, cooperative)
+    names = tuple(job.name_expressions) or None
+    return Call(job.source, tuple(job.options), cc, extra_source, names, False, bool(cooperative))
 
 
 class _Unloaded:

@@ -83,19 +83,22 @@ class Result:
     def object_code(self):
         """The ``cuda.core.ObjectCode`` (built on first use on a hit)."""
         if self._object_code is None:
-            from ..compiler.nvrtc import cuda_core  # NVRTC's module: only when it is used
-
-            ObjectCode = cuda_core().ObjectCode
+            ObjectCode = _nvrtc().cuda_core().ObjectCode
             mapping = {k: v.encode() for k, v in self.symbols.items()}
             self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
         return self._object_code
 
 
+def _nvrtc():
+    """compiler/nvrtc.py, imported when it is used: a cache hit never loads NVRTC's module."""
+    from ..compiler import nvrtc  # off a hit's path (tests/test_speed_paths.py)
+
+    return nvrtc
+
+
 def _nvrtc_compile(req: Request, ctx, dump: bool):
     """The compile itself (nvrtc.py: not imported on a cache hit): an nvrtc.Compiled."""
-    from ..compiler.nvrtc import compile_program  # not on a cache hit's path
-
-    return compile_program(req, ctx, dump)
+    return _nvrtc().compile_program(req, ctx, dump)
 
 
 _compile_locks: dict[str, threading.Lock] = {}
@@ -171,9 +174,7 @@ def store_dir(store: Levels) -> str | None:
 
 def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
-    from ..compiler.nvrtc import nvrtc_flags  # a failed key: NVRTC's flags for the message
-
-    flags = nvrtc_flags(req, ctx)
+    flags = _nvrtc().nvrtc_flags(req, ctx)  # a failed key: NVRTC's flags for the message
     msg = e.args[0] if e.args else str(e)
     return errors.MissingHeaderCompileError(
         msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ())

@@ -234,15 +234,11 @@ def record_plan(
                 from cupy.cuda import compiler
 
                 job = dataclasses.replace(job, arch=f"sm_{compiler._get_arch()}")
-            if cupy_compiles.cached(cupy_compiles.call_for(*_cupy_args(job))):
+            if cupy_compiles.cached(cupy_compiles.call_for(job)):
                 cached.append(Item(path, job.label, job.arch))
                 continue
         todo.append((Item(path, job.label, job.arch), task_for(job)))
     return cached, [], todo
-
-
-def _cupy_args(job) -> tuple:
-    return (job.source, job.options, job.arch, job.name_expressions, *job.cupy)
 
 
 def _roots(root) -> list[str]:

@@ -142,8 +142,7 @@ def _run_cupy(task: Task, t0: float) -> Outcome:
     """A compile CuPy makes, compiled by CuPy into the store for task.arch (no GPU needed)."""
     try:
         assert task.arch is not None and task.cupy is not None  # record jobs name an arch
-        call = call_for(task.source, task.options, task.arch, task.name_expressions, *task.cupy)
-        key, hit = compile_ahead(call)
+        key, hit = compile_ahead(call_for(task))
         seconds = time.perf_counter() - t0
         return Outcome(key, hit, task.arch, "cubin", seconds, stored=hit or _kept_key(key))
     except Exception as e:

@@ -72,7 +72,7 @@ def call_from(arguments: dict) -> Call | None:
 
 
 def servable(call: Call, compiler) -> bool:
-    """Whether the store can serve this call: not Jitify's (jitify_compat.py compiles those),
+    """Whether the store can serve this call: not Jitify's (the orchestrator compiles those),
     not with CUPY_CACHE_IN_MEMORY=1 (CuPy keeps nothing then, and neither do we), and a CuPy
     whose cache backend Capture can answer (CuPy >= 14.1)."""
     in_memory = os.environ.get("CUPY_CACHE_IN_MEMORY", "") not in ("", "0")

@@ -39,7 +39,7 @@ class Job:
     options: tuple[str, ...] = ()
     name_expressions: tuple[str, ...] = ()
     source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
-    jitify: bool = False  # compiled as Jitify did (jitify_compat.py)
+    jitify: bool = False  # compiled as Jitify did (orchestrator/jitify.py)
     cupy: tuple | None = None  # a compile CuPy makes: (extra_source marker, cooperative)
     target: str = "cubin"  # a recorded compile() call's own target
 

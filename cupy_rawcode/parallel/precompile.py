@@ -5,7 +5,7 @@ replace the package's ``warmup`` function by the module.)
 An application that defines 20-40 kernels compiles each at its first launch, one after another
 (NVRTC does one compile at a time per process). warmup() hands every kernel the cache does not
 hold to a pool of worker processes (pool.py), which compile exactly what a first launch would
-(compiler.program.compile_for) and put it in the cache directory and the warm index.
+(orchestrator.flow.compile_for) and put it in the cache directory and the warm index.
 
 Failures are not cached: the first launch of a kernel that failed compiles it again in-process
 and raises exactly the error it would have raised without warmup().

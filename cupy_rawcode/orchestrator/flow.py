@@ -82,11 +82,12 @@ def _retrying(
     once more for each answer that applies: a header that moved is found by its new name
     (relocated.py); with ``jitify_mode``, includes in headers that match no file are answered
     by empty ones after a warning (jitify.py), and a failure after that names them first."""
-    tried: set[str] = set()
+    tried: set[str] = set()  # the answers already looked for
     dropped = None  # the error whose includes were dropped
+    retried = False
     while True:
         try:
-            return req, compile_request(req, store=store, dump=dump), bool(tried)
+            return req, compile_request(req, store=store, dump=dump), retried
         except Exception as e:
             missing = getattr(e, "missing", ())
             extra = None
@@ -102,7 +103,7 @@ def _retrying(
                     jitify.annotate(e, dropped)
                 raise
         opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (extra,))
-        req = req._replace(options=opts)
+        req, retried = req._replace(options=opts), True
 
 
 def compile(

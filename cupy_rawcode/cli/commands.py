@@ -94,7 +94,7 @@ def _cmd_env(args, options) -> int:
 
 
 def _cmd_compile(args, options) -> int:
-    from ..compiler.program import compile_request
+    from ..orchestrator.compiling import compile_request
 
     req = _request(args, options, target=args.target, name_expressions=args.name_expression or ())
     t0 = time.perf_counter()

@@ -45,7 +45,7 @@ if mode in ("floor", "rawcode-compile", "nth", "inproc"):
     # Not timed, the same for every mode: imports and finding the header roots (the floor
     # needs the same include paths). Reported separately under "import" and "setup".
     t0 = time.perf_counter()
-    import cuda.core, concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure
+    import cuda.core, concurrent.futures, cupy_rawcode.orchestrator.compiling, cupy_rawcode.headers.closure
     import cupy_rawcode.key.manifest, cupy_rawcode.store.directory, cupy_rawcode.store.memory
     import cupy_rawcode.compiler.nvrtc, cupy_rawcode.compiler.strip, cupy_rawcode.ground.fsutil  # a miss's modules
     from cupy_rawcode.toolkit.record import toolchain
@@ -55,7 +55,7 @@ if mode == "import":
     t0 = time.perf_counter(); import cupy; t1 = time.perf_counter()
     import cupy_rawcode; t2 = time.perf_counter()
     import cuda.core; t3 = time.perf_counter()
-    import concurrent.futures, cupy_rawcode.compiler.program, cupy_rawcode.headers.closure, cupy_rawcode.key.manifest
+    import concurrent.futures, cupy_rawcode.orchestrator.compiling, cupy_rawcode.headers.closure, cupy_rawcode.key.manifest
     import cupy_rawcode.store.directory, cupy_rawcode.store.memory, cupy_rawcode.kernel
     out = {"cupy": t1 - t0, "cupy_rawcode": t2 - t1, "cuda_core": t3 - t2,
            "first_use": time.perf_counter() - t3}
@@ -70,7 +70,7 @@ elif mode == "floor":
     out["seconds"] = time.perf_counter() - t0
 elif mode == "rawcode-compile":
     import cupy_rawcode
-    from cupy_rawcode.compiler import program
+    from cupy_rawcode.orchestrator import compiling as program
     from cupy_rawcode.key.request import make_request
     t0 = time.perf_counter()
     r = program.compile_request(make_request(src, arch=arch))
@@ -79,7 +79,7 @@ elif mode == "inproc":
     # Cold compiles of unique sources, alternating bare NVRTC and cupy-rawcode in one process
     # after one untimed warm-up of each: the per-kernel cost without first-call costs.
     from cuda.core import Program, ProgramOptions
-    from cupy_rawcode.compiler import program
+    from cupy_rawcode.orchestrator import compiling as program
     from cupy_rawcode.key.request import make_request
     dirs = [d.path for d in toolchain().system_dirs]
     floor, ours = [], []

@@ -12,7 +12,7 @@ import cupy as cp
 import numpy as np
 from cupy.cuda.function import Module
 
-from cupy_rawcode.compiler.program import compile as rc
+from cupy_rawcode.orchestrator.flow import compile as rc
 
 res = {}
 for k in ["block_reduce", "warp_reduce", "block_scan", "radix_sort"]:

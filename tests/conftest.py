@@ -67,7 +67,7 @@ import os
 if os.environ.get("RAWCODE_TESTS_HANG_MARKS"):
     import threading
 
-    import cupy_rawcode.compiler.program as program
+    import cupy_rawcode.orchestrator.compiling as program
 
     def _hang(*args):
         marks = os.environ["RAWCODE_TESTS_HANG_MARKS"]

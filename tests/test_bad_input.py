@@ -87,7 +87,7 @@ NUL_SOURCE = "// one\n// a\x00b\n" + KERNEL  # NVRTC would stop at line 2, colum
 def no_compile(tmp_path, monkeypatch):
     """A fresh cache directory and a count of NVRTC compiles: after a refused input, both must
     still be empty (nothing compiled, nothing stored)."""
-    from cupy_rawcode.compiler import program
+    from cupy_rawcode.orchestrator import compiling as program
 
     cache = tmp_path / "fresh-cache"
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(cache))

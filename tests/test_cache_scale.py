@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, corpus, free_port
 
 from cupy_rawcode import cli
-from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import Levels, make_store
 from cupy_rawcode.store.bundle import BundleStore, write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
@@ -355,7 +355,7 @@ def test_bundle_ships_prebuilt_kernels_to_an_empty_cache(capsys, tmp_path, monke
     monkeypatch.setenv(
         "CUPY_RAWCODE_BUNDLES", str(tmp_path / "absent.bundle") + os.pathsep + str(bundle)
     )
-    from cupy_rawcode.compiler import program
+    from cupy_rawcode.orchestrator import compiling as program
 
     monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: pytest.fail("compiled"))
     monkeypatch.setattr(program, "_speculate", lambda *a: None)
@@ -452,8 +452,8 @@ def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(
 
 def _compile_child(cache_dir: str, q) -> None:
     os.environ["CUPY_RAWCODE_CACHE_DIR"] = cache_dir
-    from cupy_rawcode.compiler.program import compile_request as cr
     from cupy_rawcode.key.request import make_request as mr
+    from cupy_rawcode.orchestrator.compiling import compile_request as cr
 
     r = cr(mr((ROOT / "bench" / "corpus" / "plain.cu").read_text(), arch="sm_90"))
     q.put((r.key, r.code))

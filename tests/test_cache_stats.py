@@ -183,6 +183,19 @@ def test_levels_are_grouped_local_and_remote(name, local):
     assert name in counters.grouped({name: {}})["local" if local else "remote"]
 
 
+def test_merge_levels_takes_what_levels_stats_gives(tmp_path):
+    disk = DirectoryStore(tmp_path / "c")
+    levels = Levels([open_store("memory:"), disk])
+    levels.put(key_of(1), encode(key_of(1), CODE, {}))
+    levels.fetch(key_of(1))
+    levels.fetch(key_of(2))
+    merged = counters.merge_levels(levels.stats())
+    assert list(merged) == ["memory", "disk"]
+    for name, c in zip(merged, levels.counts, strict=True):
+        assert merged[name] == {f: getattr(c, f) for f in LEVEL_KEYS}
+    assert merged["memory"]["hits"] == 1 and merged["disk"]["misses"] == 1
+
+
 def test_the_collected_stats_take_another_mapping_of_levels(capsys):
     from cupy_rawcode.cli import stats
     from cupy_rawcode.store import maintenance

@@ -228,6 +228,7 @@ def test_one_header_count_for_deps_key_compile_and_the_log(capsys, caplog, files
     """The source's own header, the one it includes and the pre-included workaround header:
     deps, key --verbose, compile (miss and hit) and the logger say the same number."""
     from cupy_rawcode.kernel import build
+    from cupy_rawcode.orchestrator.flow import request
 
     src, inc = files["user"], files["inc"]
     rc, out, _ = run(capsys, "deps", src, "-I", inc)
@@ -241,14 +242,11 @@ def test_one_header_count_for_deps_key_compile_and_the_log(capsys, caplog, files
         assert rc == cli.EXIT_OK and f": {run_} " in out
         counts[f"compile {run_}"] = int(re.search(r"headers +(\d+)", out).group(1))
     with caplog.at_level(logging.INFO, logger="cupy_rawcode"):
+        opts, where = ("-I", str(inc)), str(src.parent)
         build(
-            src.read_text(),
-            ("-I", str(inc)),
-            "sm_90",
-            "cubin",
-            (),
-            str(src.parent),
-            source_name=src.name,
+            request(
+                src.read_text(), arch="sm_90", options=opts, source_dir=where, source_name=src.name
+            )
         )
     counts["log"] = int(re.search(r"\((\d+) headers", caplog.text).group(1))
     assert len(set(counts.values())) == 1, counts

@@ -18,6 +18,8 @@ import cupy_rawcode  # noqa: E402
 from cupy_rawcode.hook import compiles as cupy_compiles  # noqa: E402
 from cupy_rawcode.hook import install as hook  # noqa: E402
 from cupy_rawcode.hook import recording  # noqa: E402
+from cupy_rawcode.key import cupy as cupy_key  # noqa: E402
+from cupy_rawcode.parallel.task import Task  # noqa: E402
 from cupy_rawcode.store import default_store  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -177,7 +179,7 @@ def test_key_differs_when_a_header_changes(tmp_path):
     before = cupy_compiles.key_of(call)
     (inc / "mine.h").write_text("#define MINE 2\n")
     assert cupy_compiles.key_of(call) == before  # within a process headers are read once
-    cupy_compiles._closures.clear()  # as in a new process: the manifest's stamps see the change
+    cupy_key._closures.clear()  # as in a new process: the manifest's stamps see the change
     assert cupy_compiles.key_of(call) != before
 
 
@@ -203,29 +205,22 @@ def test_key_equal_when_cupy_is_elsewhere(tmp_path):
     ],
 )
 def test_directives_are_the_preprocessor_lines(source, expected):
-    assert cupy_compiles.directives(source) == expected
+    assert cupy_key.directives(source) == expected
 
 
 def test_kernels_sharing_their_includes_share_one_closure_resolution(monkeypatch):
-    from cupy_rawcode.key import manifest
-
-    cupy_compiles._closures.clear()
+    cupy_key._closures.clear()
     calls = []
-    real = manifest.closure_digests
-    monkeypatch.setattr(manifest, "closure_digests", lambda *a: calls.append(1) or real(*a))
+    real = cupy_key.closure_digests
+    monkeypatch.setattr(cupy_key, "closure_digests", lambda *a: calls.append(1) or real(*a))
     keys = {cupy_compiles.key_of(_call(ELEMENTWISE.replace("1.0f", f"{i}.0f"))) for i in range(4)}
     assert len(keys) == 4 and len(calls) == 1
 
 
 def _call(source, options=(), names=None):
-    return cupy_compiles.call_for(
-        source,
-        core.assemble_cupy_compiler_options(tuple(options)),
-        "sm_90",
-        names or (),
-        "cupy",
-        False,
-    )
+    options = core.assemble_cupy_compiler_options(tuple(options))
+    task = Task(source, options, "sm_90", name_expressions=names or (), cupy=("cupy", False))
+    return cupy_compiles.call_for(task)
 
 
 def test_missing_header_is_cupys_own_error(scope_all):

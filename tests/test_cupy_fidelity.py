@@ -11,12 +11,12 @@ import sys
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler import jitify as jitify_compat
 from cupy_rawcode.ground import errors
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
 from cupy_rawcode.hook import install as hook
 from cupy_rawcode.kernel import loading
+from cupy_rawcode.orchestrator import jitify as jitify_compat
 
 ARCH = "sm_90"
 UNUSED = 'extern "C" __global__ void k(float* x) { int unused = 3; x[threadIdx.x] = 1.0f; }\n'

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.ground import config, errors
 from cupy_rawcode.ground.errors import RawcodeError, RawcodeWarning
 from cupy_rawcode.ground.inputs import name_expressions
@@ -27,6 +26,7 @@ from cupy_rawcode.kernel.pickling import unpickled
 from cupy_rawcode.key.request import make_request
 from cupy_rawcode.launch.bind import bind
 from cupy_rawcode.launch.signature import parse_signature
+from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import Levels, open_store
 from cupy_rawcode.store.bundle import BundleError, read_index
 from cupy_rawcode.store.directory import DirectoryStore

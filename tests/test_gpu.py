@@ -12,8 +12,8 @@ import pytest
 from conftest import CORPUS, ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode.compiler import program
 from cupy_rawcode.kernel import attributes, loading
+from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = pytest.mark.gpu
 
@@ -233,7 +233,7 @@ def test_translate_cucomplex_runs():
 _CHILD = r"""
 import json, pickle, sys
 import numpy as np, cupy as cp
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 calls = []
 orig = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]

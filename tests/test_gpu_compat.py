@@ -24,8 +24,8 @@ import pytest
 from conftest import ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode.compiler import program
 from cupy_rawcode.hook import install as hook
+from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = [
     pytest.mark.gpu,
@@ -298,7 +298,7 @@ import io, json, sys, warnings
 warnings.simplefilter("ignore", DeprecationWarning)
 import cupy, cupy.cuda.compiler
 import cupy_rawcode
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 calls = []
 real = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), real(*a))[1]

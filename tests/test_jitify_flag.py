@@ -8,12 +8,12 @@ import warnings
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler import jitify as jitify_compat
 from cupy_rawcode.ground import errors
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.standard import StandardRaisedWarning
 from cupy_rawcode.hook import install as hook
 from cupy_rawcode.kernel import loading
+from cupy_rawcode.orchestrator import jitify as jitify_compat
 
 ARCH = "sm_90"
 

@@ -11,8 +11,8 @@ import pytest
 from conftest import ROOT
 
 import cupy_rawcode
-from cupy_rawcode.compiler import program
 from cupy_rawcode.kernel.cucomplex import translate_cucomplex
+from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.toolkit.discovery import choose_arch
 
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
@@ -150,7 +150,7 @@ def test_threads_racing_compile_once(compiles):
 
 _CHILD = r"""
 import json, pickle, sys
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 calls = []
 orig = program._nvrtc_compile
 program._nvrtc_compile = lambda *a: (calls.append(1), orig(*a))[1]

@@ -305,8 +305,8 @@ def test_the_program_name_reaches_the_code_only_where_the_key_holds_it(
 ):
     """What the rule rests on (NVRTC's own behaviour): compiled as a file and as a string, the
     code is the same exactly when the keys are."""
-    from cupy_rawcode.compiler.program import compile_request
     from cupy_rawcode.key.request import make_request
+    from cupy_rawcode.orchestrator.compiling import compile_request
     from cupy_rawcode.store import make_store
 
     (tmp_path / "k.cu").write_text(source)
@@ -333,8 +333,8 @@ def test_a_kernel_prebuilt_from_a_file_serves_the_same_text_as_a_string(tmp_path
     import io
 
     from cupy_rawcode import cli
-    from cupy_rawcode.compiler import program
     from cupy_rawcode.kernel import RawKernel
+    from cupy_rawcode.orchestrator import compiling as program
 
     f = tmp_path / "k.cu"
     f.write_text(WARNS)

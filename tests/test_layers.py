@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("headers", ("headers",)),
     ("key", ("key",)),
     ("compiler and launch", ("compiler", "launch")),
-    ("orchestrator", ("compiler.program", "compiler.jitify")),
+    ("orchestrator", ("orchestrator",)),
     ("faces", ("", "kernel", "hook", "parallel", "cli", "autoinstall")),
 ]
 
@@ -106,7 +106,7 @@ LAYER_TABLE = {
     "cupy_rawcode.store.layout": "store",
     "cupy_rawcode.key.manifest": "key",
     "cupy_rawcode.compiler.nvrtc": "compiler and launch",
-    "cupy_rawcode.compiler.program": "orchestrator",
+    "cupy_rawcode.orchestrator.flow": "orchestrator",
     "cupy_rawcode.kernel.classes": "faces",
     "cupy_rawcode": "faces",
 }

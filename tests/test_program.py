@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT, corpus
 
 from cupy_rawcode.compiler.nvrtc import CompileError
-from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import Levels
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.memory import MemoryStore
@@ -34,7 +34,7 @@ def test_corpus_compiles_to_cubin(name, tmp_path):
 
 _CHILD = r"""
 import json, sys
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.key.request import make_request
 calls = []
 orig = program._nvrtc_compile

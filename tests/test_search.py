@@ -274,8 +274,8 @@ def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
     assert os.path.isfile(os.path.join(dirs["cuda"][0], "cuda_fp16.h"))
     from conftest import corpus
 
-    from cupy_rawcode.compiler.program import compile_request
     from cupy_rawcode.key.request import make_request
+    from cupy_rawcode.orchestrator.compiling import compile_request
 
     monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "nvrtc")
     r = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))

@@ -5,9 +5,10 @@ import pytest
 from conftest import corpus
 
 import cupy_rawcode
-from cupy_rawcode.compiler import nvrtc, program
+from cupy_rawcode.compiler import nvrtc
 from cupy_rawcode.compiler.nvrtc import _Pch, include_prefix
 from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator import compiling as program
 
 
 @pytest.mark.parametrize(
@@ -145,7 +146,7 @@ def test_a_miss_looks_for_the_manifest_once(monkeypatch):
 _HIT_WHILE_COMPILE_IMPORTS = r"""
 import shutil, sys
 from cupy_rawcode.ground import config
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.key.request import make_request
 src = "#include <cuda/std/cstdint>\n__global__ void k(int* p) { *p = 1; }\n"
 if sys.argv[1] == "fill":
@@ -179,7 +180,7 @@ def test_a_hit_while_the_overlapped_compile_imports_cuda_core(tmp_path):
 
 _HIT_MODULES = r"""
 import json, sys
-from cupy_rawcode.compiler import program
+from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.key.request import make_request
 r = program.compile_request(make_request(open(sys.argv[1]).read(), arch="sm_90"))
 print(json.dumps({"hit": r.hit, "modules": sorted(m for m in sys.modules if m.startswith(("cupy_rawcode", "pcpp", "cuda.core")))}))

@@ -8,10 +8,10 @@ from conftest import corpus
 
 from cupy_rawcode import cli
 from cupy_rawcode.compiler import nvrtc, strip
-from cupy_rawcode.compiler.program import compile as rc_compile
-from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.compiler.strip import data_symbols, in_library, wanted
 from cupy_rawcode.key.request import cache_key, context, make_request
+from cupy_rawcode.orchestrator.compiling import compile_request
+from cupy_rawcode.orchestrator.flow import compile as rc_compile
 
 CUB = "_ZN3cub17CUB_200802_SM_9006detail9ConstantsILi4EE5valueE"
 STD = "_ZN4cuda3std3__417integral_constantIbLb1EE5valueE"

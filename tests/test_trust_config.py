@@ -204,8 +204,8 @@ def test_compile_is_recorded_and_prebuild_rebuilds_it_for_a_later_hit(
     tmp_path, monkeypatch, target
 ):
     import cupy_rawcode
-    from cupy_rawcode.compiler import program
     from cupy_rawcode.hook import recording
+    from cupy_rawcode.orchestrator import compiling as program
     from cupy_rawcode.parallel import prebuild
 
     inc = tmp_path / "inc"

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler import program
-from cupy_rawcode.compiler.program import compile_for, compile_request
 from cupy_rawcode.key import index
 from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator import compiling as program
+from cupy_rawcode.orchestrator.compiling import compile_request
+from cupy_rawcode.orchestrator.flow import compile_for, request
 
 KERNEL = '#include "hv.h"\nextern "C" __global__ void k(int* p) { *p = VAL; }\n'
 OLD, NEW = "#define VAL 1111111\n", "#define VAL 2222222\n"  # the same size
@@ -108,12 +109,17 @@ def test_served_only_for_the_text_compiled(when, overlap, tree, monkeypatch):
     assert _value(again_old) == "1111111" and not again_old.hit
 
 
+def _compile_for(root, iid):
+    req = request(KERNEL, arch="sm_80", target="ptx", source_dir=str(root), source_name="k.cu")
+    return compile_for(req, index_id=iid)
+
+
 def test_a_changed_header_writes_no_warm_index_record(tree, monkeypatch):
     monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
     root = tree({"hv.h": OLD})
     _race(monkeypatch, root / "hv.h", "after_key")
     with pytest.warns(program.HeaderChangedWarning, match="hv.h"):
-        _, result = compile_for(KERNEL, (), "sm_80", "ptx", (), str(root), "a" * 64, "k.cu")
+        _, result = _compile_for(root, "a" * 64)
     assert _value(result) == "2222222"
     assert index.lookup("a" * 64) is None and _cache_files("index") == []
 
@@ -196,7 +202,7 @@ IN_PLACE = [("overwritten", False), ("truncated-and-rewritten", True)]
 def test_an_in_place_rewrite_with_mtime_restored_misses(how, truncate, tree):
     root = tree({"hv.h": OLD})
     iid = "b" * 64
-    _, first = compile_for(KERNEL, (), "sm_80", "ptx", (), str(root), iid, "k.cu")
+    _, first = _compile_for(root, iid)
     assert _value(first) == "1111111" and index.lookup(iid) is not None
     _in_place(root / "hv.h", NEW, truncate)
     assert index.lookup(iid) is None  # the warm index sees the change

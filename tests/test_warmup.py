@@ -13,9 +13,9 @@ import pytest
 from conftest import CORPUS, ROOT
 
 import cupy_rawcode
-from cupy_rawcode.compiler import program
 from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import building
+from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.parallel import sizing
 from cupy_rawcode.parallel.precompile import Summary
 
@@ -59,7 +59,7 @@ def test_four_kernels_two_workers_are_hits_here_and_in_a_new_process(compiles):
     assert compiles == []  # every compile here was a cache hit
     script = textwrap.dedent(f"""
         import io, logging, cupy_rawcode
-        from cupy_rawcode.compiler import program
+        from cupy_rawcode.orchestrator import compiling as program
         program._nvrtc_compile = lambda *a: (_ for _ in ()).throw(AssertionError("compiled"))
         log = io.StringIO()
         logging.basicConfig(stream=log, level=logging.INFO, format="%(message)s")

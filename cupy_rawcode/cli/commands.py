@@ -83,10 +83,10 @@ def _cmd_env(args, options) -> int:
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from ..ground import config
+    from ..store.layout import cache_location
     from ..toolkit import record as toolrecord
 
-    print(f"cache           {config.cache_dir()}")
+    print(f"cache           {cache_location().path}")
     print(
         f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
         f"{toolrecord.record_path(tc.sources)}"
@@ -95,7 +95,7 @@ def _cmd_env(args, options) -> int:
 
 
 def _cmd_compile(args, options) -> int:
-    from ..compiler.program import compile_request
+    from ..orchestrator.compiling import compile_request
 
     req = _request(args, options, target=args.target, name_expressions=args.name_expression or ())
     t0 = time.perf_counter()

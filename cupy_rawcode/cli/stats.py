@@ -17,9 +17,10 @@ _LEVEL_WORDS = (  # (field, how the human output names it)
 
 
 def collect(disk, *levels) -> dict:
-    """The statistics of the cache directory ``disk`` (a DirectoryStore): its per-level counts
-    merged with ``levels``, each a mapping of level name -> counts (counters.merge_levels: a
-    dict of counters.FIELDS, or wrappers.Counts), for a process that has its own to add."""
+    """The statistics of the cache directory ``disk`` (a DirectoryStore): the per-level counts
+    every process kept there, merged with ``levels`` (counters.merge_levels: mappings of level
+    name -> counts, or ``Levels.stats()``): counts kept nowhere else, such as a remote level's
+    in a process whose stores do not tally (a store's own ``tally`` is kept already)."""
     from ..store.counters import FIELDS, grouped, merge_levels, read_levels
     from ..store.usage import entry_sizes, scan
 

@@ -1,4 +1,4 @@
-"""Compiles started before keying (program.py's overlap), and the NVRTC calls signals.py runs
+"""Compiles started before keying (the orchestrator's overlap), and the NVRTC calls signals.py runs
 off the waiting thread, each on a daemon thread of its own, and how the process exits while one
 still runs.
 

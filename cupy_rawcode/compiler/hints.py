@@ -66,16 +66,18 @@ def thrust_algorithm_hint(log: str, source: str) -> str:
     return ""
 
 
+# what to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)
+STANDARD = (
+    "these headers need C++{std} or later: pass -std=c++{std}, or leave "
+    "CUPY_RAWCODE_RAISE_STD unset so that cupy-rawcode compiles at the lowest standard they "
+    "accept"
+)
+
+
 def standard_hint(log: str) -> str:
-    """What to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)."""
+    """STANDARD for the standard NVRTC's log says the headers require, '' when it says none."""
     std = required_standard(log)
-    if std is None:
-        return ""
-    return (
-        f"these headers need C++{std} or later: pass -std=c++{std}, or leave "
-        "CUPY_RAWCODE_RAISE_STD unset so that cupy-rawcode compiles at the lowest standard "
-        "they accept"
-    )
+    return "" if std is None else STANDARD.format(std=std)
 
 
 def compile_hints(log: str, source: str) -> str:

@@ -56,8 +56,8 @@ class Var(Generic[T]):
         _rows.append(self)
 
     def documented(self, doc: str) -> Var[T]:
-        """Give the row its line of the README's table; returns the row."""
-        self.doc = doc
+        """Give the row its README line (prose: a run of white space is a space); returns it."""
+        self.doc = " ".join(doc.split())
         return self
 
     def __call__(self) -> T:
@@ -248,6 +248,17 @@ def _redis_url(what: str, value: str) -> str:
     return value
 
 
+def _remote(what: str, value: str) -> tuple[str, ...]:
+    for spec in value.split():
+        url, *attrs = spec.split("|")
+        if not url or any(a != "read-only" for a in attrs):
+            raise ConfigError(
+                f"{what}: {spec!r} is not a store URL with an optional `|read-only` (accepted: "
+                "URLs separated by spaces, e.g. 's3://bucket/k memcached://host:11211|read-only')"
+            )
+    return tuple(value.split())
+
+
 def _redis_ttl(what: str, value: str) -> int:
     return parse_count(what, value, 1, "a whole number of seconds")
 
@@ -306,28 +317,36 @@ def _any(what: str, value: str) -> str:
 # register themselves as they are made); a row is called to read it (config.strip()).
 # - the cache and its stores (store/)
 cache_dir_variable = Var("CUPY_RAWCODE_CACHE_DIR", _any, None).documented(
-    "cache directory (a `cache_dir=` given to `compile()`, or `set_store(make_store(dir))`, "
-    "takes its place for everything that compile writes)"
+    """cache directory (a `cache_dir=` given to `compile()`, or `set_store(make_store(dir))`,
+    takes its place for everything that compile writes)"""
 )
 memory_cache_entries = Var("CUPY_RAWCODE_MEMORY_ENTRIES", parse_memory_entries, 256).documented(
     "size of the in-memory LRU (default 256; `0`: none)"
 )
 cache_max_size = Var("CUPY_RAWCODE_CACHE_MAX_SIZE", parse_size, DEFAULT_MAX_SIZE).documented(
-    "bound on the whole cache directory, e.g. `500M`, `2G` (binary units; default 1 GiB; `0`: "
-    "no bound)"
+    """bound on the whole cache directory, e.g. `500M`, `2G` (binary units; default 1 GiB; `0`:
+    no bound)"""
 )
 bundles = Var[tuple[str, ...]]("CUPY_RAWCODE_BUNDLES", _paths, ()).documented(
     "read-only bundle files, `:`-separated, consulted before compiling"
 )
 redis_url = Var("CUPY_RAWCODE_REDIS_URL", _redis_url, None).documented(
-    "shared Redis store, e.g. `redis://cache:6379/0` (`redis://`, `rediss://` or `unix://`; "
-    "extra `redis`)"
+    """shared Redis store, e.g. `redis://cache:6379/0` (`redis://`, `rediss://` or `unix://`;
+    extra `redis`)"""
 )
 redis_ttl = Var("CUPY_RAWCODE_REDIS_TTL", _redis_ttl, None).documented(
     "whole seconds >= 1 a Redis entry lives (default: no expiry)"
 )
 redis_timeout = Var("CUPY_RAWCODE_REDIS_TIMEOUT", _seconds, 0.5).documented(
     "seconds (> 0) before a Redis call counts as failed (default 0.5)"
+)
+remote = Var[tuple[str, ...]]("CUPY_RAWCODE_REMOTE", _remote, ()).documented(
+    "remote levels after the local ones and Redis's, in look-up order, separated by spaces: "
+    "`s3://bucket/prefix`, `memcached://host:11211`, `http(s)://host/path`, `redis://...`, "
+    '`module:Class`; each may end `\\|read-only` (see "Sharing a cache")'
+)
+remote_timeout = Var("CUPY_RAWCODE_REMOTE_TIMEOUT", _seconds, 2.0).documented(
+    "seconds (> 0) a call to a remote level may take before it is skipped (default 2)"
 )
 
 # - what a compile does; the keyed rows enter the warm index's id in this order (another order
@@ -339,39 +358,39 @@ strip = Var("CUPY_RAWCODE_STRIP", parse_bool, True, keyed=True).documented(
     "`1` (default): strip unreferenced library globals from new cubins and PTX (see above)"
 )
 cupy_options = Var("CUPY_RAWCODE_CUPY_OPTIONS", parse_bool, True, keyed=True).documented(
-    "`1` (default): compile with what CuPy adds (`--device-as-default-execution-space`, "
-    "`-ftz=true`); `0`: the options as given"
+    """`1` (default): compile with what CuPy adds (`--device-as-default-execution-space`,
+    `-ftz=true`); `0`: the options as given"""
 )
 raise_std = Var("CUPY_RAWCODE_RAISE_STD", parse_bool, True, keyed=True).documented(
-    "`1` (default): a `-std` older than the headers accept is raised to their floor, with one "
-    "warning; `0`: compiled as asked"
+    """`1` (default): a `-std` older than the headers accept is raised to their floor, with one
+    warning; `0`: compiled as asked"""
 )
 overlap = Var("CUPY_RAWCODE_OVERLAP", parse_bool, True).documented(
-    "`1` (default): on a likely miss, NVRTC starts while headers are scanned (on a daemon "
-    "thread: a compile no longer wanted never holds up the exit)"
+    """`1` (default): on a likely miss, NVRTC starts while headers are scanned (on a daemon
+    thread: a compile no longer wanted never holds up the exit)"""
 )
 pch_mode = Var("CUPY_RAWCODE_PCH", _pch, "auto").documented(
-    "`auto` (default): NVRTC's automatic precompiled headers only where they pay (below); `1` "
-    "always, `0` never"
+    """`auto` (default): NVRTC's automatic precompiled headers only where they pay (below); `1`
+    always, `0` never"""
 )
 dump_source = Var("CUPY_RAWCODE_DUMP_SOURCE", parse_bool, False).documented(
     "`1`: a compile error writes the source and options to a file it names"
 )
 workers = Var("CUPY_RAWCODE_WORKERS", _workers, None).documented(
-    "worker processes for `warmup()` and `prebuild` (default: cores, and memory at ~400 MB a "
-    "compile)"
+    """worker processes for `warmup()` and `prebuild` (default: cores, and memory at ~400 MB a
+    compile)"""
 )
 
 # - the CuPy hook of every Python process (cupy_rawcode.pth, autoinstall.py)
 install_scope = Var("CUPY_RAWCODE_INSTALL", _install_scope, None).documented(
-    "`jitify` or `all`: `install(scope=...)` in every Python process of the environment, as "
-    'soon as it imports CuPy (through the installed `cupy_rawcode.pth`; see "Every CuPy '
-    'compile"); a bad value of any `CUPY_RAWCODE_*` variable turns the hook off with one line '
-    "on stderr, never a traceback"
+    """`jitify` or `all`: `install(scope=...)` in every Python process of the environment, as
+    soon as it imports CuPy (through the installed `cupy_rawcode.pth`; see "Every CuPy
+    compile"); a bad value of any `CUPY_RAWCODE_*` variable turns the hook off with one line on
+    stderr, never a traceback"""
 )
 record_path = Var("CUPY_RAWCODE_RECORD", _any, None).documented(
-    "a file: `record(file)` in every Python process of the environment (the same way); a file "
-    "that cannot be written warns once, and compiles go on"
+    """a file: `record(file)` in every Python process of the environment (the same way); a file
+    that cannot be written warns once, and compiles go on"""
 )
 
 # - other programs' variables, read as their owners read them: CuPy's, the XDG convention's,
@@ -380,21 +399,21 @@ cupy_dump_on_error = Var("CUPY_DUMP_CUDA_SOURCE_ON_ERROR", _cupy_flag, False).do
     "CuPy's: `1` writes a failing compile's source to stderr (`CompileException.dump`)"
 )
 xdg_cache_home = Var("XDG_CACHE_HOME", _any, None).documented(
-    "where the cache directory is when `CUPY_RAWCODE_CACHE_DIR` is unset: "
-    "`$XDG_CACHE_HOME/cupy-rawcode`, else `~/.cache/cupy-rawcode`"
+    """where the cache directory is when `CUPY_RAWCODE_CACHE_DIR` is unset:
+    `$XDG_CACHE_HOME/cupy-rawcode`, else `~/.cache/cupy-rawcode`"""
 )
 cuda_home = Var("CUDA_HOME", _any, None, keyed=True).documented(
-    "the toolkit's headers (its `include/`, before `CUDA_PATH`'s and `/usr/local/cuda`'s; see "
-    "the search order); a change makes the warm index and the toolchain record miss"
+    """the toolkit's headers (its `include/`, before `CUDA_PATH`'s and `/usr/local/cuda`'s; see
+    the search order); a change makes the warm index and the toolchain record miss"""
 )
 cuda_path = Var("CUDA_PATH", _any, None, keyed=True).documented("read as `CUDA_HOME` is, after it")
 ld_library_path = Var("LD_LIBRARY_PATH", _any, None, keyed=True).documented(
-    "where the NVRTC library may be loaded from: a change makes the warm index and the "
-    "toolchain record miss"
+    """where the NVRTC library may be loaded from: a change makes the warm index and the
+    toolchain record miss"""
 )
 conda_prefix = Var("CONDA_PREFIX", _any, None, keyed=True).documented(
-    "a conda environment, where NVRTC and headers may be found: a change makes the warm index "
-    "and the toolchain record miss"
+    """a conda environment, where NVRTC and headers may be found: a change makes the warm index
+    and the toolchain record miss"""
 )
 
 TABLE: tuple[Var, ...] = tuple(_rows)

@@ -209,20 +209,11 @@ def _classes() -> dict[str, Any]:
 
     class MissingHeaderCompileError(CompileError, MissingHeaderError):
         """An include matched no file: NVRTC's ``cannot open source file`` words, with the
-        include chain and the directories searched. ``missing``: the closure's Missing list."""
+        include chain and the directories searched. ``missing``: the closure's Missing list;
+        the other arguments are CompileError's."""
 
-        def __init__(
-            self,
-            msg: str,
-            source: str,
-            name: str,
-            options,
-            backend: str = "nvrtc",
-            *,
-            missing: tuple = (),
-            **kw,
-        ):
-            super().__init__(msg, source, name, options, backend, **kw)
+        def __init__(self, *args: Any, missing: tuple = (), **kw: Any):
+            super().__init__(*args, **kw)
             self.missing = missing
 
     class JitifyCompileError(CompileError, JitifyException):  # type: ignore[misc,valid-type]

@@ -15,6 +15,8 @@ checks cost a ``"\\0" in s`` and an ``isascii()`` each.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .errors import BadInputError as BadInputError  # defined with the package's root error
 from .errors import RawcodeTypeError, RawcodeValueError
 
@@ -23,6 +25,17 @@ def line_col(text: str, index: int) -> tuple[int, int]:
     """The 1-based (line, column) of ``text[index]``."""
     line = text.count("\n", 0, index) + 1
     return line, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def not_utf8(e: UnicodeDecodeError, path: str) -> str:
+    """The message for a file whose bytes are not UTF-8: ``path:line:col`` of the first bad byte
+    (from the decoding error), the byte, and what to do."""
+    data = e.object
+    line = data.count(b"\n", 0, e.start) + 1
+    col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+    return (
+        f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8"
+    )
 
 
 def _surrogate(text: str) -> int:
@@ -61,14 +74,13 @@ def check_source(text: str, where: str) -> None:
     )
 
 
-def check_name(value: str, what: str) -> None:
-    """Raise BadInputError when a name (``what``: 'kernel name', 'name_expressions[1]', ...)
-    holds a NUL byte or a lone surrogate."""
+def _check_c_string(value: str, what: str, nul_effect: Callable[[int], str]) -> None:
+    """Raise BadInputError naming ``what`` and ``value`` when it holds a NUL byte (saying
+    ``nul_effect(offset)``: what NVRTC would do with it) or a lone surrogate."""
     nul = value.find("\0")
     if nul >= 0:
         raise BadInputError(
-            f"{what} {value!r} has a NUL byte (\\0) at offset {nul}: NVRTC and the driver "
-            "read names as C strings and would cut it there"
+            f"{what} {value!r} has a NUL byte (\\0) at offset {nul}: {nul_effect(nul)}"
         )
     sur = _surrogate(value)
     if sur >= 0:
@@ -78,21 +90,20 @@ def check_name(value: str, what: str) -> None:
         )
 
 
+def check_name(value: str, what: str) -> None:
+    """Raise BadInputError when a name (``what``: 'kernel name', 'name_expressions[1]', ...)
+    holds a NUL byte or a lone surrogate."""
+    _check_c_string(
+        value, what, lambda _: "NVRTC and the driver read names as C strings and would cut it there"
+    )
+
+
 def check_option(option: str, position: int) -> None:
     """Raise BadInputError naming an option (its position in the options and its text) that
     holds a NUL byte or a lone surrogate."""
-    nul = option.find("\0")
-    if nul >= 0:
-        raise BadInputError(
-            f"options[{position}] {option!r} has a NUL byte (\\0) at offset {nul}: NVRTC "
-            f"would read only {option[:nul]!r}"
-        )
-    sur = _surrogate(option)
-    if sur >= 0:
-        raise BadInputError(
-            f"options[{position}] {option!r} has a lone surrogate U+{ord(option[sur]):04X} at "
-            f"offset {sur}: not encodable as UTF-8"
-        )
+    _check_c_string(
+        option, f"options[{position}]", lambda nul: f"NVRTC would read only {option[:nul]!r}"
+    )
 
 
 def name_expressions(value) -> tuple[str, ...]:
@@ -123,12 +134,6 @@ def read_source(path: str) -> str:
     try:
         text = read_text(path)
     except UnicodeDecodeError as e:
-        data = e.object
-        line = data.count(b"\n", 0, e.start) + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise BadInputError(
-            f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the "
-            "file as UTF-8"
-        ) from None
+        raise BadInputError(not_utf8(e, path)) from None
     check_source(text, path)
     return text

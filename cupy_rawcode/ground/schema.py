@@ -106,13 +106,10 @@ RECORD_KINDS: dict[str, Fields] = {
         "target": ('"cubin", "ptx" or "ltoir"', False),  # a compile() call's, when not cubin
     },
 }
+# every field optional (manifest_entry wants exactly one of file and code)
 MANIFEST_ENTRY: Fields = {
-    "file": ("a string", False),
-    "code": ("a string", False),
-    "name": ("a string", False),
-    "options": ("a list of strings", False),
-    "name_expressions": ("a list of strings", False),
-    "arch": ("a list of strings", False),
+    **dict.fromkeys(("file", "code", "name"), ("a string", False)),
+    **dict.fromkeys(("options", "name_expressions", "arch"), ("a list of strings", False)),
 }
 
 

@@ -20,6 +20,22 @@ _SUFFIX_ONLY = re.compile(r"^[uUlL]+$")
 _HAS_INCLUDE = ("__has_include", "__has_include_next")
 
 
+def _parenthesized(tokens: list, start: int) -> tuple[int, int]:
+    """The indexes of the first ``(`` at or after ``start`` and of the ``)`` that closes it
+    (``len(tokens)`` for one that is missing): the argument of ``__VA_OPT__`` or
+    ``__has_include``."""
+    j = start
+    while j < len(tokens) and tokens[j].value != "(":
+        j += 1
+    depth, k = 0, j
+    while k < len(tokens):
+        depth += (tokens[k].value == "(") - (tokens[k].value == ")")
+        if depth == 0:
+            break
+        k += 1
+    return j, k
+
+
 class _Pcpp(pcpp.Preprocessor):
     """pcpp for macro definitions and #if evaluation only, with its defects fixed."""
 
@@ -55,15 +71,7 @@ class _Pcpp(pcpp.Preprocessor):
             value, i, v = [], 0, macro.value
             while i < len(v):
                 if v[i].value == "__VA_OPT__":
-                    j = i + 1
-                    while j < len(v) and v[j].value != "(":
-                        j += 1
-                    depth, k = 0, j
-                    while k < len(v):
-                        depth += (v[k].value == "(") - (v[k].value == ")")
-                        if depth == 0:
-                            break
-                        k += 1
+                    j, k = _parenthesized(v, i + 1)
                     if keep:
                         value.extend(v[j + 1 : k])
                     i = k + 1
@@ -76,9 +84,9 @@ class _Pcpp(pcpp.Preprocessor):
         return self._va_opt[key][1]
 
     def evalexpr(self, tokens):
-        tokens = self._replace_defined(tokens)
+        tokens = self._replace_operators(tokens, ("defined",), self._defined)
         tokens = self.expand_macros(tokens)
-        tokens = self._replace_has_include(tokens)
+        tokens = self._replace_operators(tokens, _HAS_INCLUDE, self._has_include_value)
         tokens = self._fix_literals(tokens)
         return super().evalexpr(tokens)
 
@@ -87,56 +95,50 @@ class _Pcpp(pcpp.Preprocessor):
         t.type, t.value = self.t_INTEGER, self.t_INTEGER_TYPE(str(value))
         return t
 
-    def _replace_defined(self, tokens):
+    def _replace_operators(self, tokens, names, operand):
+        """``tokens`` with each operator named in ``names`` and its operand replaced by an
+        integer: ``operand(tokens, i)`` gives (value, index after the operand) for the operator
+        at ``i``, or None to leave the token as it is."""
         out, i = [], 0
         while i < len(tokens):
             t = tokens[i]
-            if t.type == self.t_ID and t.value == "defined":
-                j = i + 1
-                while j < len(tokens) and tokens[j].type in self.t_WS:
-                    j += 1
-                paren = j < len(tokens) and tokens[j].value == "("
-                if paren:
-                    j += 1
-                    while j < len(tokens) and tokens[j].type in self.t_WS:
-                        j += 1
-                if j < len(tokens) and tokens[j].type == self.t_ID:
-                    name = tokens[j].value
-                    val = name in self.macros or name in _HAS_INCLUDE
-                    if paren:
-                        j += 1
-                        while j < len(tokens) and tokens[j].value != ")":
-                            j += 1
-                    out.append(self._int(t, int(val)))
-                    i = j + 1
+            if t.type == self.t_ID and t.value in names:
+                replaced = operand(tokens, i)
+                if replaced is not None:
+                    value, i = replaced
+                    out.append(self._int(t, value))
                     continue
             out.append(t)
             i += 1
         return out
 
-    def _replace_has_include(self, tokens):
-        out, i = [], 0
-        while i < len(tokens):
-            t = tokens[i]
-            if t.type == self.t_ID and t.value in _HAS_INCLUDE:
-                j = i + 1
-                while j < len(tokens) and tokens[j].value != "(":
-                    j += 1
-                depth, k = 0, j
-                while k < len(tokens):
-                    depth += (tokens[k].value == "(") - (tokens[k].value == ")")
-                    if depth == 0:
-                        break
-                    k += 1
-                text = "".join(str(x.value) for x in tokens[j + 1 : k]).strip()
-                name, angled = _header_name(text)
-                ok = name is not None and self.has_include(name, angled, t.value.endswith("next"))
-                out.append(self._int(t, int(ok)))
-                i = k + 1
-                continue
-            out.append(t)
-            i += 1
-        return out
+    def _defined(self, tokens, i: int) -> tuple[int, int] | None:
+        """``defined NAME`` or ``defined ( NAME )`` at ``i``: 1 when NAME is a macro."""
+        j = i + 1
+        while j < len(tokens) and tokens[j].type in self.t_WS:
+            j += 1
+        paren = j < len(tokens) and tokens[j].value == "("
+        if paren:
+            j += 1
+            while j < len(tokens) and tokens[j].type in self.t_WS:
+                j += 1
+        if not (j < len(tokens) and tokens[j].type == self.t_ID):
+            return None
+        name = tokens[j].value
+        val = name in self.macros or name in _HAS_INCLUDE
+        if paren:
+            j += 1
+            while j < len(tokens) and tokens[j].value != ")":
+                j += 1
+        return int(val), j + 1
+
+    def _has_include_value(self, tokens, i: int) -> tuple[int, int]:
+        """``__has_include(<h>)`` (or ``_next``) at ``i``: 1 when the search finds the header."""
+        j, k = _parenthesized(tokens, i + 1)
+        text = "".join(str(x.value) for x in tokens[j + 1 : k]).strip()
+        name, angled = _header_name(text)
+        nxt = tokens[i].value.endswith("next")
+        return int(name is not None and self.has_include(name, angled, nxt)), k + 1
 
     def _fix_literals(self, tokens):
         """true/false -> 1/0; integer suffixes dropped (pcpp lexes 1ULL as '1UL' 'L')."""

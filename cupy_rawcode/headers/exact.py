@@ -46,18 +46,22 @@ class _Walker:
         self.errors: list[str] = []
         self.current: list[Found | None] = []
 
-    def _has_include(self, name: str, angled: bool, nxt: bool) -> bool:
-        includer = self.current[-1] if self.current else None
-        found = find(
+    def _find(self, name: str, angled: bool, includer: Found | None, nxt: bool) -> Found | None:
+        """Where ``name`` resolves from ``includer`` (None: the main source) by the search
+        rules; ``nxt``: as ``#include_next`` does, after the includer's directory."""
+        return find(
             name,
             angled=angled,
             includer=includer,
             source_dir=self.ctx.source_dir,
             dirs=self.ctx.dirs,
-            next_after=includer.index if nxt and includer else None,
+            next_after=includer.index if nxt and includer is not None else None,
             memo=self.memo,
         )
-        return found is not None
+
+    def _has_include(self, name: str, angled: bool, nxt: bool) -> bool:
+        includer = self.current[-1] if self.current else None
+        return self._find(name, angled, includer, nxt) is not None
 
     def run(self, text: str, chain_name: str = MAIN) -> None:
         self.current.append(None)
@@ -125,15 +129,7 @@ class _Walker:
                 )
         step = Step(name, line)
         nxt = nxt and includer is not None
-        found = find(
-            header,
-            angled=angled,
-            includer=includer,
-            source_dir=self.ctx.source_dir,
-            dirs=self.ctx.dirs,
-            next_after=includer.index if nxt else None,
-            memo=self.memo,
-        )
+        found = self._find(header, angled, includer, nxt)
         if found is None:
             m = Missing(
                 header,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..ground.errors import RawcodeError
+from ..ground.inputs import not_utf8
 from ..ground.regular import open_regular, read_fd
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
@@ -69,12 +70,7 @@ def _check_utf8(data: bytes, path: str) -> None:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ScanError(
-            f"{path}:{line}:{col}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
-            "save the file as UTF-8"
-        ) from None
+        raise ScanError(not_utf8(e, path)) from None
 
 
 BOM = b"\xef\xbb\xbf"

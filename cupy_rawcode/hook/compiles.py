@@ -3,10 +3,12 @@
 CuPy compiles exactly as it always does: its options, its headers, its NVRTC, its cubin. Only
 where the bytes come from changes. ``compile_module`` stands in for
 ``cupy.cuda.compiler._compile_module_with_cache`` (hook.py installs it): it keys the call
-(``key_of``: the source, CuPy's options with include directories as tags, the contents of every
-header NVRTC can read through them, CuPy's NVRTC version, the arch and CuPy's own version),
-looks the key up in the store (memory, disk, bundles, Redis), and on a hit loads the stored
-payload as CuPy loads an entry of its own cache. On a miss CuPy's own function runs, with
+(``key_of``, by key/cupy.py: the source, CuPy's options with include directories as tags,
+the contents of every header NVRTC can read through them, CuPy's NVRTC version, the arch and
+CuPy's own version),
+and the orchestrator (orchestrator/payloads.py) looks the key up in the store (memory, disk,
+bundles, Redis); on a hit the stored payload is loaded as CuPy loads an entry of its own cache,
+by the classes' loader (kernel/loading.py). On a miss CuPy's own function runs, with
 CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles, "saves" its
 payload, and the payload goes to our store instead of CuPy's directory.
 
@@ -18,21 +20,19 @@ every call while CuPy has no cache backend to answer (CuPy < 14.1).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
+import os
 import threading
-import time
+import types
 from typing import Any, NamedTuple
 
-from ..ground.errors import RawcodeRuntimeError
+from ..ground.errors import MissingHeaderError
+from ..kernel.loading import load_bytes
+from ..key import cupy as cupy_key
+from ..key.cupy import changed_header as _changed
+from ..key.cupy import extra_digest
+from ..orchestrator import payloads
 
-KEY_KIND = "cupy-compile-1"  # change when the fields below change
-_DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
-_digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
-_contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
-# (directives, options) -> (closure digest, its files' stamps as stamps.take gave them)
-_closures: dict[tuple[str, tuple[str, ...]], tuple[str, tuple]] = {}
 _fixed: dict[str, list[tuple[str, str]]] = {}  # CUPY_CUDA_COMPILE_WITH_DEBUG -> CuPy's fields
 
 
@@ -72,174 +72,74 @@ def call_from(arguments: dict) -> Call | None:
 
 
 def servable(call: Call, compiler) -> bool:
-    """Whether the store can serve this call: not Jitify's (jitify_compat.py compiles those),
+    """Whether the store can serve this call: not Jitify's (the orchestrator compiles those),
     not with CUPY_CACHE_IN_MEMORY=1 (CuPy keeps nothing then, and neither do we), and a CuPy
     whose cache backend Capture can answer (CuPy >= 14.1)."""
-    import os
-
     in_memory = os.environ.get("CUPY_CACHE_IN_MEMORY", "") not in ("", "0")
     return not call.jitify and not in_memory and isinstance(compiler._kernel_cache_backend, Capture)
 
 
-def _extra_digest(extra: str | None) -> str:
-    """SHA-256 of CuPy's header text (one 170 kB string, the same object every call)."""
-    if extra is None:
-        return ""
-    memo = _digests.get(id(extra))
-    if memo is not None and memo[0] is extra:
-        return memo[1]
-    digest = hashlib.sha256(extra.encode("utf-8", "surrogatepass")).hexdigest()
-    _digests[id(extra)] = (extra, digest)
-    return digest
-
-
 def _cupy_fields(call: Call) -> list[tuple[str, str]]:
-    """What CuPy itself brings to the compile: its version, payload format, NVRTC, debug flag."""
-    import os
-
+    """What CuPy itself brings to the compile (key/cupy.py: its version, payload format, NVRTC,
+    debug flag), read from CuPy once per debug setting, and the call's own fields."""
     debug = os.environ.get("CUPY_CUDA_COMPILE_WITH_DEBUG", "")
     fixed = _fixed.get(debug)
     if fixed is None:
         import cupy
         from cupy.cuda import compiler
 
-        on = compiler._get_bool_env_variable("CUPY_CUDA_COMPILE_WITH_DEBUG", False)
-        fixed = _fixed[debug] = [
-            ("kind", KEY_KIND),
-            ("cupy", cupy.__version__),
-            ("cupy_payload", str(getattr(compiler, "_cache_payload_version", 0))),
-            ("cupy_nvrtc", ".".join(map(str, compiler._get_nvrtc_version()))),
-            ("cupy_debug", "1" if on else "0"),
-        ]
+        fixed = _fixed[debug] = cupy_key.cupy_fields(
+            cupy.__version__,
+            str(getattr(compiler, "_cache_payload_version", 0)),
+            ".".join(map(str, compiler._get_nvrtc_version())),
+            compiler._get_bool_env_variable("CUPY_CUDA_COMPILE_WITH_DEBUG", False),
+        )
     return fixed + [
         ("cooperative", "1" if call.cooperative else "0"),
-        ("extra_source", _extra_digest(call.extra_source)),
+        ("extra_source", extra_digest(call.extra_source)),
     ]
 
 
-def directives(source: str) -> str:
-    """The source's preprocessor lines (with their continuations): all that decides its header
-    closure in fast mode, which reads every branch (CuPy's kernels differ in their code and
-    share their includes)."""
-    return "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
-
-
-def _context(options: tuple[str, ...]):
-    """(Options, search context) of CuPy's options: its own -I and -isystem directories only,
-    no root of ours (CuPy does not search them). Memoized per options."""
-    found = _contexts.get(options)
-    if found is None:
-        from ..headers.options import parse_options
-        from ..headers.search import make_context
-
-        opts = parse_options(options)
-        ctx = make_context(opts)
-        ctx = ctx._replace(dirs=tuple(d for d in ctx.dirs if d.origin == "user"))
-        found = _contexts[options] = (opts, ctx)
-    return found
-
-
-def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
-    """(Options, the closure digest) for a source: its directive lines resolved in fast mode,
-    once per process for each set of directives and options (a manifest, checked by stat,
-    answers in a new process). Within a process, headers are read once, as CuPy reads them."""
-    opts, ctx = _context(options)
-    skeleton = directives(source)
-    memo = (skeleton, options)
-    known = _closures.get(memo)
-    if known is None:
-        from ..key.manifest import closure_digests
-
-        facts, _ = closure_digests(skeleton, ctx)
-        known = _closures[memo] = (facts.digest, facts.stamps)
-    return opts, known[0]
-
-
 def changed_header(call: Call) -> str | None:
-    """A file of the call's closure whose stamp differs from the one its key was computed with
-    (stamps.first_changed), else None; then the closure is forgotten (here and its manifest), so
-    that the next key reads the files again. CuPy read its headers itself while compiling: what
-    it compiled may not be what the key covers."""
-    from ..ground.stamps import first_changed
-
-    skeleton = directives(call.source)
-    known = _closures.get((skeleton, call.options))
-    if known is None:
-        return None
-    path = first_changed(known[1])
-    if path is not None:
-        from ..key.manifest import discard
-
-        del _closures[(skeleton, call.options)]
-        discard(skeleton, _context(call.options)[1])
-    return path
+    """A header of the call's closure that changed since its key was computed (key/cupy.py)."""
+    return _changed(call.source, call.options)
 
 
 def key_of(call: Call) -> str:
-    """The key of a call: the source, CuPy's options with include directories as tags, the
-    closure's digest (every header NVRTC can reach through CuPy's directories, in fast mode)
-    and what CuPy brings. Raises closure.MissingHeaderError when a header is missing."""
-    from ..ground.digest import digest_fields
-    from ..key import key_fields
-
-    opts, digest = _closure(call.source, call.options)
-    fields = key_fields(
-        source=call.source,
-        option_fields=opts.key_fields(),
-        search_tags=[f"user{i}" for i in range(len(opts.include_dirs))]
-        + [f"isys{i}" for i in range(len(opts.isystem_dirs))],
-        nvrtc_version="cupy",  # CuPy's NVRTC, in the CuPy fields
-        arch=f"cc{call.arch}",
-        target="cubin",
-        name_expressions=call.name_expressions or (),
-        closure=digest,
-        extra=_cupy_fields(call),
-    )
-    return digest_fields(fields)
+    """The key of a call (key/cupy.cupy_key): raises MissingHeaderError when a header is
+    missing."""
+    names = call.name_expressions or ()
+    return cupy_key.cupy_key(call.source, call.options, str(call.arch), names, _cupy_fields(call))
 
 
 def load(call: Call, payload: bytes):
     """A CuPy Module from a stored payload, exactly as CuPy loads an entry of its own cache
-    (for name expressions: the mangled names recorded at compile time); None when the payload
-    is not one CuPy can use."""
+    (for name expressions: the mangled names recorded at compile time), by the classes' loader
+    (kernel/loading.py); None when the payload is not one CuPy can use."""
     from cupy.cuda import compiler
 
-    mod = compiler.function.Module()  # as CuPy's compile makes it (unloaded() replaces it)
-    if call.name_expressions:
-        decoded = compiler._decode_cache_payload(payload, len(call.name_expressions))
-        if decoded is None:
-            return None
-        mangled, cubin = decoded
-        mod.load(cubin)
-        mod._set_mapping(dict(zip(sorted(call.name_expressions), mangled, strict=True)))
-    else:
-        mod.load(payload)
-    return mod
-
-
-def _stored(key: str) -> bytes | None:
-    from ..store import default_store
-
-    found = default_store().fetch(key)
-    if found is None or found[1].get("target") != "cupy-payload":
+    module = compiler.function.Module  # as CuPy's compile makes it (unloaded() replaces it)
+    if not call.name_expressions:
+        return load_bytes(payload, None, module)
+    decoded = compiler._decode_cache_payload(payload, len(call.name_expressions))
+    if decoded is None:
         return None
-    return found[0]
+    mangled, cubin = decoded
+    mapping = dict(zip(sorted(call.name_expressions), mangled, strict=True))
+    return load_bytes(cubin, mapping, module)
 
 
 def cached(call: Call) -> bool:
     """Whether the store holds this call's payload."""
-    from ..headers.closure import MissingHeaderError
-
     try:
-        return _stored(key_of(call)) is not None
+        return payloads.stored(key_of(call)) is not None
     except MissingHeaderError:
         return False
 
 
 def compile_module(original, args: tuple, kwargs: dict, call: Call):
-    """CuPy's compile function for one call, served by the store when it holds the key."""
-    from ..headers.closure import MissingHeaderError
-
+    """CuPy's compile function for one call, through the orchestrator (payloads.serve): served
+    by the store when it holds the key, else CuPy compiles and its payload is stored."""
     if call.arch is None:  # CuPy's own choice: the current device's
         from cupy.cuda import compiler
 
@@ -248,29 +148,13 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         key = key_of(call)
     except MissingHeaderError:
         return original(*args, **kwargs)  # CuPy's own error, in CuPy's words
-    payload = _stored(key)
-    if payload is not None:
-        mod = load(call, payload)
-        if mod is not None:
-            return mod
-    mod, captured = capture(original, args, kwargs)
-    if captured is None:
-        return mod
-    changed = changed_header(call)
-    if changed is None:
-        save(key, call, captured)
-    else:  # as compile_request does (compiler/program.py)
-        import warnings
-
-        from ..compiler.program import HeaderChangedWarning
-
-        warnings.warn(
-            f"cupy-rawcode: {changed} changed while CuPy compiled a kernel that includes it; "
-            "the module is used but not cached",
-            HeaderChangedWarning,
-            stacklevel=3,
-        )
-    return mod
+    return payloads.serve(
+        key,
+        str(call.arch),
+        lambda payload: load(call, payload),
+        lambda: capture(original, args, kwargs),
+        lambda: changed_header(call),
+    )
 
 
 def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
@@ -283,17 +167,6 @@ def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
     finally:
         _local.payloads = None
     return result, (payloads[-1] if payloads else None)
-
-
-def save(key: str, call: Call, payload: bytes) -> None:
-    """Store CuPy's payload under our key."""
-    from ..store import default_store
-    from ..store.entry import encode
-
-    meta = {"target": "cupy-payload", "arch": str(call.arch), "created": time.time()}
-    store = default_store()
-    store.record(False)
-    store.put(key, encode(key, payload, meta))
 
 
 class Capture:
@@ -340,23 +213,20 @@ def supported(compiler) -> bool:
 # -- ahead of time: prebuild and warmup from a record ----------------------------------------
 
 
-def call_for(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    name_expressions: tuple[str, ...],
-    extra_source: str | None,
-    cooperative: bool,
-) -> Call:
-    """The Call a recorded CuPy compile makes for ``arch`` ('sm_90' or CuPy's '90');
-    ``extra_source`` "cupy" stands for CuPy's header text (cupy._core.core._get_header_source)."""
+def call_for(job) -> Call:
+    """The Call a recorded CuPy compile makes: ``job`` is a prebuild Job or a pool Task (its
+    ``source``, ``options``, ``name_expressions``, ``arch``: 'sm_90' or CuPy's '90', and
+    ``cupy``: (extra source, cooperative)); an extra source "cupy" stands for CuPy's header
+    text (cupy._core.core._get_header_source)."""
+    extra_source, cooperative = job.cupy
     if extra_source == "cupy":
         from cupy._core import core
 
         extra_source = core._get_header_source()
+    arch = job.arch
     cc = arch.partition("_")[2] if "_" in arch else arch
-    names = tuple(name_expressions) or None
-    return Call(source, tuple(options), cc, extra_source, names, False, cooperative)
+    names = tuple(job.name_expressions) or None
+    return Call(job.source, tuple(job.options), cc, extra_source, names, False, bool(cooperative))
 
 
 class _Unloaded:
@@ -390,8 +260,6 @@ def _arch_option(compiler):
 def unloaded(compiler):
     """CuPy's compile for an explicit arch with no device: the module is never loaded and the
     arch option is not memoized per device (a worker process, or a test on a CPU)."""
-    import types
-
     real, arch = compiler.function, compiler._get_arch_for_options_for_nvrtc
     compiler.function = types.SimpleNamespace(Module=_Unloaded, LinkState=real.LinkState)
     compiler._get_arch_for_options_for_nvrtc = _arch_option(compiler)
@@ -407,8 +275,11 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
     from cupy.cuda import compiler
 
     key = key_of(call)
-    if _stored(key) is not None:
-        return key, True
+    return key, payloads.ahead(key, str(call.arch), lambda: _captured(compiler, call))
+
+
+def _captured(compiler, call: Call) -> bytes | None:
+    """The payload CuPy saves compiling ``call`` for its arch, its module never loaded."""
     attach(compiler)
     fn = compiler._compile_module_with_cache
     original = getattr(fn, "_cupy_rawcode_original", fn)
@@ -423,7 +294,4 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
                 "name_expressions": list(call.name_expressions or ()) or None,
             },
         )
-    if payload is None:
-        raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, call, payload)
-    return key, False
+    return payload

@@ -95,10 +95,11 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
     JitifyException as well, as CuPy's jitify=True raises. CuPy's workaround line is answered
     by our shims (the same names in std, through a using-directive), on the same line."""
-    from ..compiler.jitify import jitify_options, jitify_source
     from ..headers.options import parse_options
     from ..kernel.building import _arch_target, _device_target, build
     from ..kernel.loading import _load_module
+    from ..orchestrator.flow import request
+    from ..orchestrator.jitify import jitify_options, jitify_source
 
     source = jitify_source(source)
     opts = parse_options(options)
@@ -107,9 +108,11 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
         _arch_target(arch) if arch is not None and opts.arch is None else _device_target(opts.arch)
     )
     names = tuple(name_expressions or ())
-    code = build(
-        source, jitify_options(options), target_arch, target, names, None, log_stream, jitify=True
-    )
+    req = request(
+        source, arch=target_arch, options=jitify_options(options), name_expressions=names,
+        target=target,
+    )  # fmt: skip
+    code = build(req, log_stream=log_stream, jitify=True)
     return _load_module(code)
 
 

@@ -4,10 +4,18 @@
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
+import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
+from ..key import index, program_name
+from ..store import default_store
+from ..store.entry import entry_log
 from .checks import parse_options
+
+if TYPE_CHECKING:
+    from ..key.request import Request
 
 _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported here
 
@@ -45,27 +53,19 @@ def _compute_capability() -> int:
 def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, str]:
     """(arch, target) for a device of compute capability ``cc`` (default: the current one); an
     -arch in the options wins, as in NVRTC."""
-    if opts_arch is not None:
-        return _arch_target(opts_arch)
-    from ..toolkit.discovery import choose_arch
-    from ..toolkit.record import supported_archs
-
-    return choose_arch(_compute_capability() if cc is None else cc, supported_archs())
+    if cc is None and opts_arch is None:
+        cc = _compute_capability()
+    return _flow().device_target(opts_arch, cc)
 
 
 def _arch_target(arch: str) -> tuple[str, str]:
     """(arch, target) for an explicit arch: 'cubin' for sm_XX, 'ptx' for compute_XX."""
-    from ..headers.options import Options, normalize_arch
-
-    a = normalize_arch(arch, Options())
-    return a, ("ptx" if a.startswith("compute_") else "cubin")
+    return _flow().arch_target(arch)
 
 
 def report(what: str, arch: str, target: str, key: str, detail: str) -> None:
     """cupy-rawcode's one line on what a compile did, on the 'cupy_rawcode' logger at INFO
     (only when the program uses logging at all: importing it is not on a hit's path)."""
-    import sys
-
     if "logging" in sys.modules:
         import logging
 
@@ -80,28 +80,19 @@ def replay(log_stream, log: str | None) -> None:
         log_stream.write(log)
 
 
-def build(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    target: str,
-    name_expressions: tuple[str, ...],
-    source_dir: str | None,
-    log_stream=None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-    jitify: bool = False,
-) -> Code:
-    """Compile through the cache into loadable bytes (compile_for; with ``jitify``, as Jitify
-    did: jitify_compat.compile_as_jitify), replaying NVRTC's log to ``log_stream`` and
-    reporting what it did."""
-    if jitify:
-        from ..compiler.jitify import compile_as_jitify as compile_with
-    else:
-        from ..compiler.program import compile_parsed as compile_with
-    req, result = compile_with(
-        source, options, arch, target, name_expressions, source_dir, index_id, source_name
-    )
+def _flow():
+    """The orchestrator (orchestrator/flow.py), imported on the first compile only: a warm hit
+    keys through the index and never loads the key path (options, headers, toolkit)."""
+    from ..orchestrator import flow  # off the warm hit path (tests/test_index.py HIT_PATH)
+
+    return flow
+
+
+def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=False) -> Code:
+    """Compile a request through the orchestrator (flow.compile_for; with ``jitify``, as Jitify
+    did) into loadable bytes, replaying NVRTC's log to ``log_stream`` and reporting what it
+    did."""
+    req, result = _flow().compile_for(req, index_id=index_id, jitify_mode=jitify)
     replay(log_stream, result.log)
     report(
         "hit" if result.hit else "compiled",
@@ -111,7 +102,7 @@ def build(
         f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
         f"{result.compile_seconds:.2f} s compile",
     )
-    return Code(target, result.code, dict(result.symbols))
+    return Code(req.target, result.code, dict(result.symbols))
 
 
 # Compiles a background warmup() is running in its worker processes: plan id (index.index_id of
@@ -133,9 +124,6 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
     """(arch, code) through the warm index: the key it recorded for these inputs, read from the
     store; None when the index does not know them (or the store lost the entry). ``names``:
     (source, source directory, file name), what NVRTC's replayed log calls the source."""
-    from ..key import index
-    from ..store import default_store
-
     t0 = time.perf_counter()
     found = index.lookup(iid)
     if found is None:
@@ -146,9 +134,6 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
         return None
     code, meta, layer = got
     if log_stream is not None and meta.get("log"):
-        from ..key import program_name
-        from ..store.entry import entry_log
-
         replay(log_stream, entry_log(meta, program_name(*names) if names else None))
     report(
         "hit",
@@ -163,8 +148,6 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
 def _note(build: _Build) -> None:
     """Write a build to the record when one is being written (recording.py; started by record()
     or CUPY_RAWCODE_RECORD, never imported here)."""
-    import sys
-
     rec = sys.modules.get(_RECORDING)
     if rec is not None and rec.recording():
         rec.note_build(build)
@@ -222,7 +205,7 @@ class _Build:
         keys those compiles apart, in the warm index too)."""
         if not self.jitify:
             return self.options
-        from ..compiler.jitify import jitify_options
+        from ..orchestrator.jitify import jitify_options  # light: a jitify=True warm hit needs it
 
         return jitify_options(self.options)
 
@@ -243,23 +226,19 @@ class _Build:
             if found is not None:
                 return found
             text, where = source or self.source()
+            names = self.name_expressions or ()
             if pending:
-                from ..key.index import index_id as plan_id
-
-                options = self.compile_options
-                _await_warmup(plan_id(text, options, arch, self.name_expressions or (), where))
-            code = build(
+                _await_warmup(index.index_id(text, self.compile_options, arch, names, where))
+            req = _flow().request(
                 text,
-                self.compile_options,
-                arch,
-                target,
-                self.name_expressions or (),
-                where,
-                log_stream,
-                index_id,
-                self.source_name,
-                self.jitify,
+                arch=arch,
+                options=self.compile_options,
+                name_expressions=names,
+                target=target,
+                source_dir=where,
+                source_name=self.source_name,
             )
+            code = build(req, log_stream=log_stream, index_id=index_id, jitify=self.jitify)
             self.compiled[arch] = code
             _note(self)
             return code
@@ -273,10 +252,8 @@ class _Build:
             if arch is not None:
                 return self.compiled[arch]
             source, where = self.source()
-            from ..key.index import index_id
-
             names = self.name_expressions or ()
-            iid = index_id(source, self.compile_options, f"cc{cc}", names, where)
+            iid = index.index_id(source, self.compile_options, f"cc{cc}", names, where)
             if pending:
                 _await_warmup(iid)
             hit = _indexed(iid, log_stream, (source, where, self.source_name))

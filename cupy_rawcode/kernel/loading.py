@@ -28,18 +28,27 @@ def device_module(build: _Build, log_stream=None):
 
 def _load_module(code: Code):
     """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
-    from cupy.cuda.function import Module
+    return load_bytes(code.data, code.symbols)
 
-    mod = Module()
-    mod.load(code.data)
-    if code.symbols:
-        mod._set_mapping(dict(code.symbols))
+
+def load_bytes(data: bytes, mapping: dict | None = None, module=None):
+    """The one module loader (the classes' and install()'s CuPy compiles): ``data`` loaded into
+    a new ``module`` (default: CuPy's Module), with ``mapping`` (name expression -> mangled
+    name) set when there is one."""
+    if module is None:
+        from cupy.cuda.function import Module  # CuPy: imported when a module loads
+
+        module = Module
+    mod = module()
+    mod.load(data)
+    if mapping:
+        mod._set_mapping(dict(mapping))
     return mod
 
 
 def _load_file(path: str):
     """Load a cubin, PTX or fatbin file into a CuPy Module on the current device."""
-    from cupy.cuda.function import Module
+    from cupy.cuda.function import Module  # CuPy: imported when a module loads
 
     mod = Module()
     mod.load_file(path)

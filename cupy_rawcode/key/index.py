@@ -23,7 +23,7 @@ import sys
 from ..ground import VERSION, config
 from ..ground.digest import digest_fields
 from ..ground.stamps import StampedRecord, merge, stamp, take
-from ..store.layout import owned
+from ..store.layout import cache_location, owned
 from . import SCHEMA as KEY_SCHEMA
 from . import strip_field
 
@@ -80,7 +80,7 @@ _memo = _RECORD.memo  # entry path -> its data, in this process (stamps still ch
 
 def lookup(iid: str) -> Found | None:
     """The key and target recorded for these inputs while every stamp still holds, else None."""
-    loaded = _RECORD.load(config.cache_dir(), iid)
+    loaded = _RECORD.load(cache_location().path, iid)
     if loaded is None:
         return None
     data = loaded[0]
@@ -113,4 +113,4 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
     }
     from ..store.sizebound import publish  # not imported on a hit
 
-    _RECORD.save(config.cache_dir(), iid, fields, publish)
+    _RECORD.save(cache_location().path, iid, fields, publish)

@@ -17,11 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ..ground import config
 from ..ground.digest import digest_fields
 from ..ground.stamps import StampedRecord, absent, take
 from ..headers.standard import Floor
-from ..store.layout import owned
+from ..store.layout import cache_location, owned
 from . import closure_digest
 
 SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
@@ -56,7 +55,7 @@ _memo = _RECORD.memo  # manifest path -> its data, in this process (stamps still
 
 
 def _path(mid: str) -> Path:
-    return _RECORD.path(config.cache_dir(), mid)
+    return _RECORD.path(cache_location().path, mid)
 
 
 def _is_floor(value) -> bool:
@@ -89,7 +88,7 @@ class Facts(NamedTuple):
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
     """Forget a source's manifest, here and on disk: one of its files changed while a compile
     read them, so what it holds was never compiled (program.py stores nothing then)."""
-    _RECORD.discard(config.cache_dir(), manifest_id(source, ctx, pre_includes))
+    _RECORD.discard(cache_location().path, manifest_id(source, ctx, pre_includes))
 
 
 def _facts(data: dict, values) -> Facts:
@@ -105,7 +104,7 @@ def _facts(data: dict, values) -> Facts:
 
 def lookup(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> Facts | None:
     """The closure's Facts when a valid manifest knows it, else None."""
-    loaded = _RECORD.load(config.cache_dir(), manifest_id(source, ctx, pre_includes))
+    loaded = _RECORD.load(cache_location().path, manifest_id(source, ctx, pre_includes))
     return None if loaded is None else _facts(*loaded)
 
 
@@ -142,5 +141,5 @@ def closure_digests(
     }
     from ..store.sizebound import publish  # not imported on a hit
 
-    data = _RECORD.save(config.cache_dir(), mid, fields, publish)
+    data = _RECORD.save(cache_location().path, mid, fields, publish)
     return _facts(data, values), closure

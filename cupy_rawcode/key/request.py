@@ -4,6 +4,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
+from ..ground import config
 from ..ground.digest import digest_fields
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from ..ground.inputs import check_source, strip_bom
@@ -11,8 +12,10 @@ from ..ground.inputs import name_expressions as checked_names
 from ..ground.stamps import take
 from ..headers.filename import line_info
 from ..headers.options import Options, normalize_arch, parse_options, wants_rdc, with_cupy_defaults
+from ..headers.search import make_context
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
 from ..toolkit import jitify_names
+from ..toolkit.record import toolchain
 from ..toolkit.specializable import macros as specializable_macros
 from . import LINK_RULES, closure_digest, key_fields, program_name, strip_field
 from .manifest import NOT_LOOKED_UP, Facts, closure_digests
@@ -77,8 +80,6 @@ def make_request(
     names = checked_names(name_expressions)
     if target not in TARGETS:
         raise RawcodeValueError(f"target={target!r}: expected one of {TARGETS}")
-    from ..toolkit.record import toolchain
-
     tc = toolchain(header_sources)
     arch = normalize_arch(arch, opts, tc.supported_archs, tc.nvrtc_version_str)
     if target == "cubin" and not arch.startswith("sm_"):
@@ -100,8 +101,6 @@ def make_request(
 
 def context(req: Request):
     """The search context (options + toolchain directories): cheap, no header is read."""
-    from ..headers.search import make_context
-
     return make_context(req.options, source_dir=req.source_dir, header_sources=req.header_sources)
 
 
@@ -171,8 +170,6 @@ def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:
     the asked one is older (standard.py; one warning per process; not with
     CUPY_RAWCODE_RAISE_STD=0), and with the shims' own std templates for those the sources
     specialize (toolkit/specializable.py)."""
-    from ..ground import config
-
     opts = req.options
     used = effective_std(opts.std, floor, config.raise_std())
     if used != opts.std:
@@ -193,7 +190,7 @@ def request_closure(req: Request, *, exact: bool = False):
     that its header count is the one a compile reports (Keyed.count): fast mode (what the key
     covers) or exact mode (what NVRTC reads for ``req.arch``). Nothing is raised for a missing
     header in fast mode (Closure.raise_for_missing does)."""
-    from ..headers.closure import MAIN, Closure
+    from ..headers.closure import MAIN, Closure  # the resolver: not on a manifest hit's path
 
     ctx = context(req)
     if req.is_ptx:
@@ -205,35 +202,16 @@ def request_closure(req: Request, *, exact: bool = False):
         return resolve_exact(
             req.source, ctx, arch=req.arch, pre_includes=req.pre_includes, main_name=name
         )
-    from ..headers.fast import resolve_fast
+    from ..headers.fast import resolve_fast  # the resolver: not on a manifest hit's path
 
     return resolve_fast(req.source, ctx, req.pre_includes, name)
 
 
-def cache_key(
-    source: str,
-    *,
-    arch,
-    options=(),
-    name_expressions=(),
-    target: str = "cubin",
-    source_dir: str | None = None,
-    header_sources=None,
-    source_name: str | None = None,
-) -> str:
+def cache_key(source: str, **fields: Any) -> str:
     """The cache key of a compile, as a hex string: equal under relocated header roots,
-    different when any byte of the source or any closure header changes."""
-    req = make_request(
-        source,
-        arch=arch,
-        options=options,
-        name_expressions=name_expressions,
-        target=target,
-        source_dir=source_dir,
-        header_sources=header_sources,
-        source_name=source_name,
-    )
-    return compute_key(req).key
+    different when any byte of the source or any closure header changes. ``fields``:
+    make_request's keywords (``arch`` required)."""
+    return compute_key(make_request(source, **fields)).key
 
 
 def link_field(passthrough) -> tuple[str, str]:

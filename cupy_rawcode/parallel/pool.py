@@ -19,6 +19,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from ..store import default_store
 from .task import Outcome, Task
 
 _OWN_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {}
@@ -66,8 +67,6 @@ def _hello() -> dict:
     """What a worker needs to compile as this process would: its module path, and the cache
     directory of this process's store (set_store's, or the environment's)."""
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
-    from ..store import default_store
-
     disk = default_store().level("disk")
     if disk is not None:
         hello["cache_dir"] = str(disk.root)

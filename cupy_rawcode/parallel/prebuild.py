@@ -20,7 +20,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..ground.confine import confine, confine_options
 from ..ground.errors import RawcodeError, RawcodeRuntimeError, RawcodeValueError
+from ..ground.regular import read_text
+from ..ground.schema import loads, manifest_entry
+from ..hook import recording
+from ..orchestrator.jitify import jitify_options, jitify_source
+from . import pool, sizing
+from .task import Task, run_task
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class Job:
     options: tuple[str, ...] = ()
     name_expressions: tuple[str, ...] = ()
     source_name: str | None = None  # the file's name in source_dir (what diagnostics call it)
-    jitify: bool = False  # compiled as Jitify did (jitify_compat.py)
+    jitify: bool = False  # compiled as Jitify did (orchestrator/jitify.py)
     cupy: tuple | None = None  # a compile CuPy makes: (extra_source marker, cooperative)
     target: str = "cubin"  # a recorded compile() call's own target
 
@@ -55,8 +62,6 @@ def _read(path: str) -> str:
     """A source or manifest file's text, with universal newlines as ``open`` gives it; never
     reads a FIFO, which would block (regular.py). OSError propagates; bytes that are not UTF-8
     are a ManifestError. A NUL is left to the compile, which fails that kernel alone."""
-    from ..ground.regular import read_text
-
     try:
         return read_text(path)
     except UnicodeDecodeError as e:
@@ -82,9 +87,6 @@ def jobs_for(
 def _manifest_jobs(
     path: str, archs: list[str], options: tuple[str, ...], roots: Sequence[str]
 ) -> list[Job]:
-    from ..ground.confine import confine, confine_options
-    from ..ground.schema import loads, manifest_entry
-
     items = loads(_read(path), path)  # SchemaError (a ManifestError's ValueError) for bad JSON
     if not isinstance(items, list):
         raise ManifestError(f"{path}: a manifest is a list of kernels")
@@ -119,8 +121,6 @@ def record_jobs(path: str, archs: list[str], roots: Sequence[str] = ()) -> list[
     compiles it (its options assembled by this machine's CuPy), a jitify one as install()
     compiles it, a "raw" one as our RawKernel/RawModule do. Its paths stay inside the record's
     directory or ``roots`` (confine.py)."""
-    from ..hook import recording
-
     try:
         entries = recording.read(path, roots)
     except ValueError as err:
@@ -150,8 +150,6 @@ def _cupy_job(label: str, e: dict, names: tuple[str, ...]) -> Job:
     if e.get("cupy_options"):
         options = tuple(core.assemble_cupy_compiler_options(options))
     if e.get("jitify"):  # as install() compiles a jitify=True call
-        from ..compiler.jitify import jitify_options, jitify_source
-
         return Job(
             label, jitify_source(e["source"]), None, "", jitify_options(options), names,
             jitify=True,
@@ -168,8 +166,6 @@ def _replace(job: Job, **changes) -> Job:
 
 def task_for(job: Job):
     """The pool task of a job (pool.py: the same worker processes warmup() uses)."""
-    from .task import Task
-
     return Task(
         job.source,
         job.options,
@@ -187,8 +183,6 @@ def task_for(job: Job):
 
 def run_job(job: Job) -> Outcome:
     """Compile one job through the default store, in this process."""
-    from .task import run_task
-
     return _outcome(job, run_task(task_for(job)))
 
 
@@ -261,8 +255,6 @@ def prebuild(jobs: list[Job], workers: int | None = None, stream=None) -> list[O
     """Run every job, showing progress on ``stream``: in this process for one worker or one
     job, else in worker processes (pool.py; ``workers`` None: CUPY_RAWCODE_WORKERS, else what
     the machine can take)."""
-    from . import pool, sizing
-
     stream = sys.stderr if stream is None else stream
     workers = sizing.resolve_workers(workers, len(jobs))
     if workers <= 1 or len(jobs) <= 1:

@@ -5,7 +5,7 @@ replace the package's ``warmup`` function by the module.)
 An application that defines 20-40 kernels compiles each at its first launch, one after another
 (NVRTC does one compile at a time per process). warmup() hands every kernel the cache does not
 hold to a pool of worker processes (pool.py), which compile exactly what a first launch would
-(compiler.program.compile_for) and put it in the cache directory and the warm index.
+(orchestrator.flow.compile_for) and put it in the cache directory and the warm index.
 
 Failures are not cached: the first launch of a kernel that failed compiles it again in-process
 and raises exactly the error it would have raised without warmup().
@@ -21,8 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ground.config import check_workers
 from ..ground.errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
+from ..hook import compiles as cupy_compiles
+from ..kernel import RawKernel, RawModule, building
+from ..kernel.building import _arch_target, _compute_capability, _device_target
+from ..key import index
+from ..store import default_store
+from ..store.entry import decode
 from . import pool, sizing
+from .prebuild import ManifestError, record_jobs, task_for
 from .task import Outcome, Task
 
 
@@ -108,8 +116,6 @@ class Warmup:
 def _builds(kernels) -> list[tuple[Any, str, Any]]:
     """(kernel as given, label, kernel.building._Build) for each argument; a tuple is
     (source[, options[, name_expressions]]) and becomes a RawModule."""
-    from ..kernel import RawKernel, RawModule
-
     out: list[tuple[Any, str, Any]] = []
     for i, k in enumerate(kernels):
         if isinstance(k, RawKernel):
@@ -141,8 +147,6 @@ def _builds(kernels) -> list[tuple[Any, str, Any]]:
 def _archs(arch) -> list[tuple[str, int | None]]:
     """[(label, compute capability or None)]: the current device's when ``arch`` is None, else
     each explicit architecture (normalized, so a bad one fails here, naming it)."""
-    from ..kernel.building import _arch_target, _compute_capability
-
     if arch is None:
         cc = _compute_capability()
         return [(f"cc{cc}", cc)]
@@ -157,10 +161,6 @@ def _archs(arch) -> list[tuple[str, int | None]]:
 
 def _in_cache(plan_id: str) -> bool:
     """Whether the warm index knows these inputs and the store holds a valid entry for them."""
-    from ..key import index
-    from ..store import default_store
-    from ..store.entry import decode
-
     found = index.lookup(plan_id)
     if found is None:
         return False
@@ -171,9 +171,6 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, T
     """(cached, failed, [(item, task)]): what warmup() has to compile. A kernel already compiled
     in this process or found through the warm index is cached; one whose source cannot be read
     has failed; the rest become worker tasks, one per distinct (inputs, arch)."""
-    from ..kernel.building import _arch_target
-    from ..key.index import index_id
-
     cached, failed, todo, seen = [], [], [], set()
     archs = _archs(arch)
     for k, label, b in _builds(kernels):
@@ -190,7 +187,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, T
                 continue
             args = b.compile_options
             names = b.name_expressions or ()
-            pid = index_id(source, args, arch_label, names, where)
+            pid = index.index_id(source, args, arch_label, names, where)
             if pid in seen or _in_cache(pid):
                 cached.append(item)
                 continue
@@ -222,11 +219,7 @@ def record_plan(
     """plan() for a record: (cached, failed, [(item, task)]), one item per entry and arch (the
     current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's); its paths
     stay inside its directory or ``roots`` (confine.py)."""
-    from .prebuild import ManifestError, record_jobs, task_for
-
     if arch is None:
-        from ..kernel.building import _device_target
-
         archs = [_device_target(None)[0]]
     else:
         archs = [a for a, _ in _archs(arch)]
@@ -237,21 +230,15 @@ def record_plan(
     cached, todo = [], []
     for job in jobs:
         if job.cupy is not None:
-            from ..hook import compiles as cupy_compiles
-
             if arch is None:
                 from cupy.cuda import compiler
 
                 job = dataclasses.replace(job, arch=f"sm_{compiler._get_arch()}")
-            if cupy_compiles.cached(cupy_compiles.call_for(*_cupy_args(job))):
+            if cupy_compiles.cached(cupy_compiles.call_for(job)):
                 cached.append(Item(path, job.label, job.arch))
                 continue
         todo.append((Item(path, job.label, job.arch), task_for(job)))
     return cached, [], todo
-
-
-def _cupy_args(job) -> tuple:
-    return (job.source, job.options, job.arch, job.name_expressions, *job.cupy)
 
 
 def _roots(root) -> list[str]:
@@ -274,8 +261,6 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""
     if workers is not None:
-        from ..ground.config import check_workers
-
         check_workers("workers", workers)
     t0 = time.perf_counter()
     records = [k for k in kernels if isinstance(k, (str, os.PathLike))]
@@ -283,11 +268,9 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     for path in records:
         more = record_plan(os.fspath(path), arch, _roots(root))
         cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
-    from ..kernel.building import pending
-
     events = {}
     for _, task in todo:
-        events[task.index_id] = pending.setdefault(task.index_id, threading.Event())
+        events[task.index_id] = building.pending.setdefault(task.index_id, threading.Event())
 
     def run() -> Summary:
         summary = Summary(cached=cached, failed=failed)
@@ -321,10 +304,8 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
 
 def _release(plan_id: str | None, events: dict) -> None:
     """The compile of ``plan_id`` has ended: wake launches waiting for it."""
-    from ..kernel.building import pending
-
     event = events.pop(plan_id, None)
     if event is not None:
         event.set()
-        if pending.get(plan_id) is event:
-            del pending[plan_id]
+        if building.pending.get(plan_id) is event:
+            del building.pending[plan_id]

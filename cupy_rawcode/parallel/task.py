@@ -11,6 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..headers.options import parse_options
+from ..hook.compiles import call_for, compile_ahead
+from ..orchestrator import flow
+from ..store import default_store
+
 
 @dataclass(frozen=True)
 class Task:
@@ -18,8 +23,8 @@ class Task:
     from the arch) or ``device`` (a compute capability: the worker chooses arch and target as a
     launch on that device does). ``options`` as the kernel holds them; ``index_id``: record the
     key in the warm index under this id; ``source_name``: the .cu file's name, for messages;
-    ``jitify``: compile as Jitify did (jitify_compat.compile_as_jitify); ``cupy``: a compile
-    CuPy makes, compiled by CuPy into the store (cupy_compiles.compile_ahead), as
+    ``jitify``: compile as Jitify did (orchestrator/jitify.py); ``cupy``: a compile
+    CuPy makes, compiled by CuPy into the store (hook/compiles.compile_ahead), as
     (extra_source: "cupy" for CuPy's header text or the text itself, cooperative)."""
 
     source: str
@@ -103,30 +108,21 @@ def run_task(task: Task) -> Outcome:
     if task.cupy is not None:
         return _run_cupy(task, t0)
     try:
-        from ..compiler.program import compile_parsed
-        from ..kernel.building import _arch_target, _device_target
-        from ..kernel.checks import parse_options
-
-        opts = parse_options(task.options)
         if task.device is not None:
-            arch, target = _device_target(opts.arch, task.device)
+            arch, target = flow.device_target(parse_options(task.options).arch, task.device)
         else:
             assert task.arch is not None  # a task names a device or an arch
-            arch, target = task.arch, task.target or _arch_target(task.arch)[1]
-        if task.jitify:
-            from ..compiler.jitify import compile_as_jitify as compile_with
-        else:
-            compile_with = compile_parsed
-        req, result = compile_with(
+            arch, target = task.arch, task.target or flow.arch_target(task.arch)[1]
+        req = flow.request(
             task.source,
-            task.options,
-            arch,
-            target,
-            task.name_expressions,
-            task.source_dir,
-            task.index_id,
-            task.source_name,
+            arch=arch,
+            options=task.options,
+            name_expressions=task.name_expressions,
+            target=target,
+            source_dir=task.source_dir,
+            source_name=task.source_name,
         )
+        req, result = flow.compile_for(req, index_id=task.index_id, jitify_mode=task.jitify)
         seconds = time.perf_counter() - t0
         return Outcome(result.key, result.hit, req.arch, req.target, seconds, stored=_kept(result))
     except Exception as e:
@@ -139,19 +135,14 @@ def _kept(result) -> bool:
 
 
 def _kept_key(key: str) -> bool:
-    from ..store import default_store
-
     return default_store().kept(key)
 
 
 def _run_cupy(task: Task, t0: float) -> Outcome:
     """A compile CuPy makes, compiled by CuPy into the store for task.arch (no GPU needed)."""
     try:
-        from ..hook.compiles import call_for, compile_ahead
-
         assert task.arch is not None and task.cupy is not None  # record jobs name an arch
-        call = call_for(task.source, task.options, task.arch, task.name_expressions, *task.cupy)
-        key, hit = compile_ahead(call)
+        key, hit = compile_ahead(call_for(task))
         seconds = time.perf_counter() - t0
         return Outcome(key, hit, task.arch, "cubin", seconds, stored=hit or _kept_key(key))
     except Exception as e:

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 
+from ..store import make_store, set_store
 from .task import Task, run_task
 
 
@@ -48,8 +49,6 @@ def main() -> None:
     hello = json.loads(lines.get())
     sys.path[:] = hello.get("sys_path") or sys.path
     if hello.get("cache_dir"):
-        from ..store import make_store, set_store
-
         set_store(make_store(hello["cache_dir"], max_size=hello.get("max_size")))
     while True:
         message = json.loads(lines.get())

@@ -87,12 +87,25 @@ def counts_of(value) -> dict[str, int]:
     return out
 
 
+def _by_name(mapping) -> dict:
+    """Level name -> counts from a mapping of them, or from ``Levels.stats()``'s plain data
+    (``{"levels": [{"level": name, "hits": ...}, ...]}``)."""
+    rows = mapping.get("levels") if isinstance(mapping, dict) else None
+    if isinstance(rows, list):
+        return {
+            str(r["level"]): r
+            for r in rows
+            if isinstance(r, dict) and isinstance(r.get("level"), str)
+        }
+    return mapping or {}
+
+
 def merge_levels(*mappings) -> dict[str, dict[str, int]]:
-    """Level name -> counts (every FIELDS), summed over ``mappings`` of level name -> counts (a
-    dict or wrappers.Counts): the persisted counts, this process's tallies, a Levels' own."""
+    """Level name -> counts (every FIELDS), summed over ``mappings``: each a mapping of level
+    name -> counts (a dict, or wrappers.Counts) or ``Levels.stats()``'s plain data."""
     out: dict[str, dict[str, int]] = {}
     for mapping in mappings:
-        for name, value in (mapping or {}).items():
+        for name, value in _by_name(mapping).items():
             row = out.setdefault(str(name), dict.fromkeys(FIELDS, 0))
             for field, n in counts_of(value).items():
                 row[field] += n

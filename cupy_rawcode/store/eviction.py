@@ -87,12 +87,14 @@ def _remove_tree(path: str, errors: list) -> bool:
         return False
 
 
-def _unlink_same(f: CacheFile):
-    """Unlink a name that is no regular file (a link: never its target) unless it was replaced
-    since it was counted: None when removed, _BUSY when kept, or the OSError."""
+def _unlink_same(f: CacheFile, fd: int | None = None):
+    """Unlink the name (a link: never its target) unless it was replaced since it was counted:
+    its inode, or that of ``fd`` (the file as opened), is no longer the counted one. None when
+    removed, _BUSY when kept, or the OSError."""
     try:
-        if os.lstat(f.path).st_ino != f.inode:
-            return _BUSY
+        opened_other = fd is not None and os.fstat(fd).st_ino != f.inode
+        if opened_other or os.lstat(f.path).st_ino != f.inode:
+            return _BUSY  # replaced since it was counted: the new file is fresh
         os.unlink(f.path)
         return None
     except FileNotFoundError:
@@ -123,15 +125,7 @@ def remove(f: CacheFile, wait: bool = False):
                 fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except OSError:
                 return _BUSY  # being read: keep it
-        try:
-            if os.fstat(fd).st_ino != f.inode or os.stat(f.path).st_ino != f.inode:
-                return _BUSY  # replaced since it was counted: the new file is fresh
-            os.unlink(f.path)
-            return None
-        except FileNotFoundError:
-            return _BUSY
-        except OSError as e:
-            return e
+        return _unlink_same(f, fd)
     finally:
         os.close(fd)
 

@@ -17,9 +17,10 @@ import functools
 import os
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from ..ground import config
-from ..ground.errors import RawcodeError
+from ..ground.errors import RawcodeError, RawcodeValueError
 
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
@@ -40,6 +41,25 @@ _FILE = {  # a kind's file names
 }
 
 
+class CacheLocation(NamedTuple):
+    """Where the cache lives and the configured bound on its whole size in bytes (0: none):
+    resolved from configuration in one place (cache_location) and used as one value."""
+
+    path: Path
+    max_size: int
+
+
+def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:
+    """The cache: ``path`` when given (a ``cache_dir=`` argument, as given), else config's
+    cache_dir() (the running compile's directory, else CUPY_RAWCODE_CACHE_DIR, else
+    $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode); bounded by
+    CUPY_RAWCODE_CACHE_MAX_SIZE. An empty path names no directory: RawcodeValueError."""
+    if path is not None and not os.fspath(path):
+        raise RawcodeValueError(f"cache_dir={path!r} names no directory (an empty path)")
+    root = config.cache_dir() if path is None else Path(os.fspath(path))
+    return CacheLocation(root, config.cache_max_size())
+
+
 # cache directory -> the bound given in code (make_store's max_size); directory.py and
 # sizebound.py ask bound()
 _bounds: dict[str, int] = {}
@@ -53,10 +73,10 @@ def set_bound(root, max_bytes: int) -> None:
 
 def bound(root) -> int | None:
     """The size bound of the cache directory ``root`` in bytes, None for no bound: what
-    set_bound gave it, else CUPY_RAWCODE_CACHE_MAX_SIZE."""
+    set_bound gave it, else its location's configured one (CUPY_RAWCODE_CACHE_MAX_SIZE)."""
     given = _bounds.get(str(root))
     if given is None:
-        given = config.cache_max_size()
+        given = cache_location(root).max_size
     return given or None
 
 

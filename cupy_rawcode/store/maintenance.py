@@ -11,10 +11,10 @@ from ..ground.errors import RawcodeValueError
 
 def disk():
     """The configured cache directory's store."""
-    from ..ground import config
     from .directory import DirectoryStore
+    from .layout import cache_location
 
-    return DirectoryStore(config.cache_dir())
+    return DirectoryStore(cache_location().path)
 
 
 def prune_bound(disk, max_size: str | None) -> int | None:

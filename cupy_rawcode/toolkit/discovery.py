@@ -137,9 +137,10 @@ def _cupy_cccl_dirs() -> list[str]:
     return [str(d) for d in dirs if d.is_dir()] if (base / "cub").is_dir() else []
 
 
-def bundled_headers_dir() -> Path:
-    """Where NVRTC's bundled headers are extracted: one directory per NVRTC version."""
-    return config.cache_dir() / "nvrtc-headers" / ("%d.%d" % nvrtc_version())
+def bundled_headers_dir(cache: Path) -> Path:
+    """Where NVRTC's bundled headers are extracted in the cache directory ``cache``: one
+    directory per NVRTC version."""
+    return cache / "nvrtc-headers" / ("%d.%d" % nvrtc_version())
 
 
 def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
@@ -152,11 +153,12 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
     install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
     if install is None:  # cuda-bindings older than the NVRTC it loads
         return {}
-    from ..store.layout import claim
+    from ..store.layout import cache_location, claim
 
-    target = bundled_headers_dir()
+    cache = cache_location().path
+    target = bundled_headers_dir(cache)
     try:
-        if not claim(config.cache_dir()):  # not a cache (layout.py): headers not extracted
+        if not claim(cache):  # not a cache (layout.py): headers not extracted
             return {}
     except OSError:
         return {}

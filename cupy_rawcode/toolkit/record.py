@@ -23,7 +23,7 @@ from pathlib import Path
 from ..ground import config
 from ..ground.digest import digest_fields
 from ..ground.stamps import StampedRecord, entries, stamp, take
-from ..store.layout import owned
+from ..store.layout import cache_location, owned
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 
 SCHEMA = "cupy-rawcode-toolchain-5"  # 2: CuPy's include root; 3: the curand and crt roots;
@@ -60,7 +60,7 @@ def _record_id(sources: tuple[str, ...]) -> str:
 
 def record_path(sources: tuple[str, ...]) -> Path:
     """Where the record of one search policy in this Python environment lives."""
-    return _RECORD.path(config.cache_dir(), _record_id(sources))
+    return _RECORD.path(cache_location().path, _record_id(sources))
 
 
 def watched_paths(tc) -> list[str]:
@@ -95,13 +95,13 @@ def save(tc) -> tuple:
     }
     from ..store.sizebound import publish  # not imported on a hit
 
-    _RECORD.save(config.cache_dir(), _record_id(tc.sources), fields, publish)
+    _RECORD.save(cache_location().path, _record_id(tc.sources), fields, publish)
     return entries(rec, values)
 
 
 def load(sources: tuple[str, ...]):
     """The recorded Toolchain when its record exists and every stamp still matches, else None."""
-    loaded = _RECORD.load(config.cache_dir(), _record_id(sources))
+    loaded = _RECORD.load(cache_location().path, _record_id(sources))
     if loaded is None:
         return None
     data, values = loaded

@@ -87,17 +87,15 @@ _CSTDIO_EXTRA = "namespace std { using ::printf; }\n"
 _CTIME_EXTRA = "namespace std { using ::clock; using ::clock_t; }\n"
 _CSTRING_EXTRA = "namespace std { using ::memcpy; using ::memset; }\n"
 
+# headers whose shim is libcudacxx's header of the same name and nothing more
+_SAME_NAME = (
+    "type_traits limits utility tuple array complex functional iterator initializer_list "
+    "numeric bit span optional variant ratio atomic chrono bitset concepts expected mdspan "
+    "source_location barrier latch semaphore cstdint cstddef climits cassert cstdlib"
+).split()
+
 SUPPORTED: dict[str, Shim] = {
-    "type_traits": Shim(("type_traits",)),
-    "limits": Shim(("limits",)),
-    "utility": Shim(("utility",)),
-    "tuple": Shim(("tuple",)),
-    "array": Shim(("array",)),
-    "complex": Shim(("complex",)),
-    "functional": Shim(("functional",)),
-    "iterator": Shim(("iterator",)),
-    "initializer_list": Shim(("initializer_list",)),
-    "numeric": Shim(("numeric",)),
+    **{name: Shim((name,)) for name in _SAME_NAME},
     "memory": Shim(("memory",), note="addressof, pointer_traits, ...; no owning pointers"),
     "new": Shim((), ("__new/launder.h",), note="placement new is built in"),
     "algorithm": Shim(
@@ -105,30 +103,10 @@ SUPPORTED: dict[str, Shim] = {
         tuple(f"__algorithm/{a}.h" for a in _ALGORITHMS),
         note="the non-allocating algorithms libcudacxx has (min, max, clamp, ...)",
     ),
-    "bit": Shim(("bit",)),
-    "span": Shim(("span",)),
-    "optional": Shim(("optional",)),
-    "variant": Shim(("variant",)),
-    "ratio": Shim(("ratio",)),
-    "atomic": Shim(("atomic",)),
-    "chrono": Shim(("chrono",)),
-    "bitset": Shim(("bitset",)),
-    "concepts": Shim(("concepts",)),
-    "expected": Shim(("expected",)),
-    "mdspan": Shim(("mdspan",)),
-    "source_location": Shim(("source_location",)),
-    "barrier": Shim(("barrier",)),
-    "latch": Shim(("latch",)),
-    "semaphore": Shim(("semaphore",)),
     "numbers": Shim(("numbers",), note="CCCL >= 3.1"),
     "string_view": Shim(("string_view",), note="CCCL >= 3.1"),
-    "cstdint": Shim(("cstdint",)),
-    "cstddef": Shim(("cstddef",)),
-    "climits": Shim(("climits",)),
     "cfloat": Shim(("cfloat",), extra=_FLOAT_EXTRA),
     "cmath": Shim(("cmath",), extra=_MATH_EXTRA, note="gaps filled from NVRTC's built-in math"),
-    "cassert": Shim(("cassert",)),
-    "cstdlib": Shim(("cstdlib",)),
     "cstring": Shim((), ("cstring",), extra=_CSTRING_EXTRA),
     "cstdio": Shim((), extra=_CSTDIO_EXTRA, note="printf only (device printf is built in)"),
     "ctime": Shim(("ctime",), extra=_CTIME_EXTRA, note="clock"),
@@ -178,6 +156,17 @@ _THROW_ADVICE = "device code cannot throw: use assert (<cassert>) or return an e
 _STREAM_CLASSES = ("ios", "streambuf", "istream", "ostream", "iostream")
 _STRING_CLASSES = ("stringbuf", "istringstream", "ostringstream", "stringstream")
 _FILE_CLASSES = ("filebuf", "ifstream", "ofstream", "fstream")
+_STDEXCEPT_CLASSES = (
+    "logic_error",
+    "domain_error",
+    "invalid_argument",
+    "length_error",
+    "out_of_range",
+    "runtime_error",
+    "range_error",
+    "overflow_error",
+    "underflow_error",
+)
 _IOSFWD = (
     "class ios_base;\n"
     + "".join(
@@ -335,31 +324,8 @@ STUBS: dict[str, Stub] = {
     ),
     "stdexcept": Stub(
         _THROW_ADVICE,
-        "".join(
-            f"class {c};\n"
-            for c in (
-                "logic_error",
-                "domain_error",
-                "invalid_argument",
-                "length_error",
-                "out_of_range",
-                "runtime_error",
-                "range_error",
-                "overflow_error",
-                "underflow_error",
-            )
-        ),
-        (
-            "logic_error",
-            "domain_error",
-            "invalid_argument",
-            "length_error",
-            "out_of_range",
-            "runtime_error",
-            "range_error",
-            "overflow_error",
-            "underflow_error",
-        ),
+        "".join(f"class {c};\n" for c in _STDEXCEPT_CLASSES),
+        _STDEXCEPT_CLASSES,
         ("exception",),
     ),
     "typeinfo": Stub(

@@ -1,4 +1,5 @@
-"""``jitify=True`` as Jitify compiled it, on the drop-in classes and under install() (hook.py).
+"""``jitify=True`` as Jitify compiled it, on the drop-in classes and under install(): what flow.py
+does differently for it.
 
 What Jitify did that a plain compile does not: an include in a header that matches no file is
 dropped with one warning (Jitify commented it out and compiled on), and errors are also
@@ -7,7 +8,10 @@ dropped with one warning (Jitify commented it out and compiled on), and errors a
 
 from __future__ import annotations
 
+import warnings
+
 from ..ground.errors import RawcodeWarning
+from ..ground.fsutil import process_header_dir
 
 
 class DroppedIncludeWarning(RawcodeWarning, UserWarning):
@@ -40,36 +44,6 @@ def jitify_options(options: tuple[str, ...]) -> tuple[str, ...]:
     return options + added
 
 
-def compile_as_jitify(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    target: str,
-    names: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-):
-    """program.compile_for as Jitify compiled: errors are JitifyException too, and an include in
-    a header that matches no file is dropped with one warning (_dropping). ``options``
-    as a tuple (jitify_options adds CuPy's marker); (request, result) as compile_for."""
-    from ..ground import errors
-    from ..headers.options import parse_options
-    from .program import compile_for
-
-    args = (arch, target, names, source_dir)
-    try:
-        try:
-            return compile_for(source, parse_options(options), *args, index_id, source_name)
-        except errors.MissingHeaderCompileError as e:
-            stubs = _dropping(e)
-            opts = parse_options(options + ("-isystem", stubs))
-            # no warm index entry: it would name a directory that lives as long as this process
-            return _annotated(e, lambda: compile_for(source, opts, *args, None, source_name))
-    except errors.CompileError as e:
-        raise errors.as_jitify(e) from None
-
-
 def dropped_message(missing) -> str:
     """One line per dropped include: its name as written and its include chain."""
     return "\n".join(
@@ -81,12 +55,10 @@ def spelled(m) -> str:
     return f"<{m.name}>" if m.angled else f'"{m.name}"'
 
 
-def _dropping(error) -> str:
+def dropping(error) -> str:
     """Jitify's leniency: the includes in headers that match no file, answered by empty headers
     in a directory searched after the user's (returned), after one warning naming them. A
     missing include in the source itself is the user's own mistake: ``error`` is raised."""
-    import warnings
-
     missing = tuple(error.missing)
     if not missing or any(_by_source(m) for m in missing):
         raise error
@@ -94,23 +66,19 @@ def _dropping(error) -> str:
         "cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
         + dropped_message(missing),
         DroppedIncludeWarning,
-        stacklevel=6,
+        stacklevel=7,
     )
     return _stub_dir(m.name for m in missing)
 
 
-def _annotated(error, compile_again):
-    """compile_again(); if NVRTC still fails, its error names the dropped includes first."""
-    try:
-        return compile_again()
-    except Exception as e:
-        if not hasattr(e, "_msg"):
-            raise
+def annotate(e: BaseException, error) -> None:
+    """A compile that failed after ``error``'s includes were dropped: its message (NVRTC's)
+    names the dropped includes first."""
+    if hasattr(e, "_msg"):
         e._msg = (
             "cupy-rawcode dropped include(s) that match no file, as Jitify did:\n"
             f"{dropped_message(error.missing)}\nand then NVRTC failed:\n{e._msg}"
         )
-        raise
 
 
 def _by_source(missing) -> bool:
@@ -121,7 +89,5 @@ def _by_source(missing) -> bool:
 
 def _stub_dir(names) -> str:
     """A directory of empty headers under the given names, for this process."""
-    from ..ground.fsutil import process_header_dir
-
     stub = "// cupy-rawcode: an include that matched no file (jitify=True leniency)\n"
     return process_header_dir(dict.fromkeys(names, stub), "cupy-rawcode-dropped-")

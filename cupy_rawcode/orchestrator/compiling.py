@@ -1,21 +1,23 @@
-"""Compile through the cache: request -> key -> store -> (on a miss) nvrtc.py -> ObjectCode."""
+"""Compile one normalized request through the cache: key -> store -> (on a miss) NVRTC, with the
+header scan overlapped with an early compile. flow.py calls it with the retry, index and record
+around it."""
 
 from __future__ import annotations
 
-import os
+import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+import warnings
 
-from ..ground import config
-from ..ground.errors import RawcodeRuntimeError, RawcodeWarning
+from ..compiler import early
+from ..compiler.early import Early
+from ..ground import config, errors  # errors' CuPy-based classes are built on first use
+from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarning
 from ..ground.stamps import changed_since, first_changed
-from ..key.request import Request, compute_key, context, make_request
+from ..key import manifest
+from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
-
-if TYPE_CHECKING:
-    from .early import Early
 
 
 class Result:
@@ -81,19 +83,22 @@ class Result:
     def object_code(self):
         """The ``cuda.core.ObjectCode`` (built on first use on a hit)."""
         if self._object_code is None:
-            from .nvrtc import cuda_core
-
-            ObjectCode = cuda_core().ObjectCode
+            ObjectCode = _nvrtc().cuda_core().ObjectCode
             mapping = {k: v.encode() for k, v in self.symbols.items()}
             self._object_code = _from_bytes(ObjectCode, self.target, self.code, mapping)
         return self._object_code
 
 
+def _nvrtc():
+    """compiler/nvrtc.py, imported when it is used: a cache hit never loads NVRTC's module."""
+    from ..compiler import nvrtc  # off a hit's path (tests/test_speed_paths.py)
+
+    return nvrtc
+
+
 def _nvrtc_compile(req: Request, ctx, dump: bool):
     """The compile itself (nvrtc.py: not imported on a cache hit): an nvrtc.Compiled."""
-    from .nvrtc import compile_program
-
-    return compile_program(req, ctx, dump)
+    return _nvrtc().compile_program(req, ctx, dump)
 
 
 _compile_locks: dict[str, threading.Lock] = {}
@@ -106,8 +111,6 @@ def _speculate(req: Request, ctx, dump: bool) -> Early | None:
     headers for the key overlaps the compile (NVRTC releases the GIL). One per request, on a
     daemon thread that never holds up the exit (early.py); None when early.AT_ONCE are
     running already (the caller then compiles after keying)."""
-    from . import early
-
     with _locks_guard:
         found = _in_flight.get(req)
         if found is None:
@@ -125,11 +128,7 @@ class HeaderChangedWarning(RawcodeWarning, UserWarning):
 def _not_cached(req: Request, ctx, path: str) -> None:
     """One warning naming the changed file, and the source's manifest forgotten: a compile whose
     closure changed under it stores nothing (no entry, manifest or warm-index record)."""
-    import warnings
-
-    from ..key.manifest import discard
-
-    discard(req.source, ctx, req.pre_includes)
+    manifest.discard(req.source, ctx, req.pre_includes)
     warnings.warn(
         f"cupy-rawcode: {path} changed while {req.program_name} compiled; the code is used "
         "but not cached (it may hold the new text, the key the old one)",
@@ -162,8 +161,6 @@ def compile_request(
             return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
-            import sys
-
             e.dump(sys.stderr)
         raise
 
@@ -177,10 +174,7 @@ def store_dir(store: Levels) -> str | None:
 
 def _missing_header(e, req: Request, ctx):
     """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
-    from ..ground import errors
-    from .nvrtc import nvrtc_flags
-
-    flags = nvrtc_flags(req, ctx)
+    flags = _nvrtc().nvrtc_flags(req, ctx)  # a failed key: NVRTC's flags for the message
     msg = e.args[0] if e.args else str(e)
     return errors.MissingHeaderCompileError(
         msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ())
@@ -188,13 +182,11 @@ def _missing_header(e, req: Request, ctx):
 
 
 def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
-    from ..key.manifest import lookup
-
     dump = config.dump_source() if dump is None else dump
     start_ns = time.time_ns()  # a closure file changed since may differ from what NVRTC read
     t0 = time.perf_counter()
     ctx = context(req)
-    known = None if req.is_ptx else lookup(req.source, ctx, req.pre_includes)
+    known = None if req.is_ptx else manifest.lookup(req.source, ctx, req.pre_includes)
     early = None
     if known is None and _worth_overlapping(req) and config.overlap():
         early = _speculate(req, ctx, dump)
@@ -202,8 +194,6 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
         keyed = compute_key(req, ctx, known)
     except BaseException as e:
         _forget(req, early)
-        from ..headers.closure import MissingHeaderError  # imported already when it raised one
-
         if isinstance(e, MissingHeaderError):
             raise _missing_header(e, req, ctx) from None
         raise
@@ -294,123 +284,3 @@ def _from_bytes(ObjectCode, target: str, code: bytes, mapping: dict):
         "ltoir": ObjectCode.from_ltoir,
     }[target]
     return make(code, symbol_mapping=mapping)
-
-
-def compile(
-    source: str,
-    *,
-    arch,
-    options=(),
-    name_expressions=(),
-    target: str = "cubin",
-    source_dir: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    dump: bool | None = None,
-    log_stream=None,
-):
-    """Compile CUDA C++ (or link PTX) to a ``cuda.core.ObjectCode`` through the cache.
-
-    ``cache_dir`` overrides CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE
-    (write the source and options of a failing compile to a file named in the error);
-    ``log_stream`` receives NVRTC's log (warnings), on a compile and replayed on a hit."""
-    with config.using_cache_dir(cache_dir):  # the toolchain record make_request may write
-        req = make_request(
-            source,
-            arch=arch,
-            options=options,
-            name_expressions=name_expressions,
-            target=target,
-            source_dir=source_dir,
-        )
-        store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
-        result = compile_request(req, store=store, dump=dump)
-    _note(source, options, name_expressions, target, source_dir)
-    if log_stream is not None and result.log:
-        log_stream.write(result.log)
-    return result.object_code
-
-
-def _note(source: str, options, name_expressions, target: str, source_dir) -> None:
-    """Write a compile() call to the record when one is being written (recording.py; started
-    by record() or CUPY_RAWCODE_RECORD, never imported here)."""
-    import sys
-
-    rec = sys.modules.get(__package__.rpartition(".")[0] + ".hook.recording")
-    if rec is not None and rec.recording():
-        rec.note_compile(source, options, name_expressions, target, source_dir)
-
-
-def compile_for(
-    source: str,
-    opts,
-    arch: str,
-    target: str,
-    name_expressions: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-):
-    """Compile through the cache as a first launch does: (request, program.Result). An -arch in
-    ``opts`` that differs from ``arch`` raises (options.normalize_arch); with ``index_id``, the
-    key goes in the warm index (index.py) for the next process. warmup()'s worker processes
-    call this too, so they fill the cache with exactly what a launch looks up."""
-    with config.using_cache_dir(store_dir(default_store())):
-        return _compile_for(
-            source, opts, arch, target, name_expressions, source_dir, index_id, source_name
-        )
-
-
-def _compile_for(
-    source: str,
-    opts,
-    arch: str,
-    target: str,
-    name_expressions: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None,
-    source_name: str | None,
-):
-    """compile_for's work, inside the cache directory of the store it compiles through."""
-    req = make_request(
-        source,
-        arch=arch,
-        options=opts,
-        name_expressions=name_expressions,
-        target=target,
-        source_dir=source_dir,
-        source_name=source_name,
-    )
-    try:
-        result = compile_request(req)
-    except Exception as e:  # a header that moved (relocated.py) is answered by its new name
-        from . import relocated
-
-        moved = relocated.forwarding_dir(getattr(e, "missing", ()))
-        if moved is None:
-            raise
-        opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (moved,))
-        req = req._replace(options=opts)
-        result = compile_request(req)
-        index_id = None  # the index would name a directory that lives as long as this process
-    if index_id is not None and result.trusted:
-        from ..key import index
-
-        index.save(index_id, result.key, req.arch, req.target, result.header_count, result.stamps)
-    return req, result
-
-
-def compile_parsed(
-    source: str,
-    options: tuple[str, ...],
-    arch: str,
-    target: str,
-    names: tuple[str, ...],
-    source_dir: str | None,
-    index_id: str | None = None,
-    source_name: str | None = None,
-):
-    """compile_for with the options as a tuple (as jitify_compat.compile_as_jitify takes them)."""
-    from ..headers.options import parse_options
-
-    opts = parse_options(options)
-    return compile_for(source, opts, arch, target, names, source_dir, index_id, source_name)

@@ -1,0 +1,123 @@
+"""The key of a compile CuPy makes itself (install(scope="all"), prebuild and warmup of a
+record): the source, CuPy's options with include directories as tags, the digest of every
+header NVRTC can reach through CuPy's directories (fast mode, of the source's directive lines),
+the arch and what CuPy brings (its version, payload format, NVRTC, debug flag: gathered by
+hook/compiles.py, passed in here as values)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from ..ground.digest import digest_fields
+from ..ground.stamps import first_changed
+from ..headers.options import parse_options
+from ..headers.search import make_context
+from . import key_fields
+from .manifest import closure_digests, discard
+
+KEY_KIND = "cupy-compile-1"  # change when the fields below change
+_DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
+_digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
+_contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
+# (directives, options) -> (closure digest, its files' stamps as stamps.take gave them)
+_closures: dict[tuple[str, tuple[str, ...]], tuple[str, tuple]] = {}
+
+
+def extra_digest(extra: str | None) -> str:
+    """SHA-256 of CuPy's header text (one 170 kB string, the same object every call)."""
+    if extra is None:
+        return ""
+    memo = _digests.get(id(extra))
+    if memo is not None and memo[0] is extra:
+        return memo[1]
+    digest = hashlib.sha256(extra.encode("utf-8", "surrogatepass")).hexdigest()
+    _digests[id(extra)] = (extra, digest)
+    return digest
+
+
+def cupy_fields(version: str, payload: str, nvrtc: str, debug: bool) -> list[tuple[str, str]]:
+    """The key fields of what CuPy itself brings to every compile."""
+    return [
+        ("kind", KEY_KIND),
+        ("cupy", version),
+        ("cupy_payload", payload),
+        ("cupy_nvrtc", nvrtc),
+        ("cupy_debug", "1" if debug else "0"),
+    ]
+
+
+def directives(source: str) -> str:
+    """The source's preprocessor lines (with their continuations): all that decides its header
+    closure in fast mode, which reads every branch (CuPy's kernels differ in their code and
+    share their includes)."""
+    return "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
+
+
+def _context(options: tuple[str, ...]):
+    """(Options, search context) of CuPy's options: its own -I and -isystem directories only,
+    no root of ours (CuPy does not search them). Memoized per options."""
+    found = _contexts.get(options)
+    if found is None:
+        opts = parse_options(options)
+        ctx = make_context(opts)
+        ctx = ctx._replace(dirs=tuple(d for d in ctx.dirs if d.origin == "user"))
+        found = _contexts[options] = (opts, ctx)
+    return found
+
+
+def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
+    """(Options, the closure digest) for a source: its directive lines resolved in fast mode,
+    once per process for each set of directives and options (a manifest, checked by stat,
+    answers in a new process). Within a process, headers are read once, as CuPy reads them."""
+    opts, ctx = _context(options)
+    skeleton = directives(source)
+    memo = (skeleton, options)
+    known = _closures.get(memo)
+    if known is None:
+        facts, _ = closure_digests(skeleton, ctx)
+        known = _closures[memo] = (facts.digest, facts.stamps)
+    return opts, known[0]
+
+
+def changed_header(source: str, options: tuple[str, ...]) -> str | None:
+    """A file of the closure whose stamp differs from the one its key was computed with
+    (stamps.first_changed), else None; then the closure is forgotten (here and its manifest), so
+    that the next key reads the files again. CuPy read its headers itself while compiling: what
+    it compiled may not be what the key covers."""
+    skeleton = directives(source)
+    known = _closures.get((skeleton, options))
+    if known is None:
+        return None
+    path = first_changed(known[1])
+    if path is not None:
+        del _closures[(skeleton, options)]
+        discard(skeleton, _context(options)[1])
+    return path
+
+
+def cupy_key(
+    source: str,
+    options: tuple[str, ...],
+    arch: str,
+    name_expressions: tuple[str, ...],
+    extra: list[tuple[str, str]],
+) -> str:
+    """The key of one CuPy compile for ``arch`` (CuPy's: '90'); ``extra``: cupy_fields and the
+    call's own (cooperative groups, extra source digest). Raises MissingHeaderError when a
+    header is missing."""
+    opts, digest = _closure(source, options)
+    fields = key_fields(
+        source=source,
+        option_fields=opts.key_fields(),
+        search_tags=[f"user{i}" for i in range(len(opts.include_dirs))]
+        + [f"isys{i}" for i in range(len(opts.isystem_dirs))],
+        nvrtc_version="cupy",  # CuPy's NVRTC, in the CuPy fields
+        arch=f"cc{arch}",
+        target="cubin",
+        name_expressions=name_expressions,
+        closure=digest,
+        extra=extra,
+    )
+    return digest_fields(fields)

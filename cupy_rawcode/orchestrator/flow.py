@@ -1,0 +1,145 @@
+"""The one orchestrator: request -> key -> store -> compile -> retry on a missing header -> warm
+index -> record. ``compile()``, the drop-in classes (kernel/building.py), prebuild and warmup
+(parallel/task.py) make one Request (key/request.make_request, one keyword signature) and
+compile it here; install()'s CuPy compiles go through payloads.py beside it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..compiler import relocated
+from ..ground import config, errors
+from ..headers.options import Options, normalize_arch
+from ..key import index
+from ..key.request import Request, make_request
+from ..store import Levels, default_store
+from ..toolkit.discovery import choose_arch
+from ..toolkit.record import supported_archs
+from . import jitify
+from .compiling import Result, compile_request, store_dir
+
+_RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported
+
+
+def request(source: str, **fields: Any) -> Request:
+    """make_request (``fields``: its keywords) in the directory of the store a compile goes
+    through, where the toolchain record it may write belongs."""
+    with config.using_cache_dir(store_dir(default_store())):
+        return make_request(source, **fields)
+
+
+def arch_target(arch: str) -> tuple[str, str]:
+    """(arch, target) for an explicit arch: 'cubin' for sm_XX, 'ptx' for compute_XX."""
+    a = normalize_arch(arch, Options())
+    return a, ("ptx" if a.startswith("compute_") else "cubin")
+
+
+def device_target(opts_arch: str | None, cc: int | None) -> tuple[str, str]:
+    """(arch, target) for a device of compute capability ``cc``, as a first launch chooses them;
+    an -arch in the options (``opts_arch``) wins, as in NVRTC."""
+    if opts_arch is not None:
+        return arch_target(opts_arch)
+    assert cc is not None  # the caller asks the device when the options name no arch
+    return choose_arch(cc, supported_archs())
+
+
+def compile_for(
+    req: Request,
+    *,
+    index_id: str | None = None,
+    jitify_mode: bool = False,
+    store: Levels | None = None,
+    dump: bool | None = None,
+) -> tuple[Request, Result]:
+    """Compile a request through the cache as a first launch does: (the request compiled,
+    compiling.Result). On a missing header, one retry path (_retrying). With ``index_id``, the
+    key goes in the warm index (index.py) for the next process, unless a retry answered a
+    header from a directory that lives as long as this process. ``jitify_mode``: as Jitify
+    compiled (jitify.py): includes in headers that match no file dropped, errors also
+    JitifyException. warmup()'s worker processes call this too, so they fill the cache with
+    exactly what a launch looks up."""
+    store = store if store is not None else default_store()
+    with config.using_cache_dir(store_dir(store)):
+        try:
+            req, result, retried = _retrying(req, store, dump, jitify_mode)
+        except Exception as e:
+            if jitify_mode and isinstance(e, errors.CompileError):
+                raise errors.as_jitify(e) from None
+            raise
+        if index_id is not None and not retried and result.trusted:
+            index.save(
+                index_id, result.key, req.arch, req.target, result.header_count, result.stamps
+            )
+    return req, result
+
+
+def _retrying(
+    req: Request, store: Levels, dump: bool | None, jitify_mode: bool
+) -> tuple[Request, Result, bool]:
+    """(request, result, whether it was retried): compile_request, and on a missing header
+    once more for each answer that applies: a header that moved is found by its new name
+    (relocated.py); with ``jitify_mode``, includes in headers that match no file are answered
+    by empty ones after a warning (jitify.py), and a failure after that names them first."""
+    tried: set[str] = set()  # the answers already looked for
+    dropped = None  # the error whose includes were dropped
+    retried = False
+    while True:
+        try:
+            return req, compile_request(req, store=store, dump=dump), retried
+        except Exception as e:
+            missing = getattr(e, "missing", ())
+            extra = None
+            if "moved" not in tried:
+                tried.add("moved")
+                extra = relocated.forwarding_dir(missing)
+            if extra is None and jitify_mode and "dropped" not in tried and missing:
+                if isinstance(e, errors.MissingHeaderCompileError):
+                    tried.add("dropped")
+                    extra, dropped = jitify.dropping(e), e  # raises e for the source's own
+            if extra is None:
+                if dropped is not None:
+                    jitify.annotate(e, dropped)
+                raise
+        opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (extra,))
+        req, retried = req._replace(options=opts), True
+
+
+def compile(
+    source: str,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    dump: bool | None = None,
+    log_stream=None,
+    **fields: Any,
+):
+    """Compile CUDA C++ (or link PTX) to a ``cuda.core.ObjectCode`` through the cache.
+
+    ``fields``: the request's keywords (key/request.make_request: ``arch`` (required),
+    ``options``, ``name_expressions``, ``target``, ``source_dir``). ``cache_dir`` overrides
+    CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE (write the source and
+    options of a failing compile to a file named in the error); ``log_stream`` receives NVRTC's
+    log (warnings), on a compile and replayed on a hit."""
+    with config.using_cache_dir(cache_dir):  # the toolchain record make_request may write
+        req = make_request(source, **fields)
+        store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
+        _, result = compile_for(req, store=store, dump=dump)
+    _note(source, fields)
+    if log_stream is not None and result.log:
+        log_stream.write(result.log)
+    return result.object_code
+
+
+def _note(source: str, fields: dict) -> None:
+    """Write a compile() call to the record when one is being written (recording.py; started
+    by record() or CUPY_RAWCODE_RECORD, never imported here)."""
+    rec = sys.modules.get(_RECORDING)
+    if rec is not None and rec.recording():
+        rec.note_compile(
+            source,
+            fields.get("options", ()),
+            fields.get("name_expressions", ()),
+            fields.get("target", "cubin"),
+            fields.get("source_dir"),
+        )

@@ -1,0 +1,87 @@
+"""The orchestrator (orchestrator/flow.py): every entry point compiles through flow.compile_for
+with one Request, and a missing header has one retry path (CPU: NVRTC needs no GPU)."""
+
+import warnings
+
+import pytest
+
+import cupy_rawcode
+from cupy_rawcode.compiler.relocated import RelocatedIncludeWarning
+from cupy_rawcode.key import index
+from cupy_rawcode.key.request import Request
+from cupy_rawcode.orchestrator import flow
+from cupy_rawcode.parallel.task import Task, run_task
+
+ARCH = "sm_80"
+PLAIN = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+MOVED = (  # CuPy 12's CUB path, answered by CCCL's (compiler/relocated.py)
+    "#include <cupy/cub/cub/block/block_load.cuh>\n"
+    'extern "C" __global__ void k(float* x) {\n'
+    "  float v[2]; cub::LoadDirectBlocked(threadIdx.x, x, v); x[0] = v[1];\n}\n"
+)
+
+
+def _compile(src):
+    return cupy_rawcode.compile(src, arch=ARCH)
+
+
+def _kernel(src):
+    return cupy_rawcode.RawKernel(src, "k").compile(arch=ARCH)
+
+
+def _jitify_kernel(src):
+    return cupy_rawcode.RawKernel(src, "k", jitify=True).compile(arch=ARCH)
+
+
+def _task(src):
+    out = run_task(Task(src, arch=ARCH))
+    assert out.error is None, out.error
+
+
+ENTRY_POINTS = [
+    ("compile()", _compile, False),
+    ("RawKernel", _kernel, False),
+    ("RawKernel jitify=True", _jitify_kernel, True),
+    ("a prebuild or warmup task", _task, False),
+]
+
+
+@pytest.mark.parametrize("how, call, jitify", ENTRY_POINTS, ids=[e[0] for e in ENTRY_POINTS])
+def test_every_entry_point_compiles_one_request_through_the_orchestrator(
+    how, call, jitify, monkeypatch
+):
+    seen = []
+    real = flow.compile_for
+
+    def spy(req, **kw):
+        seen.append((req, kw.get("jitify_mode", False)))
+        return real(req, **kw)
+
+    monkeypatch.setattr(flow, "compile_for", spy)
+    call(PLAIN)
+    assert len(seen) == 1, how
+    req, mode = seen[0]
+    assert isinstance(req, Request) and req.arch == ARCH and mode == jitify
+
+
+@pytest.mark.parametrize("how, call, jitify", ENTRY_POINTS, ids=[e[0] for e in ENTRY_POINTS])
+def test_a_moved_header_is_answered_once_whatever_the_entry_point(how, call, jitify):
+    with pytest.warns(RelocatedIncludeWarning) as w:
+        call(MOVED)
+    assert len([x for x in w if x.category is RelocatedIncludeWarning]) == 1, how
+
+
+# (source, whether the warm index gets the key): a retry answers a header from a directory
+# that lives as long as this process, so its key is not indexed
+INDEXED = [("plain", PLAIN, True), ("moved header", MOVED, False)]
+
+
+@pytest.mark.parametrize("what, src, indexed", INDEXED, ids=[i[0] for i in INDEXED])
+def test_the_warm_index_gets_a_key_unless_a_retry_answered_a_header(what, src, indexed):
+    iid = "c" * 64
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RelocatedIncludeWarning)
+        _, result = flow.compile_for(flow.request(src, arch=ARCH, target="ptx"), index_id=iid)
+    found = index.lookup(iid)
+    assert (found is not None) == indexed, what
+    assert found is None or found.key == result.key

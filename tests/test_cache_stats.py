@@ -196,6 +196,11 @@ def test_merge_levels_takes_what_levels_stats_gives(tmp_path):
     assert merged["memory"]["hits"] == 1 and merged["disk"]["misses"] == 1
 
 
+def test_two_levels_of_one_name_in_levels_stats_add_up():
+    rows = [{"level": "redis", "hits": 2}, {"level": "redis", "hits": 3, "timeouts": 1}]
+    assert counters.merge_levels({"levels": rows})["redis"]["hits"] == 5
+
+
 def test_the_collected_stats_take_another_mapping_of_levels(capsys):
     from cupy_rawcode.cli import stats
     from cupy_rawcode.store import maintenance

@@ -87,17 +87,13 @@ def counts_of(value) -> dict[str, int]:
     return out
 
 
-def _by_name(mapping) -> dict:
-    """Level name -> counts from a mapping of them, or from ``Levels.stats()``'s plain data
-    (``{"levels": [{"level": name, "hits": ...}, ...]}``)."""
+def _by_name(mapping) -> list:
+    """(level name, counts) pairs from a mapping of them, or from ``Levels.stats()``'s plain
+    data (``{"levels": [{"level": name, "hits": ...}, ...]}``: two levels of one name add up)."""
     rows = mapping.get("levels") if isinstance(mapping, dict) else None
     if isinstance(rows, list):
-        return {
-            str(r["level"]): r
-            for r in rows
-            if isinstance(r, dict) and isinstance(r.get("level"), str)
-        }
-    return mapping or {}
+        return [(r["level"], r) for r in rows if isinstance(r, dict) and "level" in r]
+    return list((mapping or {}).items())
 
 
 def merge_levels(*mappings) -> dict[str, dict[str, int]]:
@@ -105,7 +101,7 @@ def merge_levels(*mappings) -> dict[str, dict[str, int]]:
     name -> counts (a dict, or wrappers.Counts) or ``Levels.stats()``'s plain data."""
     out: dict[str, dict[str, int]] = {}
     for mapping in mappings:
-        for name, value in _by_name(mapping).items():
+        for name, value in _by_name(mapping):
             row = out.setdefault(str(name), dict.fromkeys(FIELDS, 0))
             for field, n in counts_of(value).items():
                 row[field] += n

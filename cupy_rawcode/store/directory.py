@@ -166,7 +166,7 @@ class DirectoryStore(Store):
                     _at_exit()
                 if n < HIT_BATCH:
                     return
-            self.flush_counts()
+            _flush(self.root)  # the tallies wait for the exit: no JSON rewrite on a hit
             return
         _append(self.root, "misses", 1)
 

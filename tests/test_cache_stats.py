@@ -250,3 +250,14 @@ def test_counts_of_another_process_are_kept_at_its_exit(capsys, tmp_path):
         2,
         1,
     )
+
+
+def test_maintenance_reads_are_no_look_ups(capsys, tmp_path):
+    disk = DirectoryStore(cache_dir())
+    disk.put(key_of(1), encode(key_of(1), CODE, {}))
+    counters.zero_tallies()
+    for argv in (["cache", "list", "-l"], ["bundle", "export", tmp_path / "b.bundle"]):
+        assert run(capsys, *argv)[0] == cli.EXIT_OK
+    assert run(capsys, "bundle", "info", tmp_path / "b.bundle")[0] == cli.EXIT_OK
+    local = stats_json(capsys)["levels"]["local"]
+    assert all(c["hits"] == 0 and c["misses"] == 0 for c in local.values()), local

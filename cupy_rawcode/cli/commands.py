@@ -141,6 +141,25 @@ def _cache_disk():
     return disk
 
 
+def _uncounted(command):
+    """A maintenance command's own reads (``cache list -l``, ``bundle export`` and ``info``)
+    are no look-ups: the level tallies they made are dropped, never kept with the compiles'
+    (store/counters.py)."""
+    import functools
+
+    @functools.wraps(command)
+    def run(args, options) -> int:
+        try:
+            return command(args, options)
+        finally:
+            from ..store.counters import zero_tallies
+
+            zero_tallies()
+
+    return run
+
+
+@_uncounted
 def _cmd_cache(args, options) -> int:
     for flag, given in (("--zero", args.zero), ("--json", args.json)):
         if given and args.action != "stats":
@@ -257,6 +276,7 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
     return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
+@_uncounted
 def _cmd_bundle(args, options) -> int:
     from ..store.bundle import BundleError, read_index, write_bundle
     from ..store.entry import EntryError, decode

@@ -12,6 +12,7 @@ import warnings
 from collections import OrderedDict
 
 import pytest
+from cupy_rawcode.compiler.program import compile_request
 from servers import (  # noqa: F401  (fixtures)
     memcached_server,
     s3_server,
@@ -20,7 +21,6 @@ from servers import (  # noqa: F401  (fixtures)
     webdav_server,
 )
 
-from cupy_rawcode.compiler.program import compile_request
 from cupy_rawcode.ground import config
 from cupy_rawcode.ground.errors import ConfigError, RawcodeError
 from cupy_rawcode.key.request import make_request

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -116,8 +118,6 @@ def key_environment() -> list[tuple[str, str]]:
 
 def site_dirs() -> list[str]:
     """The site-packages directories on sys.path: where discovery finds wheels."""
-    import sys
-
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
@@ -218,8 +218,6 @@ def parse_size(what: str, value: str | int) -> int:
     if isinstance(value, int):
         n = value
     else:
-        import re
-
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
         if m is None or m.group(2).lower() not in _UNITS:
             raise ConfigError(
@@ -443,8 +441,6 @@ def markdown() -> str:
 
 
 if __name__ == "__main__":  # python -m cupy_rawcode.ground.config --markdown
-    import sys
-
     if sys.argv[1:] != ["--markdown"]:
         sys.exit("usage: python -m cupy_rawcode.ground.config --markdown")
     sys.stdout.write(markdown())

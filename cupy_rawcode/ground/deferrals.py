@@ -26,7 +26,7 @@ DEFERRED: dict[str, str] = {
     "cupy_backends": "CuPy's driver bindings, as cupy",
     "numpy": "imported by CuPy; never needed before it",
     "cuda.bindings": "NVRTC and nvJitLink: a miss, a version query or a link only",
-    "cuda.core": "50-100 ms to import; a relocatable link only",
+    "cuda.core": "50-100 ms to import; a PTX link, or a result's ObjectCode, only",
     "cuda.pathfinder": "finding NVIDIA's libraries: discovery only",
     "pcpp": "the C preprocessor of exact header mode only",
     "redis": "optional (extra `redis`): a Redis store only",
@@ -75,8 +75,3 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.hook.recording": "recording CuPy's compiles: install() and record only",
     "cupy_rawcode.parallel": "the worker pool: warmup() and prebuild only",
 }
-
-
-def listed(name: str) -> bool:
-    """Whether ``name`` (an absolute module name) is DEFERRED's, itself or in a listed package."""
-    return any(name == d or name.startswith(d + ".") for d in DEFERRED)

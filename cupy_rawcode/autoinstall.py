@@ -18,8 +18,10 @@ from __future__ import annotations
 import sys
 
 from .ground import config, deferred
-from .hook import recording
 
+# imported by start()'s first use, inside _unfailing: an import that fails (no fcntl, say) is
+# then one line on stderr, as any other failure of the hook
+recording = deferred("cupy_rawcode.hook.recording")
 hook = deferred("cupy_rawcode.hook.install")  # once CuPy is imported
 
 _TARGET = "cupy.cuda.compiler"

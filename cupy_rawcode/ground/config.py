@@ -263,6 +263,17 @@ def _redis_url(what: str, value: str) -> str:
     return value
 
 
+def _remote(what: str, value: str) -> tuple[str, ...]:
+    for spec in value.split():
+        url, *attrs = spec.split("|")
+        if not url or any(a != "read-only" for a in attrs):
+            raise ConfigError(
+                f"{what}: {spec!r} is not a store URL with an optional `|read-only` (accepted: "
+                "URLs separated by spaces, e.g. 's3://bucket/k memcached://host:11211|read-only')"
+            )
+    return tuple(value.split())
+
+
 def _redis_ttl(what: str, value: str) -> int:
     return parse_count(what, value, 1, "a whole number of seconds")
 
@@ -344,6 +355,14 @@ redis_ttl = Var("CUPY_RAWCODE_REDIS_TTL", _redis_ttl, None).documented(
 )
 redis_timeout = Var("CUPY_RAWCODE_REDIS_TIMEOUT", _seconds, 0.5).documented(
     "seconds (> 0) before a Redis call counts as failed (default 0.5)"
+)
+remote = Var[tuple[str, ...]]("CUPY_RAWCODE_REMOTE", _remote, ()).documented(
+    "remote levels after the local ones and Redis's, in look-up order, separated by spaces: "
+    "`s3://bucket/prefix`, `memcached://host:11211`, `http(s)://host/path`, `redis://...`, "
+    '`module:Class`; each may end `\\|read-only` (see "Sharing a cache")'
+)
+remote_timeout = Var("CUPY_RAWCODE_REMOTE_TIMEOUT", _seconds, 2.0).documented(
+    "seconds (> 0) a call to a remote level may take before it is skipped (default 2)"
 )
 
 # - what a compile does; the keyed rows enter the warm index's id in this order (another order

@@ -4,20 +4,30 @@ Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py) opened by U
 (``open_store``); entry.py turns compiled code + JSON metadata into self-validating bytes.
 
 The default stack (make_store), a ``Levels`` in lookup order: memory LRU, the cache directory,
-read-only bundles (CUPY_RAWCODE_BUNDLES), then Redis (CUPY_RAWCODE_REDIS_URL). A hit below
-copies the entry into the writable levels above it; a compile writes to every writable level."""
+read-only bundles (CUPY_RAWCODE_BUNDLES), then the remote levels: Redis (CUPY_RAWCODE_REDIS_URL)
+and each store of CUPY_RAWCODE_REMOTE in order (remote.py). A hit below copies the entry into the
+writable levels above it; a compile writes to every writable level; a remote level that fails
+is skipped with one warning (wrappers.py)."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
 from .wrappers import Levels, ReadOnly
 
-__all__ = ["Levels", "ReadOnly", "Store", "default_store", "make_store", "open_store"]
+__all__ = [
+    "Levels",
+    "ReadOnly",
+    "Store",
+    "default_store",
+    "make_store",
+    "open_remote",
+    "open_store",
+]
 
 _BACKENDS = {  # URL scheme -> its backend, imported on first use
     "memory": ".memory:MemoryStore",
@@ -26,8 +36,13 @@ _BACKENDS = {  # URL scheme -> its backend, imported on first use
     "redis": ".redis:RedisStore",
     "rediss": ".redis:RedisStore",
     "unix": ".redis:RedisStore",
+    "memcached": ".memcached:MemcachedStore",
+    "http": ".http:HttpStore",
+    "https": ".http:HttpStore",
+    "s3": ".s3:S3Store",
 }
-_WHOLE_URL = ("redis", "rediss", "unix")  # schemes whose backend is given the whole URL
+# schemes whose backend is given the whole URL
+_WHOLE_URL = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")
 
 
 def _dotted(text: str) -> bool:
@@ -51,7 +66,8 @@ def _url_path(scheme: str, rest: str) -> str:
 def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
     """(backend as ``module:Class``, its positional arguments) for a store URL: a plain path
     (a directory; ending ``.bundle``: a bundle), ``file:PATH``, ``bundle:PATH``, ``memory:``,
-    ``redis://``/``rediss://``/``unix://`` URLs, or ``module:Class`` (a user's Store)."""
+    ``redis://``/``rediss://``/``unix://``, ``memcached://``, ``http(s)://`` and ``s3://`` URLs,
+    or ``module:Class`` (a user's Store)."""
     text = os.fspath(url)
     scheme, colon, rest = text.partition(":")
     if colon and scheme in _WHOLE_URL and rest.startswith("//"):
@@ -73,7 +89,10 @@ def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
 
 
 def _schemes() -> str:
-    return "accepted: a path, file:, bundle:, memory:, redis://, rediss://, unix://, module:Class"
+    return (
+        "accepted: a path, file:, bundle:, memory:, redis://, rediss://, unix://, memcached://, "
+        "http://, https://, s3://, module:Class"
+    )
 
 
 def store_class(target: str) -> Callable[..., Store]:
@@ -124,8 +143,13 @@ def make_store(
     redis_url: str | None = None,
     redis_ttl: int | None = None,
     redis_timeout: float | None = None,
+    remote: Iterable[str | Store] | None = None,
+    remote_timeout: float | None = None,
 ) -> Levels:
-    """The layered store; every argument left None comes from the environment (config.py)."""
+    """The layered store; every argument left None comes from the environment (config.py).
+    ``remote``: the remote levels after Redis's, as CUPY_RAWCODE_REMOTE lists them (a spec
+    each: a URL, optionally ``|read-only``) or as stores; ``remote_timeout``: seconds a call to
+    one may take (CUPY_RAWCODE_REMOTE_TIMEOUT)."""
     from ..ground import config
 
     cache_dir = config.cache_dir() if cache_dir is None else cache_dir
@@ -151,7 +175,42 @@ def make_store(
                 timeout=config.redis_timeout() if redis_timeout is None else redis_timeout,
             )
         )
+    timeout = config.remote_timeout() if remote_timeout is None else remote_timeout
+    for spec in config.remote() if remote is None else remote:
+        level = spec if isinstance(spec, Store) else _remote_level(spec, timeout)
+        if level is not None:
+            levels.append(level)
     return Levels(levels)
+
+
+def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
+    """The store one remote spec names (``URL`` or ``URL|read-only``): a remote scheme's backend
+    given ``timeout`` (and ``options``), wrapped in ReadOnly when the spec says so."""
+    from .remote import split_spec
+
+    url, read_only = split_spec(spec)
+    target, args = parse_url(url)
+    if url.partition(":")[0] in _WHOLE_URL:
+        options = {"timeout": timeout, **options}
+    store = store_class(target)(*args, **options)
+    return ReadOnly(store) if read_only else store
+
+
+def _remote_level(spec: str, timeout: float) -> Store | None:
+    """open_remote(spec), or None with one warning when it cannot be opened (a missing client
+    library, a class that is no Store): a remote level never fails a compile."""
+    from ..ground import config
+    from .remote import split_spec, warn_failed
+
+    url, _ = split_spec(spec)  # a malformed spec is an error, not a warning
+    extra = {"ttl": config.redis_ttl()} if url.startswith(config.REDIS_SCHEMES) else {}
+    try:
+        return open_remote(spec, timeout=timeout, **extra)
+    except Exception as e:  # a user's class may raise anything while it connects
+        from .remote import redacted
+
+        warn_failed("remote", redacted(url), e, opening=True)
+        return None
 
 
 @functools.lru_cache(maxsize=8)
@@ -161,6 +220,8 @@ def _store_for(
     bundles: tuple[str, ...],
     redis_url: str | None,
     memory_entries: int,
+    remote: tuple[str, ...] = (),
+    remote_timeout: float = 2.0,
 ) -> Levels:
     return make_store(
         cache_dir,
@@ -168,6 +229,8 @@ def _store_for(
         bundles=bundles,
         redis_url=redis_url or "",
         memory_entries=memory_entries,
+        remote=remote,
+        remote_timeout=remote_timeout,
     )
 
 
@@ -194,4 +257,6 @@ def default_store(cache_dir=None) -> Levels:
         config.bundles(),
         config.redis_url(),
         config.memory_cache_entries(),
+        config.remote(),
+        config.remote_timeout(),
     )

@@ -47,6 +47,11 @@ class Store(abc.ABC):
     def location(self) -> str:
         """Where the entries live, as shown to the user (a path, a URL without its password)."""
 
+    def up(self) -> bool:
+        """Whether the store answers now: False while one that handles its own failures (Redis)
+        rests after one, so the levels above count no hit, miss or write for it."""
+        return True
+
     def close(self) -> None:
         """Release what the store holds open (a connection, a read index); it may be used again."""
         return None

@@ -51,6 +51,7 @@ class RedisStore(Store):
         client=None,
     ):
         self.url, self.ttl, self.backoff = url, ttl, backoff
+        self.errors = self.timeouts = 0  # failed calls, by kind (see _failed)
         self._down_until = 0.0
         if client is None:
             try:
@@ -79,7 +80,18 @@ class RedisStore(Store):
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
+    def up(self) -> bool:
+        return self._available()
+
     def _failed(self, error: BaseException) -> None:
+        """A failed call: counted (``timeouts`` or ``errors``, which Levels.stats reports: this
+        store keeps its own failures rather than raising), warned once, then a rest."""
+        from .remote import is_timeout
+
+        if is_timeout(error):
+            self.timeouts += 1
+        else:
+            self.errors += 1
         self._down_until = time.monotonic() + self.backoff
         _warn_once(self.location, error)
 

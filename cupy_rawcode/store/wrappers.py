@@ -2,18 +2,22 @@
 
 ``Levels`` is the store a compile uses (make_store): look-up in order, a valid hit in a lower
 level copied into the writable levels above it, a put to every writable level, and per-level
-counts of hits, misses, errors (broken entries) and writes. ``ReadOnly`` refuses every write to
-the store it wraps, and a level that is read-only is never written by ``Levels``.
+counts of hits, misses, errors (broken entries, failed calls), timeouts, writes and bytes
+(``stats()``). A level that raises (a remote server down or slow) is skipped for ``backoff``
+seconds with one warning per process and level (remote.py): it never fails a compile.
+``ReadOnly`` refuses every write to the store it wraps, and a level that is read-only is never
+written by ``Levels``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground.errors import RawcodeTypeError
 from .base import Store, refuse
-from .entry import EntryError, decode
+from .entry import decode
 
 
 class ReadOnly(Store):
@@ -46,23 +50,32 @@ class ReadOnly(Store):
     def __len__(self) -> int:
         return len(self.inner)
 
+    def up(self) -> bool:
+        return self.inner.up()
+
     def close(self) -> None:
         self.inner.close()
 
 
 class Counts:
-    """One level's counts in a Levels: hits, misses, errors (broken entries) and writes."""
+    """One level's counts in a Levels: hits, misses, errors (broken entries and failed calls),
+    timeouts, writes, and the bytes read from it and written to it."""
 
-    __slots__ = ("errors", "hits", "misses", "writes")
+    __slots__ = ("bytes_read", "bytes_written", "errors", "hits", "misses", "timeouts", "writes")
 
     def __init__(self) -> None:
-        self.hits = self.misses = self.errors = self.writes = 0
+        self.hits = self.misses = self.errors = self.timeouts = self.writes = 0
+        self.bytes_read = self.bytes_written = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in _COUNTS}
 
     def __repr__(self) -> str:
-        return (
-            f"Counts(hits={self.hits}, misses={self.misses}, errors={self.errors}, "
-            f"writes={self.writes})"
-        )
+        return f"Counts({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+
+
+_COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+BACKOFF = 10.0  # seconds a level that failed is skipped before it is tried again
 
 
 def _check_entry(key: str, data: bytes) -> Any:
@@ -86,6 +99,8 @@ class Levels(Store):
                 )
         self.counts = [Counts() for _ in self.levels]
         self.check = check
+        self.backoff = BACKOFF
+        self._down_until = [0.0] * len(self.levels)
 
     @property
     def read_only(self) -> bool:  # type: ignore[override]
@@ -101,10 +116,17 @@ class Levels(Store):
         accepts (it raises ValueError for a broken entry); written back to the writable levels
         above it."""
         for i, level in enumerate(self.levels):
-            data = level.get(key)
-            if data is None:
-                self.counts[i].misses += 1
+            if not self._up(i):
                 continue
+            try:
+                data = level.get(key)
+            except Exception as e:
+                self._failed(i, e)
+                continue
+            if data is None:
+                self.counts[i].misses += level.up()  # not when it failed and said nothing
+                continue
+            self.counts[i].bytes_read += len(data)
             try:
                 value = validate(data)
             except ValueError as e:
@@ -136,32 +158,87 @@ class Levels(Store):
         (code, meta), name = found
         return code, meta, name
 
+    def _up(self, i: int) -> bool:
+        """Whether level ``i`` may be asked now (neither it nor this Levels rests it)."""
+        resting = self._down_until[i] and time.monotonic() < self._down_until[i]
+        return not resting and self.levels[i].up()
+
+    def _failed(self, i: int, error: Exception) -> None:
+        """Level ``i`` raised: counted (a timeout or an error), one warning per process and
+        level, and the level rests ``backoff`` seconds (a dead server must not cost a timeout
+        per kernel)."""
+        from .remote import is_timeout, warn_failed
+
+        if is_timeout(error):
+            self.counts[i].timeouts += 1
+        else:
+            self.counts[i].errors += 1
+        self._down_until[i] = time.monotonic() + self.backoff
+        warn_failed(self.levels[i].name, self.levels[i].location, error)
+
+    def _each(self, op: Callable[[Store], Any], writable: bool = False) -> list[Any]:
+        """``op(level)`` for each level that is up (and writable, when asked); a level that
+        raises is counted and skipped."""
+        done = []
+        for i, level in enumerate(self.levels):
+            if (writable and level.read_only) or not self._up(i):
+                continue
+            try:
+                done.append(op(level))
+            except Exception as e:
+                self._failed(i, e)
+        return done
+
     def _put(self, key: str, data: bytes, levels: list[Store]) -> None:
-        """Write ``data`` to each writable level of ``levels``."""
+        """Write ``data`` to each writable level of ``levels`` (a prefix of self.levels)."""
         for i, level in enumerate(levels):
-            if not level.read_only:
+            if level.read_only or not self._up(i):
+                continue
+            try:
                 level.put(key, data)
-                self.counts[i].writes += 1
+            except Exception as e:
+                self._failed(i, e)
+                continue
+            if not level.up():  # it failed, and handles that itself
+                continue
+            self.counts[i].writes += 1
+            self.counts[i].bytes_written += len(data)
 
     def put(self, key: str, data: bytes) -> None:
         self._put(key, data, self.levels)
 
     def delete(self, key: str) -> None:
-        for level in self.levels:
-            if not level.read_only:
-                level.delete(key)
+        self._each(lambda level: level.delete(key), writable=True)
 
     def clear(self) -> int:
         """Clear every writable level; returns the most entries one of them held."""
-        return max((lv.clear() for lv in self.levels if not lv.read_only), default=0)
+        return max(self._each(lambda level: level.clear(), writable=True), default=0)
 
     def __len__(self) -> int:
         """The most entries one level holds (a hit is copied upward, so levels overlap)."""
-        return max((len(level) for level in self.levels), default=0)
+        return max(self._each(len), default=0)
+
+    def stats(self) -> dict[str, list[dict[str, Any]]]:
+        """This process's counts per level, in look-up order, as plain data (for JSON):
+        ``{"levels": [{"level", "location", "read_only", "hits", "misses", "errors",
+        "timeouts", "writes", "bytes_read", "bytes_written"}, ...]}``."""
+        rows = []
+        for level, counts in zip(self.levels, self.counts, strict=True):
+            numbers = counts.as_dict()
+            inner = getattr(level, "inner", level)  # a store that keeps its own failures (Redis)
+            for kind in ("errors", "timeouts"):
+                own = getattr(inner, kind, 0)
+                numbers[kind] += own if type(own) is int else 0
+            where = {"level": level.name, "location": level.location, "read_only": level.read_only}
+            rows.append({**where, **numbers})
+        return {"levels": rows}
 
     def close(self) -> None:
         for level in self.levels:
-            level.close()
+            try:
+                level.close()
+            except Exception:  # a remote client that fails to close holds nothing more
+                pass
 
     def kept(self, key: str) -> bool:
         """Whether a level that outlives the process (any but memory) holds a valid entry for
@@ -172,7 +249,7 @@ class Levels(Store):
             try:
                 decode(key, level.get(key) or b"")
                 return True
-            except EntryError:
+            except Exception:  # a broken entry, or a remote level that failed: not kept there
                 continue
         return not lasting
 

@@ -1,6 +1,6 @@
 """One store contract, run against every backend and wrapper through one parametrised fixture:
-memory, directory, bundle, Redis (a real redis-server on loopback), ReadOnly(directory) and
-Levels([memory, directory]). A read-only subject is filled through its own medium (a bundle
+memory, directory, bundle, Redis, memcached, HTTP (WebDAV) and S3 (each a real server on
+loopback: servers.py), ReadOnly(directory) and Levels([memory, directory]). A read-only subject is filled through its own medium (a bundle
 is built by write_bundle) and every write-related case asserts the write was refused."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from servers import memcached_server, shared_s3, shared_webdav  # noqa: F401  (fixtures)
 
 from cupy_rawcode.store import Levels, ReadOnly, Store, open_store
 from cupy_rawcode.store.bundle import read_index, write_bundle
@@ -163,6 +164,39 @@ def _redis(tmp_path: Path, request) -> Subject:
     )
 
 
+def _memcached(tmp_path: Path, request) -> Subject:
+    from cupy_rawcode.store.memcached import PREFIX
+
+    server = request.getfixturevalue("memcached_server")
+
+    def damage(store, key):
+        server.client.set(PREFIX + key, flipped(server.client.get(PREFIX + key)))
+
+    return Subject({"urls": [server.url]}, _put_all, damage, lambda: None, server.url)
+
+
+def _http(tmp_path: Path, request) -> Subject:
+    server = request.getfixturevalue("shared_webdav")
+    url = server.namespace()
+    folder = server.root / url[len(server.url) + 1 :]
+    return Subject(
+        {"urls": [url]}, _put_all, lambda store, key: _damage_file(folder / key), lambda: None, url
+    )
+
+
+def _s3(tmp_path: Path, request) -> Subject:
+    server = request.getfixturevalue("shared_s3")
+    url = server.namespace()
+    bucket, prefix = url[len("s3://") :].split("/", 1)
+
+    def damage(store, key):
+        name = f"{prefix}/{key}"
+        data = server.client.get_object(Bucket=bucket, Key=name)["Body"].read()
+        server.client.put_object(Bucket=bucket, Key=name, Body=flipped(data))
+
+    return Subject({"urls": [url]}, _put_all, damage, lambda: None, url)
+
+
 def _read_only_directory(tmp_path: Path, request) -> Subject:
     root = tmp_path / "dir"
     return Subject(
@@ -193,6 +227,9 @@ KINDS = {
     "directory": _directory,
     "bundle": _bundle,
     "redis": _redis,
+    "memcached": _memcached,
+    "http": _http,
+    "s3": _s3,
     "read-only-directory": _read_only_directory,
     "levels-memory-directory": _levels,
 }

@@ -29,6 +29,10 @@ from cupy_rawcode.store.redis import RedisStore, redacted
         ("redis://h:6379/0", (".redis:RedisStore", ("redis://h:6379/0",))),
         ("rediss://h/0", (".redis:RedisStore", ("rediss://h/0",))),
         ("unix:///run/redis.sock", (".redis:RedisStore", ("unix:///run/redis.sock",))),
+        ("memcached://h:11211", (".memcached:MemcachedStore", ("memcached://h:11211",))),
+        ("http://h:8080/cache", (".http:HttpStore", ("http://h:8080/cache",))),
+        ("https://u:p@h/c", (".http:HttpStore", ("https://u:p@h/c",))),
+        ("s3://bucket/prefix", (".s3:S3Store", ("s3://bucket/prefix",))),
         ("my_pkg.stores:Shared", ("my_pkg.stores:Shared", ())),
         (Path("/p/x.bundle"), (".bundle:BundleStore", ("/p/x.bundle",))),
     ],
@@ -38,7 +42,7 @@ def test_parse_url(url, expected):
 
 
 @pytest.mark.parametrize(
-    "url", ["memory:x", "s3://bucket/k", "file://host/k", "file:", "bundle://"]
+    "url", ["memory:x", "gs://bucket/k", "az://c/k", "file://host/k", "file:", "bundle://"]
 )
 def test_a_url_no_backend_takes_is_refused(url):
     with pytest.raises(ValueError, match=r"store|file:"):
@@ -102,3 +106,15 @@ def test_a_password_is_never_shown():
     assert redacted("redis://user:secret@h:6379/0") == "redis://user:***@h:6379/0"
     assert redacted("redis://:secret@h/0") == "redis://:***@h/0"
     assert redacted("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_http_credentials_go_as_basic_auth_and_are_never_shown():
+    import base64
+
+    from cupy_rawcode.store.http import HttpStore
+
+    store = HttpStore("https://ci:s%40cret@kernels.example:8443/cuda12/")
+    assert store.base == "https://kernels.example:8443/cuda12"
+    assert store.headers["Authorization"] == "Basic " + base64.b64encode(b"ci:s@cret").decode()
+    assert store.location == "https://ci:***@kernels.example:8443/cuda12"
+    assert "cret" not in repr(store)

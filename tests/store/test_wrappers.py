@@ -96,3 +96,21 @@ def test_set_store_takes_a_single_store_as_one_level():
         assert isinstance(default_store(), Levels) and default_store().levels == [only]
     finally:
         set_store(None)
+
+
+def test_stats_are_plain_data_per_level_in_order():
+    import json
+
+    top, bottom = MemoryStore(), ReadOnly(MemoryStore())
+    bottom.inner.put(KEY, _entry())
+    levels = Levels([top, bottom])
+    assert levels.get(KEY) == _entry() and levels.get("ef" * 32) is None
+    rows = json.loads(json.dumps(levels.stats()))["levels"]
+    size = len(_entry())
+    assert rows == [
+        {"level": "memory", "location": "memory:", "read_only": False, "hits": 0, "misses": 2,
+         "errors": 0, "timeouts": 0, "writes": 1, "bytes_read": 0, "bytes_written": size},
+        {"level": "memory (read-only)", "location": "memory:", "read_only": True, "hits": 1,
+         "misses": 1, "errors": 0, "timeouts": 0, "writes": 0, "bytes_read": size,
+         "bytes_written": 0},
+    ]  # fmt: skip

@@ -43,6 +43,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from . import early
+
 SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 FIRST_STEP = 0.001  # seconds: the first wait is short, NVRTC replaces the handlers as it starts
 LONGEST_STEP = 0.02  # seconds: how late a signal taken by the main thread is handled, at most
@@ -162,8 +164,6 @@ def guarded(fn, *args):
     handlers while it runs, whatever handlers the call installs (module docstring)."""
     if not usable():
         return fn(*args)
-    from . import early
-
     main = threading.current_thread() is threading.main_thread()
     with _handlers_kept():
         before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)

@@ -5,6 +5,11 @@ each level's counts grouped local and remote, as ccache's ``-s`` groups its stor
 
 from __future__ import annotations
 
+from ..ground import deferred
+
+counters = deferred("cupy_rawcode.store.counters")  # the counts: stats only
+usage = deferred("cupy_rawcode.store.usage")  # scanning the directory: stats only
+
 SCHEMA = 1  # raised when a key changes meaning or goes; new keys may be added within one
 
 _LEVEL_WORDS = (  # (field, how the human output names it)
@@ -21,21 +26,18 @@ def collect(disk, *levels) -> dict:
     every process kept there, merged with ``levels`` (counters.merge_levels: mappings of level
     name -> counts, or ``Levels.stats()``): counts kept nowhere else, such as a remote level's
     in a process whose stores do not tally (a store's own ``tally`` is kept already)."""
-    from ..store.counters import FIELDS, grouped, merge_levels, read_levels
-    from ..store.usage import entry_sizes, scan
-
-    usage = scan(disk.root)
+    found = usage.scan(disk.root)
     counts = disk.counts()  # writes this process's tallies first
-    stored, plain, unread = entry_sizes(usage.files)
-    by_kind = usage.by_kind()
-    merged = merge_levels(read_levels(disk.root), *levels)
+    stored, plain, unread = usage.entry_sizes(found.files)
+    by_kind = found.by_kind()
+    merged = counters.merge_levels(counters.read_levels(disk.root), *levels)
     hits, misses = counts if counts is not None else (None, None)
     looked = (hits or 0) + (misses or 0)
     return {
         "schema": SCHEMA,
         "location": str(disk.root),
         "bound_bytes": disk.max_bytes or None,
-        "size_bytes": usage.total,
+        "size_bytes": found.total,
         "files": {kind: {"count": n, "bytes": size} for kind, (n, size) in by_kind.items()},
         "entries": {
             "count": by_kind.get("entries", (0, 0))[0],
@@ -48,9 +50,9 @@ def collect(disk, *levels) -> dict:
         "misses": misses,
         "hit_rate": round(hits / looked, 4) if hits is not None and looked else None,
         "compile_seconds_saved": None,  # entries do not record their compile time yet
-        "levels": grouped(merged),
-        "totals": {f: sum(c[f] for c in merged.values()) for f in FIELDS},
-        "unreadable_files": [f"{path}: {e.strerror or e}" for path, e in usage.errors],
+        "levels": counters.grouped(merged),
+        "totals": {f: sum(c[f] for c in merged.values()) for f in counters.FIELDS},
+        "unreadable_files": [f"{path}: {e.strerror or e}" for path, e in found.errors],
     }
 
 

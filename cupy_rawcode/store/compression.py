@@ -9,6 +9,8 @@ alone, which is what ``_load`` takes where it can.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from ..ground.errors import RawcodeError
@@ -31,9 +33,6 @@ def _c_backend():
     ``platform``: 1.5 ms more), whatever backend zstandard's own import would choose (they
     read and write the same frames); None where that cannot be done (not CPython, an unusual
     install): then the package is imported as usual."""
-    import os
-    import sys
-
     if sys.implementation.name != "cpython":
         return None
     found = sys.modules.get("zstandard.backend_c")

@@ -15,6 +15,8 @@ import hashlib
 import json
 
 from ..ground.errors import RawcodeError
+from ..ground.regular import ENTRY_LIMIT
+from . import compression
 
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
 MAGIC_2 = b"CUPY-RAWCODE-ENTRY-2\n"  # read, never written
@@ -28,11 +30,7 @@ class EntryError(RawcodeError, ValueError):
 def encode(key: str, code: bytes, meta: dict, *, compress: bool = True) -> bytes:
     """The entry's bytes: the code zstd-compressed when ``compress``, zstandard is installed
     and it gets smaller (``codec`` "zstd", ``stored`` its length), else stored as it is."""
-    packed = None
-    if compress:
-        from .compression import compress as zstd
-
-        packed = zstd(code)
+    packed = compression.compress(code) if compress else None
     fields = {**meta, "key": key, "size": len(code)}
     if packed is not None:  # no codec: stored as it is (and ``stored`` is ``size``)
         fields.update(codec="zstd", stored=len(packed))
@@ -40,12 +38,6 @@ def encode(key: str, code: bytes, meta: dict, *, compress: bool = True) -> bytes
     stored = code if packed is None else packed
     body = MAGIC + len(head).to_bytes(8, "little") + head + stored
     return body + hashlib.sha256(body).digest()
-
-
-def _limit() -> int:
-    from ..ground.regular import ENTRY_LIMIT
-
-    return ENTRY_LIMIT
 
 
 def decode(key: str, data: bytes) -> tuple[bytes, dict]:
@@ -88,13 +80,11 @@ def _unpack(stored: bytes, meta: dict) -> bytes:
         return stored
     if codec != "zstd":
         raise EntryError(f"code stored with an unknown codec {codec!r}")
-    if size > _limit():
-        raise EntryError(f"declares {size} bytes of code, more than the limit {_limit()}")
-    from .compression import CompressionError, decompress
-
+    if size > ENTRY_LIMIT:
+        raise EntryError(f"declares {size} bytes of code, more than the limit {ENTRY_LIMIT}")
     try:
-        return decompress(stored, size)
-    except CompressionError as e:
+        return compression.decompress(stored, size)
+    except compression.CompressionError as e:
         raise EntryError(str(e)) from None
 
 

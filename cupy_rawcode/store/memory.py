@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 
 from .base import Store
+from .tally import tally
 
 
 class MemoryStore(Store):
@@ -19,8 +20,6 @@ class MemoryStore(Store):
         self.max_entries = max_entries
         self._data: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
-        from .tally import tally
-
         self.tally = tally(self.name)  # this process's reads and writes (counters.py)
 
     @property

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..ground.errors import RawcodeError
+from ..ground.regular import RECORD_LIMIT, open_regular, read_at
 from . import layout
+from .entry import MAGIC, head_length, sizes
 from .layout import EVICTED
 
 STALE_TMP_SECONDS = 3600
@@ -200,9 +202,6 @@ def entry_sizes(files: list) -> tuple[int, int, int]:
     """(stored bytes, bytes once decompressed, entries not read) of the entries among
     ``files`` (CacheFile), from each entry's metadata (entry.py): an entry that cannot be read
     counts as stored, uncompressed. Reads each file's first bytes only, never a link."""
-    from ..ground.regular import RECORD_LIMIT, open_regular, read_at
-    from .entry import MAGIC, head_length, sizes
-
     stored = plain = unread = 0
     for f in files:
         if f.kind != "entries" or f.is_dir:

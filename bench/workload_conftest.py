@@ -108,8 +108,16 @@ def count_ours(nvrtc) -> None:
     def counted(prog, *args, **kwargs):
         out = compile_program(prog, *args, **kwargs)
         ok = out[0] == success
-        _describe("ours", _sources.pop(_handle(prog), None), ok, None if ok else str(out[0]))
+        _describe("ours", _sources.pop(_handle(prog), None), ok, None if ok else _log(prog, out))
         return out
+
+    def _log(prog, out) -> str:
+        try:
+            raw = bytearray(nvrtc.nvrtcGetProgramLogSize(prog)[1])
+            nvrtc.nvrtcGetProgramLog(prog, raw)
+            return _first_error(raw.rstrip(b"\0")) or str(out[0])
+        except Exception:
+            return str(out[0])
 
     nvrtc.nvrtcCreateProgram, nvrtc.nvrtcCompileProgram = create_program, counted
 

@@ -75,7 +75,10 @@ class WebDav(Server):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "wsgidav.server.server_cli", "-H", "127.0.0.1"]
-        argv += ["-p", "{port}", "-r", str(root), "--auth", "anonymous", "--no-config", "-q"]
+        # cheroot queues 5 connections by default: a bulk call opens several at once
+        config = root.parent / f"{root.name}-wsgidav.json"
+        config.write_text('{"server_args": {"request_queue_size": 128}}')
+        argv += ["-p", "{port}", "-r", str(root), "--auth", "anonymous", "-c", str(config), "-q"]
         super().__init__(argv, "wsgidav", cwd=root)
         self.url = f"http://127.0.0.1:{self.port}"
 

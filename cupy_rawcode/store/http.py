@@ -92,26 +92,29 @@ class HttpStore(Store):
     ) -> tuple[int, bytes, str | None]:
         """(status, body, Content-Length) of one request on this thread's kept-alive
         connection (a stale one is tried again once on a new connection)."""
-        parts = urlsplit(url)
-        target = parts.path or "/"
-        for attempt in (1, 2):
-            conn = self._connection()
-            try:
-                conn.request(method, target, body=body, headers={**self.headers, **(headers or {})})
-                answer = conn.getresponse()
-                data = answer.read()
-            except _STALE:
-                self._drop()
-                if attempt == 2:
-                    raise
-                continue
-            except BaseException:
-                self._drop()  # a timeout or a half-read answer: the connection is unusable
-                raise
-            if answer.will_close:
-                self._drop()
-            return answer.status, data, answer.getheader("Content-Length")
-        raise AssertionError("unreachable")
+        target = urlsplit(url).path or "/"
+        headers = {**self.headers, **(headers or {})}
+        try:
+            return self._once(method, target, body, headers)
+        except _STALE:  # the server closed the kept-alive connection meanwhile
+            return self._once(method, target, body, headers)
+
+    def _once(
+        self, method: str, target: str, body: bytes | None, headers: dict
+    ) -> tuple[int, bytes, str | None]:
+        """One request on this thread's connection, closed after a failure (a timeout or a
+        half-read answer leaves it unusable) or when the server says it closes it."""
+        conn = self._connection()
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            answer = conn.getresponse()
+            data = answer.read()
+        except BaseException:
+            self._drop()
+            raise
+        if answer.will_close:
+            self._drop()
+        return answer.status, data, answer.getheader("Content-Length")
 
     def _url(self, key: str) -> str:
         return f"{self.base}/{quote(key)}"

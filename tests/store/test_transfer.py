@@ -6,6 +6,7 @@ its progress and fetches nothing the second time; a push never writes a read-onl
 
 from __future__ import annotations
 
+import http.server
 import logging
 import threading
 import warnings
@@ -302,3 +303,41 @@ def test_the_default_bulk_calls_loop_over_get_and_put():
         key_of(2): b"two",
     }
     assert store.sizes([key_of(1)]) is None
+
+
+class _Entries(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with one entry over HTTP/1.1, noting the client's port (one per
+    connection); ``hang_up``: closes each connection after its answer without saying so."""
+
+    protocol_version = "HTTP/1.1"
+    hang_up = False
+    ports: list[int] = []
+
+    def do_GET(self):
+        self.ports.append(self.client_address[1])
+        key = self.path.rpartition("/")[2]
+        body = entry(key)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = self.hang_up
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("hang_up", [False, True])
+def test_http_keeps_its_connection_and_reconnects_when_the_server_closed_it(hang_up):
+    handler = type("H", (_Entries,), {"hang_up": hang_up, "ports": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    store = open_remote(f"http://127.0.0.1:{server.server_address[1]}/c", timeout=2.0)
+    try:
+        keys = [key_of(i) for i in range(5)]
+        assert [store.get(key) for key in keys] == [entry(key) for key in keys]
+        assert len(set(handler.ports)) == (5 if hang_up else 1)
+    finally:
+        store.close()
+        server.shutdown()
+        server.server_close()

@@ -64,7 +64,8 @@ class Memcached(Server):
         self.url = f"memcached://127.0.0.1:{self.port}"
         from pymemcache.client.base import Client
 
-        self.client = Client(("127.0.0.1", self.port), timeout=5)
+        # a write waits for the server's answer: damage done here is seen by the next read
+        self.client = Client(("127.0.0.1", self.port), timeout=5, default_noreply=False)
 
     def namespace(self) -> str:
         return self.url  # a server of its own per test: nothing to separate

@@ -192,6 +192,9 @@ def push(
             except Exception as e:
                 _failed(level, e, summary.failed)
                 continue
+            if not level.up():  # one that handles its own failures (Redis) warned, and rests
+                summary.failed.append(level.location)
+                continue
             summary.present[level.location] += len(held) - len(send)
             summary.sent[level.location] += len(send)
             summary.bytes += sum(map(len, send.values()))

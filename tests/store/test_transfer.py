@@ -246,6 +246,25 @@ def test_push_sends_to_writable_levels_and_never_to_a_read_only_one(request, tmp
     assert read_only.refused == 0  # never even tried
 
 
+def test_push_past_a_stopped_server_warns_once_and_reaches_the_others(
+    own_remote, request, tmp_path, caplog
+):
+    local = DirectoryStore(tmp_path / "local")
+    keys = [key_of(i) for i in range(N)]
+    put = _filled(local, keys)
+    other = _remote(request, "http").store
+    own_remote.stop()
+    with caplog.at_level(logging.WARNING), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = transfer.push(keys, local, [own_remote.store, other])
+    assert other.get_many(keys) == put and summary.sent[other.location] == N
+    assert (
+        summary.failed == [own_remote.store.location]
+        and summary.sent[own_remote.store.location] == 0
+    )
+    assert len(_failures(caught, caplog)) == 1, _failures(caught, caplog)
+
+
 def test_push_then_pull_moves_a_cache_between_machines(remote, tmp_path):
     a, b = DirectoryStore(tmp_path / "a"), DirectoryStore(tmp_path / "b")
     keys = [key_of(i) for i in range(N)]

@@ -24,6 +24,15 @@ from .remote import Parallel, RemoteError, redacted
 _STALE: tuple[type[Exception], ...] = (http.client.CannotSendRequest, http.client.BadStatusLine)
 _STALE += (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
 
+
+def _proxied(scheme: str, host: str) -> bool:
+    """Whether the environment sends requests for ``host`` through a proxy (``http_proxy``,
+    ``https_proxy``, less ``no_proxy``), as urllib reads it."""
+    import urllib.request
+
+    return scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host)
+
+
 _KEY = re.compile(r"[0-9a-f]{16,128}")  # an entry's name: a key as the key stage makes them
 _PROPFIND = (
     b'<?xml version="1.0" encoding="utf-8"?>'
@@ -47,6 +56,7 @@ class HttpStore(Store):
         self.base = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         self.secure = parts.scheme == "https"
         self.host, self.port = parts.hostname or "", parts.port
+        self.proxied = _proxied(parts.scheme, self.host)  # then urllib, which knows proxies
         self.headers: dict[str, str] = {}
         self._local = threading.local()  # each thread's connection
         self._open: list[http.client.HTTPConnection] = []  # every thread's, for close()
@@ -94,6 +104,8 @@ class HttpStore(Store):
         connection (a stale one is tried again once on a new connection)."""
         target = urlsplit(url).path or "/"
         headers = {**self.headers, **(headers or {})}
+        if self.proxied:
+            return self._through_proxy(method, url, body, headers)
         try:
             return self._once(method, target, body, headers)
         except _STALE:  # the server closed the kept-alive connection meanwhile
@@ -115,6 +127,22 @@ class HttpStore(Store):
         if answer.will_close:
             self._drop()
         return answer.status, data, answer.getheader("Content-Length")
+
+    def _through_proxy(
+        self, method: str, url: str, body: bytes | None, headers: dict
+    ) -> tuple[int, bytes, str | None]:
+        """One request by urllib, through the proxy the environment names (a new connection
+        each time: no keep-alive through a proxy)."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as answer:
+                return answer.status, answer.read(), answer.headers.get("Content-Length")
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, b"", None
 
     def _url(self, key: str) -> str:
         return f"{self.base}/{quote(key)}"

@@ -360,3 +360,20 @@ def test_http_keeps_its_connection_and_reconnects_when_the_server_closed_it(hang
         store.close()
         server.shutdown()
         server.server_close()
+
+
+def test_http_goes_through_the_proxy_the_environment_names(monkeypatch):
+    handler = type("P", (_Entries,), {"ports": []})
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.server_address[1]}")
+    store = open_remote("http://cache.invalid/c", timeout=2.0)  # a host only the proxy reaches
+    try:
+        assert store.get_many([key_of(1), key_of(2)]) == {k: entry(k) for k in map(key_of, (1, 2))}
+        assert len(handler.ports) == 2
+    finally:
+        store.close()
+        proxy.shutdown()
+        proxy.server_close()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ground.errors import RawcodeValueError
 from .base import Store
 from .entry import decode
 
@@ -149,8 +150,6 @@ def pull(
 
 def _all_keys(source: Store) -> list[str]:
     """Every key ``source`` holds: a directory store lists its entries."""
-    from ..ground.errors import RawcodeValueError
-
     entries = getattr(source, "entries", None)
     if entries is None:
         raise RawcodeValueError(f"cannot list the entries of {source!r}: name the keys to push")
@@ -209,8 +208,6 @@ def push(
 def split_levels(store: Any) -> tuple[Store, list[Store]]:
     """(the disk level, the remote levels) of the layered store a compile uses (make_store's
     Levels): the levels after the disk that are neither memory, disk nor a bundle."""
-    from ..ground.errors import RawcodeValueError
-
     levels = list(getattr(store, "levels", [store]))
     disk = next((level for level in levels if level.name == "disk"), None)
     if disk is None:

@@ -11,9 +11,9 @@ and how many failed with a compile error) and the store's hits and misses per le
 scenario is a fresh process timed from outside:
 
   cupy-cold      CuPy alone, empty kernel cache
-  ours-cold      install(scope="all"), empty caches, a shared level (a second cache directory,
-                 CUPY_RAWCODE_REMOTE=file:...) beside the local one: "machine A"; records the
-                 workload (record())
+  ours-cold      install(scope="all"), empty caches, a shared remote level (a second cache
+                 directory, bench/workload_shared.py) beside the local one: "machine A";
+                 records the workload (record())
   prebuild       cupy-rawcode prebuild --manifest <record>, then bundle export --prebuilt
   warmup         install(scope="all"), empty caches, warmup(<record>) first
   profile        (--profile) the bundle scenario once under cProfile: the top functions go to
@@ -77,7 +77,8 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     d = lambda name: os.path.join(work, name)  # noqa: E731
     record = d("app.rec")
-    shared = f"file:{d('shared')}"
+    # the shared level: a directory under another name than "disk" (workload_shared.py)
+    shared = {"CUPY_RAWCODE_REMOTE": runs_of.SHARED, "RAWCODE_SHARED_DIR": d("shared")}
     t = (tests, a.pytest_args, work)
     run = runs_of.pytest_run
     no_pull = runs_of.pull_missing()
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     step(
         run(
             *t, "ours-cold", CUPY_CACHE_DIR=d("c2"), CUPY_RAWCODE_CACHE_DIR=d("r1"),
-            CUPY_RAWCODE_REMOTE=shared, RAWCODE_ALL=1, RAWCODE_RECORD=record,
+            RAWCODE_ALL=1, RAWCODE_RECORD=record, **shared,
         )
     )  # fmt: skip
     step(runs_of.prebuild(record, work, f"sm_{cc}"))
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
                 RAWCODE_ALL=1,
             )
         )  # fmt: skip
-        machine_b = {"CUPY_RAWCODE_REMOTE": shared, "RAWCODE_ALL": 1}
+        machine_b = {**shared, "RAWCODE_ALL": 1}
         if not no_pull:
             local = {"CUPY_RAWCODE_CACHE_DIR": d(f"r5-{r}"), **machine_b}
             step(runs_of.pull(record, "cache-pull", **local))

@@ -16,6 +16,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFTEST = os.path.join(ROOT, "bench", "workload_conftest.py")
 CLI = [sys.executable, "-m", "cupy_rawcode.cli"]
+SHARED = "bench.workload_shared:SharedDirectory"  # CUPY_RAWCODE_REMOTE of both machines
 
 
 def env_for(**extra) -> dict:

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import threading
 
 EVENTS_KEPT = 200  # compiles described in the report (all are counted)
 _KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s+)?(\w+)")
@@ -32,25 +33,25 @@ _counts = {"cupy": 0, "cupy_failed": 0, "ours": 0, "ours_failed": 0}
 _events: list[dict] = []
 _sources: dict[int, str] = {}  # a program's handle -> its source, until compiled
 _state: dict = {"warmup": None}
+_lock = threading.Lock()  # our compiles may run on another thread (an early compile)
 
 
 def _describe(by: str, source: str | None, ok: bool, error: str | None) -> None:
     """Count one compile and keep what it was (kernel name, source digest, first error line)."""
-    _counts[by] += 1
-    _counts[by + "_failed"] += not ok
-    if len(_events) >= EVENTS_KEPT:
-        return
     text = source or ""
     kernel = _KERNEL.search(text)
-    _events.append(
-        {
-            "by": by,
-            "ok": ok,
-            "kernel": kernel.group(1) if kernel else None,
-            "source": hashlib.sha256(text.encode(errors="replace")).hexdigest()[:12],
-            "error": error,
-        }
-    )
+    event = {
+        "by": by,
+        "ok": ok,
+        "kernel": kernel.group(1) if kernel else None,
+        "source": hashlib.sha256(text.encode(errors="replace")).hexdigest()[:12],
+        "error": error,
+    }
+    with _lock:
+        _counts[by] += 1
+        _counts[by + "_failed"] += not ok
+        if len(_events) < EVENTS_KEPT:
+            _events.append(event)
 
 
 def _first_error(log) -> str | None:

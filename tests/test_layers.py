@@ -147,14 +147,8 @@ PENDING = {
     "cupy_rawcode/key/request.py",
     "cupy_rawcode/parallel/sizing.py",
     "cupy_rawcode/store/__init__.py",
-    "cupy_rawcode/store/bundle.py",
-    "cupy_rawcode/store/counters.py",
-    "cupy_rawcode/store/directory.py",
-    "cupy_rawcode/store/layout.py",
-    "cupy_rawcode/store/ledger.py",
     "cupy_rawcode/store/maintenance.py",
     "cupy_rawcode/store/remote.py",
-    "cupy_rawcode/store/sizebound.py",
     "cupy_rawcode/store/wrappers.py",
 }
 

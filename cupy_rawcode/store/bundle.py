@@ -17,7 +17,9 @@ from pathlib import Path
 from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
+from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
 from .base import Store, refuse
+from .tally import tally
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)
@@ -57,8 +59,6 @@ class Index:
 def read_index(path: str | os.PathLike) -> Index:
     """The bundle's Index; raises BundleError when unreadable, not a regular file (a link to
     one is followed: a bundle is the user's file) or its index is larger than INDEX_LIMIT."""
-    from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
-
     try:
         fd, st = open_regular(os.fspath(path))
         try:
@@ -116,8 +116,6 @@ class BundleStore(Store):
         self.path = os.fspath(path)
         self.name = f"bundle:{os.path.basename(self.path)}"
         self._index: dict | None = entries
-        from .tally import tally
-
         self.tally = tally(self.name)  # this process's reads (counters.py)
 
     def _entries(self) -> dict:
@@ -150,8 +148,6 @@ class BundleStore(Store):
         span = self._entries().get(key)
         if span is None:
             return None
-        from ..ground.regular import open_regular, read_at
-
         try:
             fd, _ = open_regular(self.path)  # replaced by a FIFO since its index was read
             try:

@@ -6,10 +6,14 @@ each level's hits, misses, errors, timeouts, writes and bytes (``tally``, ``read
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
+from ..ground.fsutil import atomic_write
+from ..ground.regular import RECORD_LIMIT, read_cache_file
+from .ledger import locked
 from .tally import FIELDS, _tallies, tally
 
 __all__ = ["FIELDS", "keep_tallies", "merge_levels", "read_levels", "tally", "zero_tallies"]
@@ -45,10 +49,6 @@ def _count(counts: dict, name: str) -> int:
 
 def read_counts(root: Path) -> dict:
     """The folded hit and miss counts ({} when none were folded)."""
-    import json
-
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-
     raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
     try:
         data = json.loads(raw if raw is not None else b"{}")
@@ -133,10 +133,6 @@ def grouped(levels: dict) -> dict[str, dict]:
 
 def read_levels(root: Path) -> dict[str, dict[str, int]]:
     """The per-level counts kept in ``root`` (every process's, since they were last zeroed)."""
-    import json
-
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-
     raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
     try:
         levels = json.loads(raw if raw is not None else b"{}").get("levels")
@@ -166,12 +162,6 @@ def keep_tallies(root: Path) -> None:
 def _update(root: Path, change) -> None:
     """Rewrite stats/counts as ``change(its object)`` under the ledger's lock (ledger.py), so
     that processes adding their counts at once lose none of them."""
-    import json
-
-    from ..ground.fsutil import atomic_write
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-    from .ledger import locked
-
     with locked(root):
         raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
         try:

@@ -11,11 +11,32 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
 import stat
+import sys
 import threading
 from pathlib import Path
 
+from ..ground import deferred
+from ..ground.regular import ENTRY_LIMIT, open_own, read_cache_file, refused
 from .base import Store
-from .layout import bound, set_bound
+from .layout import (
+    NotACacheError,
+    bound,
+    claim,
+    foreign_message,
+    is_own,
+    owned,
+    real_dir,
+    set_bound,
+)
+from .tally import tally
+
+# off a warm hit's path (ground/deferrals.py says why): a write, a miss, maintenance, stats
+fsutil = deferred("cupy_rawcode.ground.fsutil")
+log = deferred("cupy_rawcode.ground.log")
+sizebound = deferred("cupy_rawcode.store.sizebound")
+eviction = deferred("cupy_rawcode.store.eviction")
+usage = deferred("cupy_rawcode.store.usage")
+counters = deferred("cupy_rawcode.store.counters")
 
 
 class EntryInfo:
@@ -59,9 +80,6 @@ class DirectoryStore(Store):
         """The entry's bytes, or None: missing, or not a regular file reached without a link
         (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
         cache (layout.py)."""
-        from ..ground.regular import ENTRY_LIMIT, read_cache_file
-        from .layout import owned
-
         tally = self.tally
         if not owned(self.root):
             tally["misses"] += 1
@@ -77,19 +95,16 @@ class DirectoryStore(Store):
         return data
 
     def put(self, key: str, data: bytes) -> None:
-        from .layout import NotACacheError
-        from .sizebound import publish  # not imported on a hit
-
         try:
-            publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
+            sizebound.publish(
+                self.root, self.path(key), data, self.max_bytes
+            )  # private dirs, bound
             self.tally["writes"] += 1
             self.tally["bytes_written"] += len(data)
         except NotACacheError:
             pass  # layout.py warned once
         except OSError as e:  # read-only or full: compiling goes on from memory
-            from ..ground.log import warn_once
-
-            warn_once(
+            log.warn_once(
                 ("cache not writable",),  # once per process, whichever directory
                 "cupy-rawcode: cannot write the cache at %s (%s); kernels are kept in memory only",
                 self.root,
@@ -99,10 +114,6 @@ class DirectoryStore(Store):
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next
         recount (it only over-counts meanwhile)."""
-        from .eviction import remove
-        from .layout import is_own, owned, real_dir
-        from .usage import CacheFile
-
         path = self.path(key)
         if not (is_own("entries", key, key[:2]) and owned(self.root) and real_dir(path.parent)):
             return
@@ -110,8 +121,8 @@ class DirectoryStore(Store):
             st = os.lstat(path)
         except OSError:
             return
-        found = CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False)
-        remove(found, wait=True)
+        found = usage.CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False)
+        eviction.remove(found, wait=True)
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -124,11 +135,9 @@ class DirectoryStore(Store):
 
     def entries(self) -> list[EntryInfo]:
         """Every published entry, least recently used first."""
-        from .usage import scan
-
         return [
             EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
-            for f in scan(self.root, ("entries",)).files
+            for f in usage.scan(self.root, ("entries",)).files
             if not f.is_dir
         ]
 
@@ -137,22 +146,15 @@ class DirectoryStore(Store):
         toolchain records) until the whole directory holds at most ``max_bytes`` (0: no bound,
         as CUPY_RAWCODE_CACHE_MAX_SIZE=0: nothing is removed); an entry being read is kept.
         Returns eviction.Pruned (what was removed, and what could not be)."""
-        import sys
-
-        from .eviction import prune
-
-        return prune(self.root, max_bytes or sys.maxsize)
+        return eviction.prune(self.root, max_bytes or sys.maxsize)
 
     def clear(self) -> int:
         """Remove every entry, manifest, warm index entry, toolchain record and counter; returns
         the number of entries removed. Raises OSError naming a path that could not be removed
         and why (a read-only cache)."""
-        from .eviction import clear
-        from .usage import failure
-
-        done = clear(self.root)
+        done = eviction.clear(self.root)
         if done.errors:
-            raise failure("clear", self.root, done.errors)
+            raise usage.failure("clear", self.root, done.errors)
         return done.removed.get("entries", 0)
 
     def record(self, hit: bool) -> None:
@@ -180,16 +182,10 @@ class DirectoryStore(Store):
         """Start the hit and miss counts and every level's counts again from 0 (ccache's
         ``-z``). Counters are append-only files, one byte per event: truncating them loses no
         concurrent append."""
-        from ..ground.fsutil import make_private_dirs
-        from ..ground.regular import open_own
-        from .layout import NotACacheError, claim, foreign_message
-
         if not claim(self.root):
             raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
-        from .counters import zero_tallies
-
-        make_private_dirs(self.root / "stats")
-        zero_tallies()  # this process's own, not written yet
+        fsutil.make_private_dirs(self.root / "stats")
+        counters.zero_tallies()  # this process's own, not written yet
         try:
             os.unlink(self.root / "stats" / "counts")  # folded counts, every level's counts
         except FileNotFoundError:
@@ -203,10 +199,8 @@ class DirectoryStore(Store):
 
     def counts(self) -> tuple[int, int] | None:
         """(hits, misses) recorded, or None when nothing was recorded."""
-        from .counters import read_counts
-
         self.flush_counts()
-        folded = read_counts(self.root)
+        folded = counters.read_counts(self.root)
         sizes: list[int | None] = []
         for name in ("hits", "misses"):
             try:
@@ -231,8 +225,6 @@ _homes: list[Path] = []  # the first cache directory opened: every level's talli
 def _home(root: Path, name: str) -> dict[str, int]:
     """This process's tally of the level ``name`` (counters.py); the first directory opened
     is where every level's tallies are written (at exit, and when its counts are read)."""
-    from .tally import tally
-
     if not _homes:
         _homes.append(root)
         _at_exit()
@@ -241,16 +233,12 @@ def _home(root: Path, name: str) -> dict[str, int]:
 
 def _keep(root: Path) -> None:
     """Write every level's tallies into ``root`` (best effort; only into a cache: layout.py)."""
-    from .layout import owned
-
     try:
         if not owned(root):
             return
     except OSError:
         return
-    from .counters import keep_tallies
-
-    keep_tallies(root)
+    counters.keep_tallies(root)
 
 
 def _at_exit() -> None:
@@ -280,9 +268,6 @@ def _flush(root: Path) -> None:
 def _append(root: Path, name: str, n: int) -> None:
     """Add ``n`` events to a counter file (best effort: a read-only cache, or a directory that
     is not a cache (layout.py), counts nothing; a counter that is no regular file neither)."""
-    from ..ground.regular import open_own
-    from .layout import claim, real_dir
-
     try:
         if not claim(root):
             return
@@ -294,17 +279,13 @@ def _append(root: Path, name: str, n: int) -> None:
         fd = open_own(path, flags)
     except FileNotFoundError:
         try:
-            from ..ground.fsutil import make_private_dirs
-
-            make_private_dirs(path.parent)
+            fsutil.make_private_dirs(path.parent)
             if not real_dir(path.parent):
                 return
             fd = open_own(path, flags)
         except OSError:
             return
     except OSError as e:
-        from ..ground.regular import refused
-
         refused(path, e)  # a link or a FIFO: one warning
         return
     try:

@@ -15,12 +15,18 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import stat
 from pathlib import Path
 from typing import NamedTuple
 
-from ..ground import config
+from ..ground import config, deferred
 from ..ground.errors import RawcodeError, RawcodeValueError
+from ..ground.regular import read_cache_file
+
+# off a cache hit's path (ground/deferrals.py): a write, and a warning
+fsutil = deferred("cupy_rawcode.ground.fsutil")
+log = deferred("cupy_rawcode.ground.log")
 
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
@@ -95,8 +101,6 @@ _owned: set[str] = set()  # cache directories known to be marked, in this proces
 @functools.cache
 def _pattern(kind: str):
     """The compiled pattern of a kind's file names, or of its temp files (kind + '.tmp')."""
-    import re
-
     if kind.endswith(".tmp"):  # fsutil.atomic_write's: .<name>.<8 chars>.tmp
         return re.compile(rf"\.({_FILE[kind[:-4]]})\.[a-z0-9_]{{8}}\.tmp")
     return re.compile(_FILE[kind])
@@ -135,8 +139,6 @@ def real_dir(path) -> bool:
 
 def is_marked(root) -> bool:
     """Whether ``root`` holds the cache's marker (a regular file starting with the signature)."""
-    from ..ground.regular import read_cache_file
-
     data = read_cache_file(Path(root, MARKER), 4096)
     return data is not None and data.startswith(SIGNATURE)
 
@@ -219,10 +221,8 @@ def _adopt(root) -> bool:
     be read."""
     if not written_by_layout(root):
         return False
-    from ..ground.fsutil import atomic_write
-
     try:
-        atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
+        fsutil.atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
     except OSError:
         pass
     return True
@@ -248,9 +248,9 @@ def linked_message(path) -> str:
 
 def warn_once(root, message: str) -> None:
     """One warning per directory and process (log.warn_once): the cache is not used there."""
-    from ..ground.log import warn_once as once  # off a cache hit's import path
-
-    once(("cache not used", str(root)), "cupy-rawcode: %s; compiling without the cache", message)
+    log.warn_once(
+        ("cache not used", str(root)), "cupy-rawcode: %s; compiling without the cache", message
+    )
 
 
 def owned(root) -> bool:
@@ -284,16 +284,14 @@ def claim(root) -> bool:
         return True
     if is_marked(root):
         return False  # a kind directory is a link: owned warned
-    from ..ground.fsutil import atomic_write, make_private_dirs
-
     if _only_marker_temps(root) is None:
-        make_private_dirs(Path(root))
+        fsutil.make_private_dirs(Path(root))
     empty = _only_marker_temps(root)
     if empty is None:
         raise CacheNotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
     if not empty:
         return False  # foreign: owned warned
-    atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
+    fsutil.atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)
     return owned(root)
 
 

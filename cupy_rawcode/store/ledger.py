@@ -10,6 +10,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..ground.fsutil import make_private_dirs
+from ..ground.regular import open_own
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks
@@ -21,14 +24,10 @@ _WIDTH = 48  # the ledger's one line, fixed width: rewritten in place
 def _open(root: Path) -> int:
     """The ledger's file, open for reading and writing (made when missing): never a link,
     never a FIFO. Raises OSError."""
-    from ..ground.regular import open_own
-
     path = root / "stats" / "size"
     try:
         return open_own(path, os.O_RDWR | os.O_CREAT)
     except FileNotFoundError:
-        from ..ground.fsutil import make_private_dirs
-
         make_private_dirs(path.parent)
         return open_own(path, os.O_RDWR | os.O_CREAT)
 

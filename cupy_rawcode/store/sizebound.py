@@ -25,11 +25,15 @@ shard directories it empties).
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
 from pathlib import Path
 
+from ..ground.fsutil import atomic_write
+from ..ground.log import warn
+from ..ground.regular import refused, warned
 from . import layout
 from .eviction import _remove_tree, prune
 from .ledger import _WIDTH, _ledger
@@ -59,8 +63,6 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
     try:
         total, _ = _ledger(root, add)
     except OSError as e:
-        from ..ground.regular import refused
-
         refused(root / "stats" / "size", e)  # a link or a FIFO: one warning
         return  # a read-only or full cache: the write failed too, or was the last one
     low = int(max_bytes * LOW_WATER)
@@ -86,9 +88,6 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
 def _clear_the_way(root: Path, path: Path) -> bool:
     """Remove a directory standing where the file ``path`` belongs, or a file standing where
     one of its directories belongs (below ``root``), with a log line; True when one was."""
-    from ..ground.log import warn
-    from ..ground.regular import warned
-
     if path.is_dir() and not path.is_symlink():
         errors: list = []
         if _remove_tree(str(path), errors):
@@ -112,8 +111,6 @@ def _clear_the_way(root: Path, path: Path) -> bool:
 def _check_claimed(root: Path, path: Path) -> None:
     """Raise OSError unless ``root`` is the cache's (claimed now when new or empty: layout.py)
     and no directory between it and ``path`` is a link: a write never lands outside."""
-    import errno
-
     if not layout.claim(root):
         raise layout.NotACacheError(errno.EPERM, "not a cupy-rawcode cache directory", str(root))
     for d in path.parents:
@@ -129,8 +126,6 @@ def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     (``max_bytes``: None for none; default the cache's configured bound). Something in the way
     (a directory where the file belongs) is removed first, with a log line. Raises OSError when
     the file cannot be written."""
-    from ..ground.fsutil import atomic_write
-
     _check_claimed(Path(root), Path(path))
     try:
         atomic_write(path, data)

@@ -10,7 +10,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
 from test_import_graph import PACKAGE, ROOT, _absolute, deferred_name, module_names
 
 # lowest first; a module's layer is that of its longest matching name (relative to the package)
@@ -146,10 +145,6 @@ PENDING = {
     "cupy_rawcode/key/index.py",
     "cupy_rawcode/key/request.py",
     "cupy_rawcode/parallel/sizing.py",
-    "cupy_rawcode/store/__init__.py",
-    "cupy_rawcode/store/maintenance.py",
-    "cupy_rawcode/store/remote.py",
-    "cupy_rawcode/store/wrappers.py",
 }
 
 
@@ -279,11 +274,6 @@ def own_function_imports(root: Path = ROOT) -> list[str]:
     return [f"{r}:{line}: {name}" for r, line, name, own in function_imports(root) if own]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="86 imports of own modules inside functions remain (store 52, cli 23, "
-    "kernel/building, key/request and index, parallel/sizing, orchestrator/compiling)",
-)
 def test_at_most_MAX_OWN_imports_of_own_modules_inside_functions():
     found = own_function_imports()
     assert len(found) <= MAX_OWN, "\n".join(found)

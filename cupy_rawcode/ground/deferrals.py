@@ -54,6 +54,7 @@ DEFERRED: dict[str, str] = {
     "urllib.request": "~10 ms to import (http.client, email): an HTTP store only",
     "urllib.error": "an HTTP store only, with urllib.request",
     "xml": "an HTTP (WebDAV) store's listing only",
+    "concurrent.futures": "the bulk requests of an HTTP or S3 store only (it imports logging)",
     # the package's own modules a warm hit must not load
     "cupy_rawcode.compiler": "compiling: a miss only (NVRTC, strip, link, hints, early load)",
     "cupy_rawcode.headers": "resolving headers: the first key of a source, or a miss",

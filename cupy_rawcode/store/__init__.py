@@ -14,11 +14,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable
+from urllib.parse import quote, unquote, urlsplit  # loaded with pathlib
 
+from ..ground import config, deferred
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from .base import Store
 from .layout import cache_location
 from .wrappers import Levels, ReadOnly
+
+_remote = deferred("cupy_rawcode.store.remote")  # remote levels: when configured only
 
 __all__ = [
     "Levels",
@@ -56,8 +60,6 @@ def _url_path(scheme: str, rest: str) -> str:
     (percent-decoded), else the rest as it is (``file:relative/path``, ``file:/abs``)."""
     if not rest.startswith("//"):
         return rest
-    from urllib.parse import unquote, urlsplit
-
     parts = urlsplit(f"{scheme}:{rest}")
     if parts.netloc not in ("", "localhost"):
         raise RawcodeValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
@@ -130,8 +132,6 @@ def path_url(scheme: str, path: str | os.PathLike) -> str:
     text = os.fspath(path)
     if not text.startswith("//"):
         return f"{scheme}:{text}"
-    from urllib.parse import quote
-
     return f"{scheme}://{quote(text)}"
 
 
@@ -151,8 +151,6 @@ def make_store(
     ``remote``: the remote levels after Redis's, as CUPY_RAWCODE_REMOTE lists them (a spec
     each: a URL, optionally ``|read-only``) or as stores; ``remote_timeout``: seconds a call to
     one may take (CUPY_RAWCODE_REMOTE_TIMEOUT)."""
-    from ..ground import config
-
     location = cache_location(cache_dir)
     max_bytes = None if max_size is None else config.parse_size("max_size", max_size)
     entries = (
@@ -187,9 +185,7 @@ def make_store(
 def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
     """The store one remote spec names (``URL`` or ``URL|read-only``): a remote scheme's backend
     given ``timeout`` (and ``options``), wrapped in ReadOnly when the spec says so."""
-    from .remote import split_spec
-
-    url, read_only = split_spec(spec)
+    url, read_only = _remote.split_spec(spec)
     target, args = parse_url(url)
     if url.partition(":")[0] in _WHOLE_URL:
         options = {"timeout": timeout, **options}
@@ -200,17 +196,12 @@ def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
 def _remote_level(spec: str, timeout: float) -> Store | None:
     """open_remote(spec), or None with one warning when it cannot be opened (a missing client
     library, a class that is no Store): a remote level never fails a compile."""
-    from ..ground import config
-    from .remote import split_spec, warn_failed
-
-    url, _ = split_spec(spec)  # a malformed spec is an error, not a warning
+    url, _ = _remote.split_spec(spec)  # a malformed spec is an error, not a warning
     extra = {"ttl": config.redis_ttl()} if url.startswith(config.REDIS_SCHEMES) else {}
     try:
         return open_remote(spec, timeout=timeout, **extra)
     except Exception as e:  # a user's class may raise anything while it connects
-        from .remote import redacted
-
-        warn_failed("remote", redacted(url), e, opening=True)
+        _remote.warn_failed("remote", _remote.redacted(url), e, opening=True)
         return None
 
 
@@ -250,8 +241,6 @@ def default_store(cache_dir=None) -> Levels:
     call time, one instance per distinct configuration)."""
     if _override is not None and cache_dir is None:
         return _override
-    from ..ground import config
-
     location = cache_location(cache_dir)
     return _store_for(
         str(location.path),

@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import os
 
+from ..ground import config
 from ..ground.errors import RawcodeValueError
+from ..ground.regular import RECORD_LIMIT, open_own, read_cache_file
+from .directory import DirectoryStore
+from .entry import EntryError, decode
+from .layout import cache_location, claim, foreign_message
 
 
 def disk():
     """The configured cache directory's store."""
-    from .directory import DirectoryStore
-    from .layout import cache_location
-
     return DirectoryStore(cache_location().path)
 
 
 def prune_bound(disk, max_size: str | None) -> int | None:
     """The size a prune trims to: ``--max-size`` (its 0 means no bound), else the configured
     bound; None for no bound."""
-    from ..ground import config
-
     return disk.max_bytes if max_size is None else config.parse_size("--max-size", max_size) or None
 
 
@@ -29,9 +29,6 @@ def record_prebuilt(keys: list[str]) -> str | None:
     """Append to <cache>/prebuilt.keys, which ``bundle export --prebuilt`` reads: only in a
     directory the cache claims (store/layout.py), never through a link or into a FIFO. Returns
     why nothing was recorded, or None."""
-    from ..ground.regular import open_own
-    from .layout import claim, foreign_message
-
     root = disk().root
     try:
         if not claim(root):
@@ -46,8 +43,6 @@ def record_prebuilt(keys: list[str]) -> str | None:
 
 def prebuilt_keys(root) -> list[str]:
     """The keys prebuild recorded in ``root``, each once, in order; ValueError when none was."""
-    from ..ground.regular import RECORD_LIMIT, read_cache_file
-
     raw = read_cache_file(root / "prebuilt.keys", 32 * RECORD_LIMIT)
     try:
         wanted = (raw or b"").decode("ascii").split()
@@ -62,8 +57,6 @@ def prebuilt_keys(root) -> list[str]:
 
 def exportable(disk, keys: list[str]) -> tuple[list[tuple[str, bytes]], int]:
     """(the (key, bytes) of ``keys`` a bundle ships, how many were missing or broken)."""
-    from .entry import EntryError, decode
-
     entries, skipped = [], 0
     for key in keys:
         data = disk.get(key)

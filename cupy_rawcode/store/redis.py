@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from ..ground.log import warn_once
 from .base import Store
+from .remote import is_timeout
 
 PREFIX = "cupy-rawcode:entry:"
 
@@ -87,8 +88,6 @@ class RedisStore(Store):
     def _failed(self, error: BaseException) -> None:
         """A failed call: counted (``timeouts`` or ``errors``, which Levels.stats reports: this
         store keeps its own failures rather than raising), warned once, then a rest."""
-        from .remote import is_timeout
-
         if is_timeout(error):
             self.timeouts += 1
         else:

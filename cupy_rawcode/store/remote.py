@@ -10,10 +10,13 @@ one: ``|read-only``. A remote backend raises on a failed call (refused, reset, t
 from __future__ import annotations
 
 import socket
+import threading
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
-from ..ground.errors import RawcodeError, RawcodeWarning
+from ..ground.errors import RawcodeError, RawcodeValueError, RawcodeWarning
 from ..ground.log import first_time
 
 T = TypeVar("T")
@@ -47,8 +50,6 @@ def split_spec(spec: str) -> tuple[str, bool]:
     url, *attrs = spec.split("|")
     bad = [a for a in attrs if a != READ_ONLY]
     if not url or bad:
-        from ..ground.errors import RawcodeValueError
-
         raise RawcodeValueError(
             f"remote store {spec!r}: expected a store URL, optionally followed by "
             f"'|{READ_ONLY}'" + (f" (unknown attribute {bad[0]!r})" if bad else "")
@@ -77,8 +78,6 @@ def warn_failed(name: str, location: str, error: BaseException, opening: bool = 
     opened: ``opening``), compiles go on."""
     if not first_time(("remote level", location)):
         return
-    import warnings
-
     what = "cannot be opened" if opening else "timed out" if is_timeout(error) else "failed"
     then = "left out" if opening else "skipped for a while"
     warnings.warn(
@@ -101,10 +100,6 @@ def redacted(url: str) -> str:
 
 def host_port(url: str, default_port: int) -> tuple[str, int, str]:
     """(host, port, path) of ``scheme://host[:port][/path]``; ValueError when malformed."""
-    from urllib.parse import urlsplit
-
-    from ..ground.errors import RawcodeValueError
-
     parts = urlsplit(url)
     try:
         port = parts.port or default_port
@@ -123,8 +118,6 @@ class Parallel:
     kept across calls so each thread keeps its connection, ended by ``close``)."""
 
     def __init__(self, workers: int = WORKERS):
-        import threading
-
         self.workers = workers
         self._pool: Any = None  # a ThreadPoolExecutor, once used
         self._lock = threading.Lock()

@@ -15,9 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..ground import deferred
 from ..ground.errors import RawcodeTypeError
 from .base import Store, refuse
 from .entry import decode
+
+# a failing level or a broken entry only (ground/deferrals.py): off a warm hit's path
+remote = deferred("cupy_rawcode.store.remote")
+log = deferred("cupy_rawcode.ground.log")
 
 
 class ReadOnly(Store):
@@ -173,14 +178,12 @@ class Levels(Store):
         """Level ``i`` raised: counted (a timeout or an error), one warning per process and
         level, and the level rests ``backoff`` seconds (a dead server must not cost a timeout
         per kernel)."""
-        from .remote import is_timeout, warn_failed
-
-        if is_timeout(error):
+        if remote.is_timeout(error):
             self.counts[i].timeouts += 1
         else:
             self.counts[i].errors += 1
         self._down_until[i] = time.monotonic() + self.backoff
-        warn_failed(self.levels[i].name, self.levels[i].location, error)
+        remote.warn_failed(self.levels[i].name, self.levels[i].location, error)
 
     def _each(self, op: Callable[[Store], Any], writable: bool = False) -> list[Any]:
         """``op(level)`` for each level that is up (and writable, when asked); a level that
@@ -273,9 +276,7 @@ class Levels(Store):
 
 def _warn_broken(key: str, where: str, error: ValueError) -> None:
     """One warning for a broken entry: it is ignored and compiled again."""
-    from ..ground.log import warn
-
-    warn(
+    log.warn(
         "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
         key[:16],
         where,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..ground.errors import MissingHeaderError, UnreadableHeaderError
 from .codes import (
     EXIT_BROKEN_PIPE,
     EXIT_CODES,
@@ -63,8 +64,6 @@ def _quiet_interrupts() -> None:
 
 
 def _run(args, options) -> int:
-    from ..headers.closure import MissingHeaderError, UnreadableHeaderError
-
     try:
         return args.func(args, options)
     except BrokenPipeError:

@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import sys
 import time
 
+from ..ground import deferred
+from ..ground.config import check_workers
+from ..ground.inputs import read_source
 from ..store import maintenance
+from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
+from ..store.counters import zero_tallies
+from ..store.entry import EntryError, decode
+from ..store.layout import cache_location, refusal
+from ..store.usage import CacheFilesError, failure
+from . import stats
 from .codes import EXIT_COMPILE, EXIT_ERROR, EXIT_OK, InputError, UsageError
 from .stats import human as _human
+
+# the compile pipeline, for the commands that key or compile only: ``cache`` and ``bundle``
+# start without it (ground/deferrals.py)
+request = deferred("cupy_rawcode.key.request")
+header_options = deferred("cupy_rawcode.headers.options")
+search = deferred("cupy_rawcode.headers.search")
+toolrecord = deferred("cupy_rawcode.toolkit.record")
+compiling = deferred("cupy_rawcode.orchestrator.compiling")
+prebuilding = deferred("cupy_rawcode.parallel.prebuild")
 
 
 def _read_source(path: str) -> str:
     """The file's text, checked (inputs.read_source): a NUL, a lone surrogate or bytes that are
     not UTF-8 raise BadInputError naming path:line:col (exit status 2); a file that cannot be
     read, or is no regular file (a FIFO would block), is an InputError (4)."""
-    from ..ground.inputs import read_source
-
     try:
         return read_source(path)
     except OSError as e:
@@ -26,9 +44,7 @@ def _read_source(path: str) -> str:
 def _request(args, options, *, arch=None, target: str = "cubin", name_expressions=()):
     """The compile request of the subcommand's FILE, as compile makes it (make_request), for
     ``arch`` (default: its --arch)."""
-    from ..key.request import make_request
-
-    return make_request(
+    return request.make_request(
         _read_source(args.file),
         arch=arch or args.arch,
         options=options,
@@ -40,15 +56,13 @@ def _request(args, options, *, arch=None, target: str = "cubin", name_expression
 
 
 def _cmd_deps(args, options) -> int:
-    from ..key.request import request_closure
-
     arch = args.arch
     if arch is None:  # an -arch option, else sm_90
-        from ..headers.options import parse_options
-
-        arch = parse_options(options).arch or "sm_90"
+        arch = header_options.parse_options(options).arch or "sm_90"
     # the request compile makes (its pre-include and CuPy's defaults): the same header count
-    closure = request_closure(_request(args, options, arch=arch, target="ptx"), exact=args.exact)
+    closure = request.request_closure(
+        _request(args, options, arch=arch, target="ptx"), exact=args.exact
+    )
     if not args.exact:
         closure.raise_for_missing()
     print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
@@ -62,9 +76,7 @@ def _cmd_deps(args, options) -> int:
 
 
 def _cmd_key(args, options) -> int:
-    from ..key.request import compute_key
-
-    keyed = compute_key(_request(args, options, target=args.target))
+    keyed = request.compute_key(_request(args, options, target=args.target))
     print(keyed.key)
     if args.verbose:
         print(f"{args.file}: {keyed.count} headers")
@@ -72,9 +84,7 @@ def _cmd_key(args, options) -> int:
 
 
 def _cmd_env(args, options) -> int:
-    from ..headers.search import make_context
-
-    ctx = make_context(options)
+    ctx = search.make_context(options)
     tc = ctx.toolchain
     print(f"cupy-rawcode {__import__('cupy_rawcode').__version__}")
     print(f"NVRTC           {tc.nvrtc_version_str} ({tc.nvrtc_library or 'library path unknown'})")
@@ -83,9 +93,6 @@ def _cmd_env(args, options) -> int:
     print("search order (after the including file's own directory for quoted includes):")
     for i, d in enumerate(ctx.dirs):
         print(f"  {i:2d}. {d.tag:7s} {d.path}  ({d.origin})")
-    from ..store.layout import cache_location
-    from ..toolkit import record as toolrecord
-
     print(f"cache           {cache_location().path}")
     print(
         f"toolchain       {'from the record' if tc.from_record else 'discovered'} "
@@ -95,11 +102,9 @@ def _cmd_env(args, options) -> int:
 
 
 def _cmd_compile(args, options) -> int:
-    from ..orchestrator.compiling import compile_request
-
     req = _request(args, options, target=args.target, name_expressions=args.name_expression or ())
     t0 = time.perf_counter()
-    result = compile_request(req)
+    result = compiling.compile_request(req)
     total = time.perf_counter() - t0
     code = result.code
     print(f"{args.file}: {'hit' if result.hit else 'miss'} ({result.hit_layer or 'compiled'})")
@@ -132,8 +137,6 @@ def _cache_disk():
     """The cache directory for a command that reads or removes its files; a directory that is
     not a cupy-rawcode cache (store/layout.py: CUPY_RAWCODE_CACHE_DIR=/, say) is a usage error,
     refused before anything there is walked."""
-    from ..store.layout import refusal
-
     disk = maintenance.disk()
     why = refusal(disk.root)
     if why is not None:
@@ -145,15 +148,12 @@ def _uncounted(command):
     """A maintenance command's own reads (``cache list -l``, ``bundle export`` and ``info``)
     are no look-ups: the level tallies they made are dropped, never kept with the compiles'
     (store/counters.py)."""
-    import functools
 
     @functools.wraps(command)
     def run(args, options) -> int:
         try:
             return command(args, options)
         finally:
-            from ..store.counters import zero_tallies
-
             zero_tallies()
 
     return run
@@ -166,19 +166,13 @@ def _cmd_cache(args, options) -> int:
             raise UsageError(f"{flag} goes with 'cache stats', not 'cache {args.action}'")
     disk = _cache_disk()
     if args.action == "stats":
-        from . import stats
-
         found = stats.collect(disk)
         if args.json:
-            import json
-
             print(json.dumps(found, indent=2))
         else:
             print("\n".join(stats.lines(found)))
         usage_errors = found["unreadable_files"]
         if usage_errors:
-            from ..store.usage import CacheFilesError
-
             more = f" (and {len(usage_errors) - 1} more)" if len(usage_errors) > 1 else ""
             raise CacheFilesError(f"cannot read {disk.root}: {usage_errors[0]}{more}")
         if args.zero:
@@ -186,8 +180,6 @@ def _cmd_cache(args, options) -> int:
             if not args.json:
                 print("hits and misses zeroed")
     elif args.action == "list":
-        from ..store.entry import EntryError, decode
-
         for e in disk.entries()[::-1]:
             line = (
                 f"{e.key}  {e.size:>9}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(e.used))}"
@@ -228,19 +220,13 @@ def _cmd_cache(args, options) -> int:
             f"{_human(done.total)} left, bound {_human(bound)}"
         )
         if done.errors:
-            from ..store.usage import failure
-
             raise failure("prune", disk.root, done.errors)
     return EXIT_OK
 
 
 def _cmd_prebuild(args, options) -> int:
-    from ..parallel import prebuild as prebuilding
-
     archs = prebuilding.archs_of(args.arch)
     if args.jobs is not None:
-        from ..ground.config import check_workers
-
         check_workers("-j", args.jobs)
     jobs = prebuilding.plan_jobs(args.paths, archs, tuple(options), args.manifest, args.root)
     outcomes = prebuilding.prebuild(jobs, workers=args.jobs)
@@ -278,9 +264,6 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
 
 @_uncounted
 def _cmd_bundle(args, options) -> int:
-    from ..store.bundle import BundleError, read_index, write_bundle
-    from ..store.entry import EntryError, decode
-
     if args.action == "export":
         disk = _cache_disk()
         if args.prebuilt:
@@ -298,8 +281,6 @@ def _cmd_bundle(args, options) -> int:
         found = read_index(args.out)
     except BundleError as e:
         raise InputError(f"{args.out}: {e}") from None
-    from ..store.bundle import BundleStore, truncation
-
     store, broken = BundleStore(args.out, found.entries), len(found.cut)
     for key in sorted(found.entries):
         try:

@@ -202,6 +202,15 @@ def test_a_specialization_of_std_numeric_limits_is_seen_unqualified_too():
         (b"typedef struct { int a; } FILE; int fflush(FILE* f);", ("FILE", "fflush")),
         (b"enable_if_t<true>* p; x = strcmp(a, b); return strcmp(a, b);", ()),
         (b"std::pair<int, int> make_pair(int a, int b);", ("make_pair",)),
+        # each kind of declaration across lines, and what is not one
+        (b"typedef struct _iobuf\n{\n  int a;\n}\nFILE\n;", ("FILE",)),
+        (b"enum class FILE : int { a };", ("FILE",)),
+        (b"int  *\n & fflush (FILE* f);", ("fflush",)),
+        (b"auto r = p-> strcmp(a, b);", ("strcmp",)),  # a superset: a call through ->
+        (b"throw strcmp(a); y = (strcmp(a, b)); f(x, strcmp(a));", ()),
+        (b"class FILE x; typedef int x; FILE; x = FILE;", ()),
+        # a typedef longer than the bytes read before a name
+        (b"typedef pair<" + b"int, " * 100 + b"int> FILE;", ("FILE",)),
     ],
 )
 def test_own_global_names(text, names):

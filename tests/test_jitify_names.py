@@ -246,3 +246,22 @@ def test_launched_cudf_style_kernel_computes_the_sums():
         k = cupy_rawcode.RawKernel(LAUNCHED, "k", options=("-std=c++14",), jitify=True)
         k((1,), (32,), (out, a, b))
     np.testing.assert_array_equal(out.get(), a.get().astype(np.int64) + b.get())
+
+
+@pytest.mark.parametrize("jitify, expected", [(True, ["::FILE"]), (False, [])])
+def test_own_names_are_read_only_under_jitify(jitify, expected, monkeypatch):
+    """Only jitify=True's guard macro makes the closure read the program's own files for the
+    names of the global blocks: without it, they change nothing NVRTC gets, and a CuPy kernel's
+    closure holds some 2,000 headers (headers/fast.py)."""
+    from cupy_rawcode.headers.fast import resolve_fast
+    from cupy_rawcode.headers.search import make_context
+
+    calls = []
+    real = jitify_names.own_global_names
+    monkeypatch.setattr(
+        jitify_names, "own_global_names", lambda data: calls.append(data) or real(data)
+    )
+    options = ["-D" + jitify_names.GUARD] if jitify else []
+    closure = resolve_fast("typedef struct { int a; } FILE;\n", make_context(options))
+    assert [s for s in closure.specialized if s.startswith("::")] == expected
+    assert bool(calls) == jitify

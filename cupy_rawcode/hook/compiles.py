@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import types
 from typing import Any, NamedTuple
@@ -154,7 +155,51 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         lambda payload: load(call, payload),
         lambda: capture(original, args, kwargs),
         lambda: changed_header(call),
+        payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r)),
     )
+
+
+def failure_fields(call: Call, e: BaseException) -> dict | None:
+    """What rebuilds the CompileException CuPy raised compiling ``call`` (its constructor's
+    arguments; the source only where it is not the call's), None for any other exception
+    (CuPy's Jitify, nvcc or a driver error)."""
+    from cupy.cuda import compiler
+
+    if type(e) is not compiler.CompileException:
+        return None
+    ce: Any = e  # CuPy's class is untyped
+    msg, source = ce._msg, ce.source
+    if not all(isinstance(v, str) for v in (msg, source, ce.name, ce.backend, *ce.options)):
+        return None
+    return {
+        "message": msg,
+        "log": msg,  # CuPy's message is NVRTC's log
+        "source": None if source == call.source else source,
+        "name": ce.name,
+        "options": list(ce.options),
+        "backend": ce.backend,
+    }
+
+
+def failure(call: Call, record: dict):
+    """CuPy's CompileException again from its record (payloads.Failing), dumped to stderr as
+    CuPy's compile dumps it under CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1; None for a record that
+    does not give one."""
+    from cupy.cuda import compiler
+
+    from ..ground import config
+
+    source = call.source if record.get("source") is None else record["source"]
+    options = record.get("options")
+    fields = (source, record.get("name"), record.get("backend"))
+    if not isinstance(options, list) or not all(isinstance(v, str) for v in (*fields, *options)):
+        return None
+    e = compiler.CompileException(
+        record["message"], source, record["name"], tuple(options), record["backend"]
+    )
+    if config.cupy_dump_on_error():
+        e.dump(sys.stderr)
+    return e
 
 
 def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:

@@ -320,3 +320,24 @@ def test_cupys_failure_differs_by_option_and_opts_out(cupy_all, monkeypatch):
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_FAILURES", "0")
     cupy_failing()
     assert len(cupy_all) > n  # held, but not served
+
+
+def test_cupys_failure_compiled_ahead_is_kept_and_raised_again(cupy_all):
+    from cupy._core import core
+    from cupy.cuda import compiler
+
+    from cupy_rawcode.hook import compiles as cupy_compiles
+    from cupy_rawcode.parallel.task import Task
+
+    options = core.assemble_cupy_compiler_options(())
+    call = cupy_compiles.call_for(Task(CUPY_BAD, options, "sm_90", cupy=("cupy", False)))
+    raised, compiled = [], []
+    for _ in range(2):
+        with pytest.raises(compiler.CompileException) as e:
+            cupy_compiles.compile_ahead(call)
+        raised.append(e.value)
+        compiled.append(len(cupy_all))
+    assert compiled[0] >= 1 and cupys(raised[0]) == cupys(raised[1])
+    assert compiled[1] == compiled[0]  # the second raised from the store
+    first = cupy_failing()  # a launch of the same call: served the same failure
+    assert len(cupy_all) == compiled[0] and cupys(first) == cupys(raised[0])

@@ -155,8 +155,13 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         lambda payload: load(call, payload),
         lambda: capture(original, args, kwargs),
         lambda: changed_header(call),
-        payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r)),
+        _failing(call),
     )
+
+
+def _failing(call: Call) -> payloads.Failing:
+    """How the orchestrator keeps and rebuilds CuPy's compile errors for ``call``."""
+    return payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r))
 
 
 def failure_fields(call: Call, e: BaseException) -> dict | None:
@@ -320,7 +325,13 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
     from cupy.cuda import compiler
 
     key = key_of(call)
-    return key, payloads.ahead(key, str(call.arch), lambda: _captured(compiler, call))
+    return key, payloads.ahead(
+        key,
+        str(call.arch),
+        lambda: _captured(compiler, call),
+        lambda: changed_header(call),
+        _failing(call),
+    )
 
 
 def _captured(compiler, call: Call) -> bytes | None:

@@ -112,12 +112,30 @@ def _keep(key: str, arch: str, fields: dict | None, changed: Callable[[], str | 
         failures.keep(default_store(), key, data, arch)
 
 
-def ahead(key: str, arch: str, compile: Callable[[], bytes | None]) -> bool:
+def ahead(
+    key: str,
+    arch: str,
+    compile: Callable[[], bytes | None],
+    changed: Callable[[], str | None] = lambda: None,
+    failing: Failing | None = None,
+) -> bool:
     """A call compiled into the store ahead of its launch, unless held already: whether the
-    store held it. ``compile()`` gives CuPy's payload, None when it saved none."""
-    if stored(key) is not None:
+    store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
+    ``failing``, CuPy's compile error is kept (unless ``changed()`` names a header) and a kept
+    one raised again, as serve does."""
+    found = _found(key)
+    if isinstance(found, dict):
+        error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
+        if error is not None:
+            raise error
+    elif found is not None:
         return True
-    payload = compile()
+    try:
+        payload = compile()
+    except Exception as e:
+        if failing is not None:
+            _keep(key, arch, failing.fields(e), changed)
+        raise
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
     save(key, arch, payload)

@@ -1,6 +1,7 @@
 """warmup() and its worker-process pool (pool.py) without a GPU: later compiles are hits, in this
-process and a new one; failures are reported and not cached; a background warmup and a racing
-first compile share one compile; workers are counted, checked, and end with the program."""
+process and a new one; failures are reported (and cached, as any compile error is); a background
+warmup and a racing first compile share one compile; workers are counted, checked, and end with
+the program."""
 
 import os
 import signal

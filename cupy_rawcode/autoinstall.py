@@ -17,6 +17,13 @@ from __future__ import annotations
 
 import sys
 
+from .ground import config, deferred
+
+# imported by start()'s first use, inside _unfailing: an import that fails (no fcntl, say) is
+# then one line on stderr, as any other failure of the hook
+recording = deferred("cupy_rawcode.hook.recording")
+hook = deferred("cupy_rawcode.hook.install")  # once CuPy is imported
+
 _TARGET = "cupy.cuda.compiler"
 _started = False
 
@@ -34,9 +41,6 @@ def start() -> None:
 
 
 def _start() -> None:
-    from .ground import config
-    from .hook import recording
-
     config.install_scope()  # a bad value of any variable fails here, naming it
     path = config.record_path()
     if path:
@@ -49,10 +53,6 @@ def _start() -> None:
 
 def _apply() -> None:
     """Wrap CuPy's compile function as the variables ask (CuPy is imported)."""
-    from .ground import config
-    from .hook import install as hook
-    from .hook import recording
-
     scope = config.install_scope()
     if scope:
         hook.install(scope)
@@ -87,7 +87,7 @@ class _Finder:
     def find_spec(self, name, path, target=None):
         if name != _TARGET:
             return None
-        import importlib.util
+        import importlib.util  # only when CuPy's compiler module is imported
 
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)

@@ -12,7 +12,7 @@ import pytest
 from conftest import CORPUS, ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode.kernel import attributes, loading
+from cupy_rawcode.kernel import classes, loading
 from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = pytest.mark.gpu
@@ -160,7 +160,7 @@ def test_user_globals_of_a_stripped_cub_module_stay_reachable():
 def test_attributes_and_settable_shared_size():
     k = cupy_rawcode.RawKernel(corpus("block_reduce.cu"), "kern")
     attrs = k.attributes
-    assert set(attrs) == set(attributes._ATTRIBUTES)
+    assert set(attrs) == set(classes._ATTRIBUTES)
     assert attrs["max_threads_per_block"] >= 128 and attrs["num_regs"] > 0
     assert attrs["shared_size_bytes"] > 0  # BlockReduce's TempStorage
     k.max_dynamic_shared_size_bytes = 64 * 1024

@@ -35,15 +35,32 @@ def _absolute(module: str, is_package: bool, level: int, name: str | None) -> st
     return ".".join(base + ([name] if name else []))
 
 
+def deferred_name(node: ast.AST) -> str | None:
+    """The module named by ``deferred("a.b")`` (ground/__init__.py: imported on first use), or
+    None when ``node`` is no such call."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return None
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    arg = node.args[0]
+    if called == "deferred" and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
 def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules that ``module`` imports anywhere in its file (functions included).
+    """The package modules that ``module`` imports anywhere in its file (functions included),
+    or names through ``deferred("...")`` (imported on first use: an import all the same).
     ``from X import y`` counts as an import of X.y when that is a module, else of X; a parent
     package reached only because a submodule is imported is not counted."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        named = deferred_name(node)
+        if named is not None:
+            targets = [named]
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node.level, node.module)
@@ -119,6 +136,16 @@ def test_find_cycle(graph, cycle):
                 "c.py": "def g():\n    from pkg.a import y\n",
             },
             {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}},
+        ),
+        # a module named through deferred(...) (imported on first use) is imported all the same
+        (
+            {
+                "__init__.py": "",
+                "a.py": "from . import deferred\nb = deferred('pkg.b')\n",
+                "b.py": "import pkg\nc = pkg.deferred('pkg.c')\nx = deferred('numpy')\n",
+                "c.py": "",
+            },
+            {"pkg": set(), "pkg.a": {"pkg", "pkg.b"}, "pkg.b": {"pkg", "pkg.c"}, "pkg.c": set()},
         ),
         # a subpackage: `from .. import name` is its parent's __init__, `from .x` a sibling
         (

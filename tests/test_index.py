@@ -373,7 +373,6 @@ print(json.dumps({"size": len(code.data), "modules": sorted(
 HIT_PATH = {
     "cupy_rawcode",
     "cupy_rawcode.kernel",
-    "cupy_rawcode.kernel.attributes",
     "cupy_rawcode.kernel.building",
     "cupy_rawcode.kernel.checks",
     "cupy_rawcode.kernel.classes",

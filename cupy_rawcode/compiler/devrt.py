@@ -33,7 +33,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
+from ..ground import config
 from ..ground.errors import RawcodeError, RawcodeValueError
+from ..toolkit.discovery import toolkit_home
+from .signals import guarded
+from .strip import nvjitlink
 
 LIBRARY = "libcudadevrt.a"
 WHEEL_LAYOUTS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")  # CUDA 13 / CUDA 12 runtime wheels
@@ -66,11 +70,6 @@ def candidate_dirs() -> Iterator[str]:
        picks it): ``lib64/`` then ``lib/``;
     3. CuPy's ``cupy.cuda.get_cuda_path()`` (``lib64/`` then ``lib/``) when CuPy is installed.
     """
-    from ..ground import config
-    from ..toolkit.discovery import (
-        toolkit_home,  # (the package's own 'toolchain' attribute is a function)
-    )
-
     yield from _pathfinder_dirs()
     for site in config.site_dirs():
         for layout in WHEEL_LAYOUTS:
@@ -139,8 +138,6 @@ def link(code: bytes, kind: str, arch: str, nvrtc_version: tuple[int, int]) -> b
     linked with ``libcudadevrt.a`` for ``arch`` (sm_XX) by nvJitLink of NVRTC's CUDA release.
     Raises LinkError naming what to install when nvJitLink or the library is missing, or with
     nvJitLink's error log when the link fails."""
-    from .strip import nvjitlink
-
     if kind not in KINDS:
         raise RawcodeValueError(f"kind={kind!r}: expected one of {KINDS}")
     if not arch.startswith("sm_"):
@@ -176,8 +173,6 @@ def link(code: bytes, kind: str, arch: str, nvrtc_version: tuple[int, int]) -> b
             f"and {LIBRARY}: {'; '.join(problems)}; "
             f"{install_hint(version, bad_linker, lib is None)}"
         )
-    from .signals import guarded
-
     return guarded(_nvjitlink_link, mod, code, kind, arch, lib)
 
 

@@ -7,22 +7,26 @@ import re
 import threading
 from typing import NamedTuple
 
-from ..ground import config
+from ..ground import config, deferred, errors
 from ..ground.errors import RawcodeRuntimeError
 from ..ground.nvrtclog import (
     clean_log,  # NVRTC's log is read in nvrtclog.py
     option_refusal,
 )
+from ..ground.stamps import absent, first_changed, take
 from ..headers.options import wants_rdc
 from ..key import LINK_RULES
-from ..key.request import Request
+from ..key.request import Request, context
 from .signals import guarded
+
+fast = deferred("cupy_rawcode.headers.fast")  # a PCH's header prefix only
+strip = deferred("cupy_rawcode.compiler.strip")  # post-processing: a cubin or PTX to strip
+devrt = deferred("cupy_rawcode.compiler.devrt")  # a relocatable (-rdc) compile only
+hints = deferred("cupy_rawcode.compiler.hints")  # a failed compile only
 
 
 def __getattr__(name: str):
     if name == "CompileError":  # errors.py builds it on first use (it imports CuPy)
-        from ..ground import errors
-
         return errors.CompileError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -104,8 +108,6 @@ class _Pch:
 
     def _stale(self) -> bool:
         """Whether a file the live PCH was made from changed since (or could not be stamped)."""
-        from ..ground.stamps import first_changed
-
         return self.stamps is None or first_changed(self.stamps) is not None
 
     def _made_from(self, req: Request, ctx) -> bool:
@@ -154,13 +156,9 @@ class _Pch:
 def prefix_stamps(req: Request, ctx=None) -> tuple | None:
     """The stamps (stamps.take part) of every file a PCH of ``req``'s header prefix reads, taken
     now: its fast-mode closure, with the pre-includes; None when it cannot be resolved."""
-    from ..ground.stamps import absent, take
-    from ..headers.fast import resolve_fast
-    from ..key.request import context
-
     ctx = ctx if ctx is not None else context(req)
     try:
-        closure = resolve_fast(include_prefix(req.source), ctx, req.pre_includes)
+        closure = fast.resolve_fast(include_prefix(req.source), ctx, req.pre_includes)
     except (OSError, ValueError):
         return None
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
@@ -253,8 +251,6 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     when nvJitLink's cubin uses any stack, NVRTC's own cubin is made too and nvJitLink's is
     used only if no function needs more registers or stack (strip.no_worse). Where nvJitLink
     cannot, NVRTC makes the cubin itself."""
-    from . import strip
-
     if req.target == "cubin" and not req.is_ptx and wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
@@ -309,8 +305,6 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
 def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
     """-dc / -rdc=true, as CuPy does it: NVRTC's relocatable cubin (LTO-IR with -dlto) linked
     with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
-    from . import devrt
-
     kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
     code, symbols, log = _nvrtc(req._replace(target=kind), ctx, dump)
     try:
@@ -328,8 +322,6 @@ def virtual_arch(arch: str) -> str:
 def _strip_ptx(ptx: bytes, symbols: dict) -> tuple[bytes, int]:
     """(PTX without unreferenced library globals, how many went); the lowered names of name
     expressions always stay."""
-    from . import strip
-
     text = ptx.decode("latin-1")  # lossless, whatever comments hold (_nvrtc dropped the NUL)
     text, removed = strip.strip(text, frozenset(symbols.values()))
     return text.encode("latin-1"), removed
@@ -420,15 +412,18 @@ def _compile_error(
     dump: bool = False,
     note: str | None = None,
 ):
-    """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did."""
-    from ..ground import errors
-    from .hints import compile_hints  # e.g. a declaration stub's name used: what to use instead
-
+    """errors.CompileError for NVRTC's ``log``, naming the program as NVRTC did; with hints
+    (hints.py: e.g. a declaration stub's name used, what to use instead)."""
     if dump and dump_path is None:
         dump_path = _dump(req, flags)
-    hints = compile_hints(log, req.source)
     msg = errors.compile_message(
-        log, req.program_name, req.source, flags, dump_path=dump_path, note=note, hints=hints
+        log,
+        req.program_name,
+        req.source,
+        flags,
+        dump_path=dump_path,
+        note=note,
+        hints=hints.compile_hints(log, req.source),
     )
     return errors.CompileError(
         msg, req.source, req.program_name, flags, log=log, dump_path=dump_path

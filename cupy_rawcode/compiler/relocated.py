@@ -9,7 +9,10 @@ header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with 
 
 from __future__ import annotations
 
+import warnings
+
 from ..ground.errors import RawcodeWarning
+from ..ground.fsutil import process_header_dir
 
 # old prefix -> new prefix
 MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
@@ -33,10 +36,6 @@ def forwarding_dir(missing) -> str | None:
     moves = {m.name: new_name(m.name) for m in missing}
     if not moves or None in moves.values():
         return None
-    import warnings
-
-    from ..ground.fsutil import process_header_dir
-
     listed = ", ".join(f"<{old}> as <{new}>" for old, new in sorted(moves.items()))
     warnings.warn(
         f"cupy-rawcode: CuPy 13 and later have no <cupy/cub/...> headers (CuPy 12's copy of "

@@ -22,9 +22,13 @@ SIGTERM; a program's handler runs as written). The call it was waiting for is le
 its thread. Another thread waits without taking signals: Python handles them in the main
 thread.
 
-What stays open: a signal that reaches a thread not waiting here (the main thread while another
-thread compiles, or a thread of the program's) in the first milliseconds of a compile, before
-the waiter's first step puts Python's handler back, still meets NVRTC's.
+A thread that is not waiting here (the main thread scanning headers while an early compile
+runs, or a thread of the program's) takes signals through the process-wide disposition. So
+while any guarded call runs, a keeper thread (signals blocked) puts the kept handlers back
+every KEEPER_STEP: NVRTC's handler stays in force at most that long after it installs it.
+
+What stays open: a signal that reaches such a thread in that instant, between NVRTC installing
+its handler and the keeper's next step, still meets NVRTC's.
 """
 
 from __future__ import annotations
@@ -36,11 +40,15 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
+
+from . import early
 
 SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 FIRST_STEP = 0.001  # seconds: the first wait is short, NVRTC replaces the handlers as it starts
 LONGEST_STEP = 0.02  # seconds: how late a signal taken by the main thread is handled, at most
+KEEPER_STEP = 0.002  # seconds: how long NVRTC's handler stays in force, at most (docstring)
 
 
 class _Sigaction(ctypes.Structure):
@@ -57,6 +65,7 @@ class _Sigaction(ctypes.Structure):
 _lock = threading.Lock()
 _callers = 0  # guarded calls running now
 _kept: dict[int, bytes] = {}  # signal -> the sigaction in force when the first of them began
+_keeper: list[threading.Thread] = []  # the keeper thread while one runs
 
 
 @functools.cache
@@ -99,9 +108,14 @@ def restore() -> None:
     """Put back the handlers kept when the first running guarded call began, where they were
     replaced (NVRTC's own, or Python's with NVRTC's flags)."""
     with _lock:
-        for signum, raw in _kept.items():
-            if _read(signum) != raw:
-                _write(signum, raw)
+        _put_back()
+
+
+def _put_back() -> None:
+    """restore()'s work, with _lock held."""
+    for signum, raw in _kept.items():
+        if _read(signum) != raw:
+            _write(signum, raw)
 
 
 @contextlib.contextmanager
@@ -113,12 +127,28 @@ def _handlers_kept() -> Iterator[None]:
             _kept.clear()
             _kept.update((s, _read(s)) for s in SIGNALS)
         _callers += 1
+        if not _keeper:
+            _keeper.append(threading.Thread(target=_keep, name="cupy-rawcode-keeper", daemon=True))
+            _keeper[0].start()
     try:
         yield
     finally:
         restore()
         with _lock:
             _callers -= 1
+
+
+def _keep() -> None:
+    """The keeper: while a guarded call runs, put the kept handlers back every KEEPER_STEP, for
+    the threads that take signals outside the guard (module docstring)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    while True:
+        with _lock:  # checked and put back at once: never after the last call ended
+            if _callers == 0:
+                _keeper.clear()
+                return
+            _put_back()
+        time.sleep(KEEPER_STEP)
 
 
 def steps() -> Iterator[float]:
@@ -134,8 +164,6 @@ def guarded(fn, *args):
     handlers while it runs, whatever handlers the call installs (module docstring)."""
     if not usable():
         return fn(*args)
-    from . import early
-
     main = threading.current_thread() is threading.main_thread()
     with _handlers_kept():
         before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)

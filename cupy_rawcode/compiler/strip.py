@@ -21,9 +21,12 @@ off; the rules' version is a key field (key.strip_field).
 checks its name against them).
 """
 
+import re
 import threading
 
 from ..ground import config
+from ..ground.log import warn_once
+from .signals import guarded
 
 LIBRARY_NAMESPACES = frozenset({"cuda", "cub", "thrust", "std", "nv", "__cccl_internal"})
 
@@ -106,8 +109,6 @@ _patterns = None
 def _regexes():
     global _patterns
     if _patterns is None:
-        import re
-
         _patterns = (
             re.compile(r"\.global\s[^;=]*?\s([A-Za-z_$][\w$]*)(?:\[\d*\])?\s*(=[^;]*)?;\s*$"),
             re.compile(r"[A-Za-z_$%][\w$]*"),
@@ -193,8 +194,6 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
             f" (NVRTC is {nvrtc_version[0]}.{nvrtc_version[1]})"
         )
         return None
-    from .signals import guarded
-
     try:
         return guarded(_link, mod, ptx, arch)
     except Exception as e:
@@ -219,8 +218,6 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
 
 def _warn_once(why: str) -> None:
     """One log line per process when nvJitLink cannot strip: why, and what it costs."""
-    from ..ground.log import warn_once
-
     warn_once(
         ("nvjitlink",),
         "cupy-rawcode: %s; cubins keep NVRTC's unreferenced library globals (a slower "
@@ -267,8 +264,6 @@ def entry_functions(code: bytes, kind: str) -> list[str]:
     if kind == "cubin":
         symbols = _elf(code)[1]
         return [n for info, n, other in symbols if info & 0xF == 2 and other & _STO_CUDA_ENTRY]
-    import re
-
     return re.findall(_PTX_ENTRY, code.decode("latin-1"), re.M)
 
 

@@ -1,8 +1,54 @@
 """The ground layer: what every stage stands on and that imports nothing of the pipeline above
-it: file stamps (stamps.py), labelled digests (digest.py), the package's version.
+it: file stamps (stamps.py), labelled digests (digest.py), the package's version, and
+``deferred``: a module imported on first use (deferrals.py lists them, with the reasons).
 
 The layer order, enforced by tests/test_layers.py: ground, store, toolkit, headers, key,
 compiler and launch, the orchestrator, then the faces (the drop-in classes, the CuPy
 integration, the worker pool, the CLI)."""
 
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # typing is not imported for this: a process's first import of it costs
+if TYPE_CHECKING:
+    from typing import Any
+
 VERSION = "0.1.0"  # the package's version (pyproject.toml says the same; a test checks it)
+
+
+class Deferred:
+    """A module imported the first time one of its attributes is read (or set: a test's patch
+    lands on the module itself). Here, not in deferrals.py: a hit loads this package anyway."""
+
+    __slots__ = ("_deferred_name",)
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_deferred_name", name)
+
+    def _module(self) -> Any:
+        name = object.__getattribute__(self, "_deferred_name")
+        module = sys.modules.get(name)
+        if module is None:
+            __import__(name)
+            module = sys.modules[name]
+        return module
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._module(), attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        setattr(self._module(), attr, value)
+
+    def __delattr__(self, attr: str) -> None:
+        delattr(self._module(), attr)
+
+    def __repr__(self) -> str:
+        return f"<deferred module {object.__getattribute__(self, '_deferred_name')!r}>"
+
+
+def deferred(name: str) -> Any:
+    """A stand-in for the module ``name`` (absolute, and listed in deferrals.DEFERRED:
+    tests/test_layers.py checks both) that imports it on first use. Typed Any: the call sites
+    are checked by the tests that run them."""
+    return Deferred(name)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
 
 from .errors import ConfigError
 
@@ -37,11 +38,29 @@ def parse_bool(name: str, value: str) -> bool:
     )
 
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+
+    class _Typed(Generic[T]):
+        """Var's base as the type checker sees it: a row parses to a T."""
+
+else:  # at run time a plain base: subclassing Generic cost a warm hit's imports ~0.15 ms
+    T = None
+
+    class _Typed:
+        __slots__ = ()
+
+        def __class_getitem__(cls, item):
+            return cls
+
+
 _rows: list[Var] = []  # every Var, in the order they are made: the table
 
 
-class Var(Generic[T]):
+class Var(_Typed[T]):
     """One row of the table: a variable's name, its parser ``(name, value) -> parsed`` (raising
     ConfigError with what it accepts), its default (unset or empty), whether it enters the warm
     index's id (``keyed``: it can change a cache key) and its line in the README's table. Calling
@@ -116,8 +135,6 @@ def key_environment() -> list[tuple[str, str]]:
 
 def site_dirs() -> list[str]:
     """The site-packages directories on sys.path: where discovery finds wheels."""
-    import sys
-
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
@@ -218,8 +235,6 @@ def parse_size(what: str, value: str | int) -> int:
     if isinstance(value, int):
         n = value
     else:
-        import re
-
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
         if m is None or m.group(2).lower() not in _UNITS:
             raise ConfigError(
@@ -327,7 +342,8 @@ cache_max_size = Var("CUPY_RAWCODE_CACHE_MAX_SIZE", parse_size, DEFAULT_MAX_SIZE
     """bound on the whole cache directory, e.g. `500M`, `2G` (binary units; default 1 GiB; `0`:
     no bound)"""
 )
-bundles = Var[tuple[str, ...]]("CUPY_RAWCODE_BUNDLES", _paths, ()).documented(
+_NO_PATHS: tuple[str, ...] = ()  # typed: Var[tuple[str, ...]] without subscripting at run time
+bundles = Var("CUPY_RAWCODE_BUNDLES", _paths, _NO_PATHS).documented(
     "read-only bundle files, `:`-separated, consulted before compiling"
 )
 redis_url = Var("CUPY_RAWCODE_REDIS_URL", _redis_url, None).documented(
@@ -467,8 +483,6 @@ def markdown() -> str:
 
 
 if __name__ == "__main__":  # python -m cupy_rawcode.ground.config --markdown
-    import sys
-
     if sys.argv[1:] != ["--markdown"]:
         sys.exit("usage: python -m cupy_rawcode.ground.config --markdown")
     sys.stdout.write(markdown())

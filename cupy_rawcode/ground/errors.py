@@ -31,6 +31,10 @@ import functools
 import math
 from typing import Any
 
+from . import deferred
+
+nvrtclog = deferred("cupy_rawcode.ground.nvrtclog")  # its regular expressions: a failed compile
+
 
 class RawcodeError(Exception):
     """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches them all."""
@@ -148,11 +152,9 @@ for _cls, _name in (
 
 def source_context(log: str, program_name: str, source: str) -> str:
     """The source lines around each error NVRTC reports in the main source (two either side)."""
-    from .nvrtclog import error_lines  # its regular expressions: only when a compile failed
-
     lines = source.splitlines()
     out: list[str] = []
-    for n in error_lines(log, program_name):
+    for n in nvrtclog.error_lines(log, program_name):
         for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
             out.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
         out.append("")

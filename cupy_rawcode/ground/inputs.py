@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from .errors import BadInputError as BadInputError  # defined with the package's root error
 from .errors import RawcodeTypeError, RawcodeValueError
+from .regular import read_text
 
 
 def line_col(text: str, index: int) -> tuple[int, int]:
@@ -129,8 +130,6 @@ def read_source(path: str) -> str:
     BadInputError naming ``path:line:col`` for bytes that are not UTF-8, a NUL or a lone
     surrogate. OSError propagates: NotRegularFileError for a FIFO, a device or a directory,
     which are never read (regular.py: a FIFO would block)."""
-    from .regular import read_text
-
     try:
         text = read_text(path)
     except UnicodeDecodeError as e:

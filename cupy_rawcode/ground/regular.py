@@ -16,7 +16,10 @@ try:
 except ImportError:  # Windows: no advisory locks
     _fcntl = None  # type: ignore[assignment]
 
+from . import deferred
 from .errors import RawcodeError
+
+log = deferred("cupy_rawcode.ground.log")  # a refused cache file only: off a hit's import path
 
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
 # regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
@@ -159,18 +162,14 @@ def _refused_key(path) -> tuple[str, str]:
 
 def warned(path) -> bool:
     """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
-    from .log import said  # off a cache hit's import path, as logging is
-
-    return said(_refused_key(path))
+    return log.said(_refused_key(path))
 
 
 def refused(path, e: OSError) -> None:
     """Warn once per path that a cache file is a symlink, not a regular file or too large: a
     miss (a missing or unreadable one is a plain miss, silently)."""
     if isinstance(e, (NotRegularFileError, TooLargeError)):
-        from .log import warn_once
-
-        warn_once(
+        log.warn_once(
             _refused_key(path),
             "cupy-rawcode: ignoring %s in the cache: %s (a miss)",
             path,

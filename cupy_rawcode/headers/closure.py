@@ -10,12 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..ground import deferred
+
 # the errors of resolving live with the package's other errors (errors.py: the ground layer)
 from ..ground.errors import MissingHeaderError as MissingHeaderError
 from ..ground.errors import ResolveError as ResolveError
 from ..ground.errors import UnreadableHeaderError as UnreadableHeaderError
+from ..toolkit.cudaheaders import missing_hint
 from ..toolkit.discovery import SearchDir
 from .standard import NO_FLOOR, Floor
+
+header_search = deferred("cupy_rawcode.headers.search")  # the toolchain: a message only
 
 MAIN = "<source>"
 
@@ -49,13 +54,14 @@ class Missing(NamedTuple):
     def message(self) -> str:
         """NVRTC's words for a missing include (so messages match CuPy's), the include chain
         and the directories searched."""
-        from .search import not_files
-
         spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
         hint = f"\n  ({_hint(self.name)})" if _hint(self.name) else ""
-        what = "; ".join(not_files(self.name, self.searched)) or f"header {spelled} not found"
+        what = (
+            "; ".join(header_search.not_files(self.name, self.searched))
+            or f"header {spelled} not found"
+        )
         return f'cannot open source file "{self.name}": {what}\n{chain}\n  searched:\n{dirs}{hint}'
 
 
@@ -72,9 +78,7 @@ def _hint(name: str) -> str:
             "<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
             "cupy-rawcode searches CuPy's include directory when CuPy is installed"
         )
-    from ..toolkit.cudaheaders import missing_hint  # an NVIDIA wheel ships it: name the wheel
-
-    return missing_hint(name)
+    return missing_hint(name)  # an NVIDIA wheel ships it: name the wheel
 
 
 @dataclass

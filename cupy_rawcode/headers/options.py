@@ -5,6 +5,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from ..ground import config
 from ..ground.errors import RawcodeError, RawcodeValueError
 from ..ground.inputs import check_option
 
@@ -103,8 +104,6 @@ def with_cupy_defaults(opts: Options) -> Options:
     ``--device-as-default-execution-space`` and ``-ftz=true`` (unless an -ftz option is given).
     CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
     is a search root of its own: toolchain.py.)"""
-    from ..ground import config
-
     if not config.cupy_options():
         return opts
     ftz = any(o.startswith(("-ftz", "--ftz")) for o in opts.passthrough)

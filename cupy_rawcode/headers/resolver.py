@@ -4,10 +4,13 @@ NVRTC)."""
 
 from __future__ import annotations
 
+from ..ground import deferred
 from ..ground.inputs import check_source
 from .closure import MAIN, Closure
 from .fast import resolve_fast
 from .search import make_context
+
+exact_mode = deferred("cupy_rawcode.headers.exact")  # pcpp: imported only for exact mode
 
 
 def resolve(
@@ -30,9 +33,7 @@ def resolve(
     check_source(source, source_name or MAIN)  # a NUL or lone surrogate: BadInputError, line:col
     ctx = make_context(options, source_dir=source_dir, header_sources=header_sources)
     if exact:
-        from .exact import resolve_exact  # pcpp: imported only for exact mode
-
-        return resolve_exact(
+        return exact_mode.resolve_exact(
             source, ctx, arch=arch, pre_includes=pre_includes, main_name=source_name or MAIN
         )
     return resolve_fast(source, ctx, pre_includes=pre_includes, main_name=source_name or MAIN)

@@ -11,6 +11,7 @@ CUPY_RAWCODE_RAISE_STD=0. A closure that needs nothing more keeps the asked stan
 from __future__ import annotations
 
 import re
+import warnings
 from typing import NamedTuple
 
 from ..ground.errors import RawcodeWarning
@@ -104,6 +105,4 @@ def warn_raised(program: str, asked: str, used: str, floor: Floor) -> None:
     """One StandardRaisedWarning per process for each (asked, used) pair."""
     if not first_time(("standard raised", asked, used)):
         return
-    import warnings
-
     warnings.warn(raised_message(program, asked, used, floor), StandardRaisedWarning, stacklevel=2)

@@ -15,9 +15,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 
+from ..ground import deferred
 from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
+
+# imported when first used: install() without scope 'all', and observe(), need none of them
+cupy_compiles = deferred("cupy_rawcode.hook.compiles")  # scope "all": CuPy's compiles served
+recording = deferred("cupy_rawcode.hook.recording")
+jitify = deferred("cupy_rawcode.orchestrator.jitify")  # a jitify=True compile routed here
+flow = deferred("cupy_rawcode.orchestrator.flow")
+options_module = deferred("cupy_rawcode.headers.options")
+building = deferred("cupy_rawcode.kernel.building")
+loading = deferred("cupy_rawcode.kernel.loading")
 
 SCOPES = ("jitify", "all")
 _lock = threading.Lock()
@@ -72,9 +83,6 @@ def _wrap(compiler) -> None:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             a = bound.arguments
-        from . import compiles as cupy_compiles
-        from . import recording
-
         call = cupy_compiles.call_from(a)
         if call is not None and recording.recording():
             recording.note_cupy(call)
@@ -95,25 +103,21 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     """Compile what CuPy assembled (its -I list, std, jitify flag) and load it; errors are
     JitifyException as well, as CuPy's jitify=True raises. CuPy's workaround line is answered
     by our shims (the same names in std, through a using-directive), on the same line."""
-    from ..headers.options import parse_options
-    from ..kernel.building import _arch_target, _device_target, build
-    from ..kernel.loading import _load_module
-    from ..orchestrator.flow import request
-    from ..orchestrator.jitify import jitify_options, jitify_source
-
-    source = jitify_source(source)
-    opts = parse_options(options)
+    source = jitify.jitify_source(source)
+    opts = options_module.parse_options(options)
     # an -arch option wins; else CuPy's arch argument; else the current device
     target_arch, target = (
-        _arch_target(arch) if arch is not None and opts.arch is None else _device_target(opts.arch)
+        building._arch_target(arch)
+        if arch is not None and opts.arch is None
+        else building._device_target(opts.arch)
     )
     names = tuple(name_expressions or ())
-    req = request(
-        source, arch=target_arch, options=jitify_options(options), name_expressions=names,
+    req = flow.request(
+        source, arch=target_arch, options=jitify.jitify_options(options), name_expressions=names,
         target=target,
     )  # fmt: skip
-    code = build(req, log_stream=log_stream, jitify=True)
-    return _load_module(code)
+    code = building.build(req, log_stream=log_stream, jitify=True)
+    return loading._load_module(code)
 
 
 def install(scope: str = "jitify") -> None:
@@ -125,8 +129,6 @@ def install(scope: str = "jitify") -> None:
     with _lock:
         compiler = _compiler()
         if scope == "all":
-            from . import compiles as cupy_compiles
-
             if not cupy_compiles.supported(compiler):
                 import cupy
 
@@ -153,16 +155,12 @@ def uninstall() -> None:
     with _lock:
         compiler = _compiler()
         _routes["jitify"] = _routes["all"] = False
-        from . import compiles as cupy_compiles
-
         cupy_compiles.detach(compiler)
     release_if_idle()
 
 
 def release_if_idle() -> None:
     """Take the wrapper away when nothing is routed and nothing recorded."""
-    from . import recording
-
     with _lock:
         compiler = _compiler()
         original = getattr(compiler._compile_module_with_cache, _MARK, None)
@@ -174,10 +172,6 @@ def record(path) -> None:
     """Append every compile this process makes from now on to the record ``path``
     (recording.py): our RawKernel/RawModule builds, and CuPy's own compiles, seen through the
     wrapper put in place here when CuPy is installed. ``None`` stops."""
-    import sys
-
-    from . import recording
-
     if path is None:
         recording.stop()
         if "cupy.cuda.compiler" in sys.modules:

@@ -25,11 +25,17 @@ import itertools
 import json
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..ground import deferred
 from ..ground.errors import RawcodeTypeError, RawcodeWarning
 from ..ground.log import first_time
+from ..ground.regular import read_lines
+
+schema = deferred("cupy_rawcode.ground.schema")  # reading a record (prebuild, warmup) only
+confinement = deferred("cupy_rawcode.ground.confine")
 
 SCHEMA = 1
 _PLACE = "{record}"
@@ -69,8 +75,6 @@ class Recorder:
         """One RecordWarning per recorder, naming the record's origin, its path and why."""
         if not first_time(("record", self.ident)):
             return
-        import warnings
-
         warnings.warn(record_failure(self.origin, self.path, error), RecordWarning, stacklevel=2)
 
     def add(self, entry: dict) -> bool:
@@ -321,22 +325,18 @@ def compile_entry(
 
 def _text(raw: bytes, where: str) -> str:
     """A record line as text; a line that is not UTF-8 is a SchemaError naming it."""
-    from ..ground.schema import SchemaError
-
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise SchemaError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise schema.SchemaError(
+            f"{where}: not UTF-8 text ({e.reason} at byte {e.start})"
+        ) from None
 
 
 def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> list[dict]:
     """The entries of a record, checked (schema.py) and their paths made local again, each
     inside the record's directory or one of ``roots`` (confine.py); ValueError naming the line
     for a line that is not an entry or names a path outside."""
-    from ..ground.confine import confine, confine_options
-    from ..ground.regular import read_lines
-    from ..ground.schema import loads, record_entry
-
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     allowed = [os.path.abspath(os.fspath(r)) for r in roots]
     out = []
@@ -344,11 +344,13 @@ def read(path: str | os.PathLike, roots: Sequence[str | os.PathLike] = ()) -> li
         if not raw.strip():
             continue
         where = f"{path}:{number}"
-        entry = record_entry(loads(_text(raw, where), where), where)
+        entry = schema.record_entry(schema.loads(_text(raw, where), where), where)
         own = _cupy_roots() if entry["kind"] == "cupy" else []
-        options = confine_options(entry["options"], base, allowed + own, where)
+        options = confinement.confine_options(entry["options"], base, allowed + own, where)
         entry["options"] = local_options(list(options), base)
         if entry.get("source_dir"):
-            entry["source_dir"] = confine(entry["source_dir"], base, allowed, "source_dir", where)
+            entry["source_dir"] = confinement.confine(
+                entry["source_dir"], base, allowed, "source_dir", where
+            )
         out.append(entry)
     return out

@@ -2,7 +2,11 @@
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
+from ..ground import deferred
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
+
+inputs = deferred("cupy_rawcode.ground.inputs")  # a source or name that is not plain ASCII
+options_module = deferred("cupy_rawcode.headers.options")  # options given (a warm hit: none)
 
 
 def _check_backend(backend: str) -> None:
@@ -40,21 +44,15 @@ def _check_code(code: str) -> None:
     """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
     construction, with the line of the code as given (inputs.py is imported only then)."""
     if "\0" in code or not code.isascii():
-        from ..ground.inputs import check_source
-
-        check_source(code, "<source>")
+        inputs.check_source(code, "<source>")
 
 
 def _check_name(name: str) -> None:
     """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
     if "\0" in name or not name.isascii():
-        from ..ground.inputs import check_name
-
-        check_name(name, "kernel name")
+        inputs.check_name(name, "kernel name")
 
 
 def parse_options(options):
     """options.parse_options, imported on first use (a warm hit never needs it)."""
-    from ..headers.options import parse_options as parse
-
-    return parse(options)
+    return options_module.parse_options(options)

@@ -8,9 +8,10 @@ from __future__ import annotations  # unevaluated: less work on a warm hit
 
 import os
 import threading
+import warnings
 
-from ..ground.errors import RawcodeTypeError, RawcodeValueError, RawcodeWarning
-from .attributes import _ATTRIBUTES, _get_attr, _set_attr
+from ..ground import deferred
+from ..ground.errors import BadInputError, RawcodeTypeError, RawcodeValueError, RawcodeWarning
 from .building import Code, _arch_target, _Build, _compute_capability
 from .checks import (
     _check_backend,
@@ -22,10 +23,60 @@ from .checks import (
 )
 from .loading import device_module
 
+cupy = deferred("cupy")
+binding = deferred("cupy_rawcode.launch.bind")  # a launch() with arguments: its first
+signatures = deferred("cupy_rawcode.launch.signature")
+strip = deferred("cupy_rawcode.compiler.strip")  # entry functions: compile() only
+inputs = deferred("cupy_rawcode.ground.inputs")
+pickling = deferred("cupy_rawcode.kernel.pickling")  # off the hit path: pickling only
+
 _PUBLIC = __name__.rpartition(".")[0]  # cupy_rawcode.kernel: the path pickles record
 
 
 _UNPARSED = object()
+
+# the kernel attributes CuPy reports (cuFuncGetAttribute), two of them settable: properties of
+# RawKernel, here rather than in a module of their own (one module fewer on a warm hit's imports)
+_ATTRIBUTES = (
+    "max_threads_per_block",
+    "shared_size_bytes",
+    "const_size_bytes",
+    "local_size_bytes",
+    "num_regs",
+    "ptx_version",
+    "binary_version",
+    "cache_mode_ca",
+    "max_dynamic_shared_size_bytes",
+    "preferred_shared_memory_carveout",
+)
+
+
+def _driver_attr(name: str) -> tuple:
+    """(CuPy's driver module, the CU_FUNC_ATTRIBUTE_ constant of ``name``)."""
+    from cupy_backends.cuda.api import driver
+
+    return driver, getattr(driver, "CU_FUNC_ATTRIBUTE_" + name.upper())
+
+
+def _get_attr(name: str):
+    """The getter of the attribute ``name``, on the kernel of the current device."""
+
+    def get(self) -> int:
+        driver, attr = _driver_attr(name)
+        return driver.funcGetAttribute(attr, self.kernel.ptr)
+
+    get.__doc__ = f"The kernel's {name} on the current device (cuFuncGetAttribute)."
+    return get
+
+
+def _set_attr(name: str):
+    """The setter of the attribute ``name`` (cuFuncSetAttribute)."""
+
+    def set_(self, value: int) -> None:
+        driver, attr = _driver_attr(name)
+        driver.funcSetAttribute(self.kernel.ptr, attr, value)
+
+    return set_
 
 
 class SignatureWarning(RawcodeWarning, UserWarning):
@@ -117,9 +168,7 @@ class RawKernel:
                 )
             values = args
         else:
-            from ..launch.bind import bind
-
-            values = bind(sig, args, kwargs, check_pointers=self.check_pointers)
+            values = binding.bind(sig, args, kwargs, check_pointers=self.check_pointers)
         self(grid, block, values, shared_mem=shared_mem, stream=stream)
 
     @property
@@ -131,19 +180,16 @@ class RawKernel:
         return self._signature
 
     def _parse_signature(self):
-        import warnings
-
-        from ..launch.bind import signature_for
-        from ..launch.signature import SignatureError
-
         self._signature_error = None
         try:
             if self._build.is_file:
-                raise SignatureError(f"{self._build.path} is compiled code, with no source")
+                raise signatures.SignatureError(
+                    f"{self._build.path} is compiled code, with no source"
+                )
             source, where = self._build.source()
             opts = parse_options(self._build.options)
-            return signature_for(source, self._entry, opts, where)
-        except (SignatureError, OSError, UnicodeDecodeError) as e:
+            return binding.signature_for(source, self._entry, opts, where)
+        except (signatures.SignatureError, OSError, UnicodeDecodeError) as e:
             self._signature_error = str(e)
             warnings.warn(
                 f"cupy_rawcode: cannot parse the parameters of {self._entry!r} ({e}); "
@@ -159,8 +205,6 @@ class RawKernel:
         return self._kernel()
 
     def _kernel(self, log_stream=None):
-        import cupy
-
         dev = cupy.cuda.runtime.getDevice()
         fn = self._functions.get(dev)
         if fn is None:
@@ -201,9 +245,7 @@ class RawKernel:
     del _a
 
     def __getstate__(self) -> dict:
-        from .pickling import pickled  # off the hit path: imported when pickled
-
-        return pickled(
+        return pickling.pickled(
             self._build,
             name=self.name,
             enable_cooperative_groups=self.enable_cooperative_groups,
@@ -212,9 +254,7 @@ class RawKernel:
         )
 
     def __setstate__(self, state: dict) -> None:
-        from .pickling import unpickled
-
-        build = unpickled(state, "RawKernel")
+        build = pickling.unpickled(state, "RawKernel")
         cooperative = state["enable_cooperative_groups"]
         self._init(build, state["name"], cooperative, jitify=True if build.jitify else None)
         self._entry = state.get("entry", self.name)
@@ -227,13 +267,9 @@ class RawKernel:
 def _check_defined(code: Code, name: str) -> None:
     """Raise BadInputError when ``name`` (a kernel name, or a name expression's lowered name) is
     not an entry function of the compiled code, naming those it has."""
-    from ..compiler.strip import entry_functions
-
-    entries = entry_functions(code.data, code.kind)
+    entries = strip.entry_functions(code.data, code.kind)
     if code.symbols.get(name, name) in entries:
         return
-    from ..ground.inputs import BadInputError
-
     spelled = {v: k for k, v in code.symbols.items()}
     own = sorted(e for e in entries if not e.startswith("__nv_"))  # not the device runtime's
     names = [f"{spelled[e]} ({e})" if e in spelled else e for e in own[:20]]
@@ -287,9 +323,7 @@ class RawModule:
                 raise RawcodeValueError(
                     f"name_expressions need CUDA C++ source; {path} is compiled"
                 )
-            from ..ground.inputs import name_expressions as checked  # a str is refused, not split
-
-            name_expressions = checked(name_expressions)
+            name_expressions = inputs.name_expressions(name_expressions)  # a str: refused
         if is_binary and (options or translate_cucomplex):
             raise RawcodeValueError(
                 f"options and translate_cucomplex apply to source, not to {path}"
@@ -339,7 +373,6 @@ class RawModule:
 
     def get_global(self, name: str):
         """A ``cupy.cuda.MemoryPointer`` to the global symbol ``name`` on the current device."""
-        import cupy
         from cupy.cuda.memory import MemoryPointer, UnownedMemory
 
         mod = self.module
@@ -348,14 +381,12 @@ class RawModule:
         return MemoryPointer(UnownedMemory(ptr, 0, mod, cupy.cuda.runtime.getDevice()), 0)
 
     def __getstate__(self) -> dict:
-        from .pickling import pickled  # off the hit path: imported when pickled
-
-        return pickled(self._build, enable_cooperative_groups=self.enable_cooperative_groups)
+        return pickling.pickled(
+            self._build, enable_cooperative_groups=self.enable_cooperative_groups
+        )
 
     def __setstate__(self, state: dict) -> None:
-        from .pickling import unpickled
-
-        self._build = unpickled(state, "RawModule")
+        self._build = pickling.unpickled(state, "RawModule")
         self.enable_cooperative_groups = state["enable_cooperative_groups"]
         self.backend, self.jitify = "nvrtc", True if self._build.jitify else None
 

@@ -22,6 +22,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 
+from ..ground import config
 from ..ground.digest import digest_fields
 
 SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
@@ -36,8 +37,6 @@ def strip_field() -> tuple[str, str]:
     """The key field of strip.py's post-processing: its rules' version, or 'off'
     (CUPY_RAWCODE_STRIP=0). Whether it applies to a request follows from the other fields
     (options, target, input kind), so strip.py is not imported to key a hit."""
-    from ..ground import config
-
     return ("strip", STRIP_RULES if config.strip() else "off")
 
 

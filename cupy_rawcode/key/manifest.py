@@ -17,11 +17,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from ..ground import deferred
 from ..ground.digest import digest_fields
 from ..ground.stamps import StampedRecord, absent, take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned
 from . import closure_digest
+
+# resolving and writing: a source without a manifest only, never a hit
+headers_closure = deferred("cupy_rawcode.headers.closure")
+fast = deferred("cupy_rawcode.headers.fast")
+filename = deferred("cupy_rawcode.headers.filename")
+sizebound = deferred("cupy_rawcode.store.sizebound")
 
 SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
@@ -122,12 +129,8 @@ def closure_digests(
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
-    from ..headers.closure import MAIN
-    from ..headers.fast import resolve_fast  # not imported on a hit
-    from ..headers.filename import expands_file
-
     mid = manifest_id(source, ctx, pre_includes)
-    closure = resolve_fast(source, ctx, pre_includes, main_name or MAIN)
+    closure = fast.resolve_fast(source, ctx, pre_includes, main_name or headers_closure.MAIN)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     rec, values = take(ids + [absent(p) for p in closure.absent])
@@ -135,11 +138,9 @@ def closure_digests(
         "closure": closure_digest(closure.digests()),
         "count": len(ids),
         "stamps": rec,
-        "file": expands_file(source, closure.scans.values(), ctx.opts.macros),
+        "file": filename.expands_file(source, closure.scans.values(), ctx.opts.macros),
         "floor": list(closure.floor),
         "specialized": list(closure.specialized),
     }
-    from ..store.sizebound import publish  # not imported on a hit
-
-    data = _RECORD.save(cache_location().path, mid, fields, publish)
+    data = _RECORD.save(cache_location().path, mid, fields, sizebound.publish)
     return _facts(data, values), closure

@@ -10,7 +10,11 @@ import math
 import numpy
 
 from ..ground.errors import RawcodeOverflowError, RawcodeTypeError
-from .signature import NO_DEFAULT, Param, Signature
+from ..ground.regular import read_bytes
+from ..headers.scan import scan_bytes
+from ..headers.search import find
+from ..toolkit.discovery import SearchDir
+from .signature import NO_DEFAULT, Param, Signature, parse_signature
 
 _MISSING = object()
 
@@ -135,11 +139,6 @@ def _pointer(t, v, where: str, check: bool):
 def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
     """Texts of the user's own headers the source includes (from its directory and ``-I``),
     followed transitively; system roots are not read. Unreadable files are skipped."""
-    from ..ground.regular import read_bytes
-    from ..headers.scan import scan_bytes
-    from ..headers.search import find
-    from ..toolkit.discovery import SearchDir
-
     dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
     out, seen = [], set()
     pending: list = [(source.encode(), None)]
@@ -170,8 +169,6 @@ def user_header_texts(source: str, options, source_dir: str | None) -> list[str]
 def signature_for(source: str, entry: str, options, source_dir: str | None) -> Signature:
     """The parsed signature of ``entry`` in ``source`` and the user's headers (SignatureError
     when it cannot be parsed safely)."""
-    from .signature import parse_signature
-
     headers = (
         user_header_texts(source, options, source_dir)
         if (source_dir or options.include_dirs)

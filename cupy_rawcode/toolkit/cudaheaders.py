@@ -8,8 +8,8 @@ shared ``nvidia/cu13/include`` for CUDA 13). Each root kind below is found in th
 source that has its probe header (toolchain.py asks the sources in policy order), so the search
 list is ``cccl``, ``cuda``, ``curand``, ``crt`` (each only when not already a root), ``shim``.
 
-Pure tables and functions: discovery (toolchain.py) and the missing-header message
-(closure.py) import this module only when they need it.
+Pure tables and functions, for discovery (discovery.py) and the missing-header message
+(closure.py).
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from typing import NamedTuple
 from ..ground import config
 from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
 from ..ground.regular import read_bytes
+from ..store.layout import cache_location, claim
+from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
 KNOWN_SOURCES = config.HEADER_SOURCE_NAMES
@@ -153,8 +155,6 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
     install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
     if install is None:  # cuda-bindings older than the NVRTC it loads
         return {}
-    from ..store.layout import cache_location, claim
-
     cache = cache_location().path
     target = bundled_headers_dir(cache)
     try:
@@ -171,8 +171,6 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
             return {}
         if int(err) != 0 or not (target / "cccl" / "cub").is_dir():
             return {}
-    from .cudaheaders import offered
-
     return {"cccl": [str(target / "cccl")], **offered([str(target)]), "cuda": [str(target)]}
 
 
@@ -187,8 +185,6 @@ def toolkit_home() -> Path | None:
 def _wheel_dirs() -> dict[str, list[str]]:
     """The CCCL and CUDA header directories of the pip NVIDIA wheels: pathfinder's, then the
     wheel layouts it may not know (cudaheaders.WHEEL_INCLUDE_DIRS)."""
-    from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
-
     found = [_pathfinder_dir(name) for _, name, _ in LIBRARY_ROOTS.values()]
     found += [os.path.join(site, rel) for site in config.site_dirs() for rel in WHEEL_INCLUDE_DIRS]
     cccl = _pathfinder_dir("cccl")
@@ -214,8 +210,6 @@ def source_dirs(source: str) -> dict[str, list[str]]:
             return {}
         inc = home / "include"
         cccl = inc / "cccl" if (inc / "cccl" / "cub").is_dir() else inc
-        from .cudaheaders import offered
-
         return {
             "cccl": [str(cccl)] if (cccl / "cub").is_dir() else [],
             **offered([str(inc)]),

@@ -20,11 +20,13 @@ import os
 import sys
 from pathlib import Path
 
-from ..ground import config
+from ..ground import config, deferred
 from ..ground.digest import digest_fields
 from ..ground.stamps import StampedRecord, entries, stamp, take
 from ..store.layout import cache_location, owned
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
+
+sizebound = deferred("cupy_rawcode.store.sizebound")  # writing the record: a new toolchain only
 
 SCHEMA = "cupy-rawcode-toolchain-5"  # 2: CuPy's include root; 3: the curand and crt roots;
 #                                        4: stamps hold the ctime; 5: the stamps are a stamps
@@ -93,9 +95,7 @@ def save(tc) -> tuple:
         "env": environment(),
         "stamps": rec,
     }
-    from ..store.sizebound import publish  # not imported on a hit
-
-    _RECORD.save(cache_location().path, _record_id(tc.sources), fields, publish)
+    _RECORD.save(cache_location().path, _record_id(tc.sources), fields, sizebound.publish)
     return entries(rec, values)
 
 

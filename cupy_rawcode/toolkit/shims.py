@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import jitify_names, specializable
+from . import cudaheaders, jitify_names, specializable
 from .shimdata import C_HEADERS, STUBS, SUPPORTED
 
 ALIAS = "cupy_rawcode/std_alias.h"
@@ -158,9 +158,7 @@ def markdown() -> str:
             f"no device implementation: {STUBS[name].advice} |"
         )
     rows.sort(key=lambda r: r.split("`")[1] if r.startswith("| `") else "")
-    from .cudaheaders import markdown as cuda_markdown  # the CUDA headers: roots, not shims
-
-    return "\n".join(rows) + "\n\n" + cuda_markdown()
+    return "\n".join(rows) + "\n\n" + cudaheaders.markdown()  # the CUDA headers: roots
 
 
 def write(root: Path) -> None:

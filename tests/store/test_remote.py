@@ -12,7 +12,6 @@ import warnings
 from collections import OrderedDict
 
 import pytest
-from cupy_rawcode.compiler.program import compile_request
 from servers import (  # noqa: F401  (fixtures)
     memcached_server,
     s3_server,
@@ -24,6 +23,7 @@ from servers import (  # noqa: F401  (fixtures)
 from cupy_rawcode.ground import config
 from cupy_rawcode.ground.errors import ConfigError, RawcodeError
 from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import Levels, ReadOnly, Store, make_store, open_remote, open_store
 from cupy_rawcode.store.entry import decode, encode
 from cupy_rawcode.store.memory import MemoryStore

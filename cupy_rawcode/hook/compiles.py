@@ -26,6 +26,7 @@ import threading
 import types
 from typing import Any, NamedTuple
 
+from ..ground import config
 from ..ground.errors import MissingHeaderError
 from ..kernel.loading import load_bytes
 from ..key import cupy as cupy_key
@@ -191,8 +192,6 @@ def failure(call: Call, record: dict):
     CuPy's compile dumps it under CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1; None for a record that
     does not give one."""
     from cupy.cuda import compiler
-
-    from ..ground import config
 
     source = call.source if record.get("source") is None else record["source"]
     options = record.get("options")

@@ -16,7 +16,7 @@ import json
 import time
 from typing import Any
 
-from ..ground import config
+from ..ground import config, errors  # errors' CuPy-based classes are built on first use
 from ..store import Levels
 from ..store.entry import decode, encode
 
@@ -119,9 +119,7 @@ def nvrtc_verdict(e: BaseException) -> bool:
         return False
     if getattr(e, "dump_path", None):
         return False
-    from ..ground import errors  # a failure's path only: the class imports CuPy
-
-    return type(e) is errors.CompileError
+    return type(e) is errors.CompileError  # the class (and CuPy) built on a failure only
 
 
 def of_compile_error(e: Any, program: str) -> bytes | None:
@@ -143,8 +141,6 @@ def compile_error(code: bytes, source: str, program: str):
     options = strings(body.get("options")) if body is not None else None
     if body is None or options is None or not isinstance(body.get("backend"), str):
         return None
-    from ..ground import errors
-
     was = body.get("program")
     return errors.CompileError(
         renamed(body["message"], was, program),

@@ -138,7 +138,6 @@ MAX_OWN = 40  # the package's own modules imported inside functions, at most (is
 # (``x = deferred("cupy_rawcode.a.x")``) or import them there, and then leave this set (a test
 # fails when a file here has nothing left to convert)
 PENDING = {
-    "cupy_rawcode/cli/parser.py",
     "cupy_rawcode/kernel/building.py",
     "cupy_rawcode/key/index.py",
     "cupy_rawcode/key/request.py",

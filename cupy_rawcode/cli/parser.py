@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
+from ..ground import deferred
 from .codes import EXIT_CODES
 from .commands import (
     _cmd_bundle,
@@ -16,6 +18,10 @@ from .commands import (
     _cmd_key,
     _cmd_prebuild,
 )
+
+# NVRTC options on the command line only (ground/deferrals.py)
+header_options = deferred("cupy_rawcode.headers.options")
+nvrtc = deferred("cupy_rawcode.compiler.nvrtc")
 
 # subcommands whose unknown options are NVRTC options (the others refuse them)
 NVRTC_SUBCOMMANDS = ("deps", "key", "env", "compile", "prebuild")
@@ -36,8 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line; ``nvrtc`` (a default of each subcommand) says whether it takes NVRTC
     options: flags it does not know are then handed to NVRTC, which must accept them."""
     import textwrap
-
-    from .. import __version__
 
     p = argparse.ArgumentParser(
         prog="cupy-rawcode",
@@ -218,17 +222,13 @@ def _parse(argv: list[str] | None):
     if extra and not args.nvrtc:
         here.error(f"unrecognized arguments: {' '.join(extra)} ({args.cmd} takes no NVRTC options)")
     if extra:
-        from ..headers.options import NotAnOptionError, parse_options
-
         try:
-            opts = parse_options(extra)
-        except NotAnOptionError as e:  # an extra FILE, say
+            opts = header_options.parse_options(extra)
+        except header_options.NotAnOptionError as e:  # an extra FILE, say
             here.error(f"unrecognized arguments: {e.item}")
         except ValueError as e:
             here.error(str(e))
-        from ..compiler.nvrtc import refused_option
-
-        refused = refused_option(opts.passthrough)  # NVRTC knows the rest: -I, -D, -std...
+        refused = nvrtc.refused_option(opts.passthrough)  # NVRTC knows the rest: -I, -D, -std...
         if refused:
             here.error(
                 f"{refused}: neither an option of 'cupy-rawcode {args.cmd}' nor one NVRTC accepts"

@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from ..ground import config
+from ..store import default_store, transfer
 from .codes import EXIT_OK, UsageError
 
 _ACTIONS = ("pull", "push")
@@ -35,8 +37,6 @@ def cache_transfer(args) -> int | None:
     for flag, name in _OTHER_FLAGS:
         if getattr(args, name, None) not in (None, False):
             raise UsageError(f"{flag} does not go with 'cache {args.action}'")
-    from ..store import default_store
-
     store = default_store()
     _check_remote(store, args.action)
     keys = _keys(args)
@@ -53,7 +53,6 @@ def cache_transfer(args) -> int | None:
 def _check_remote(store: Any, action: str) -> None:
     """A usage error when no remote level is configured; nothing when one is (a level that is
     configured but could not be opened has warned already, and counts as failed)."""
-    from ..ground import config
     from ..parallel.fetch import remote_levels
 
     if remote_levels(store) or config.remote() or config.redis_url():
@@ -144,8 +143,6 @@ def _mb(n: int) -> str:
 
 
 def _pull(store: Any, keys: list[str], as_json: bool) -> int:
-    from ..store import transfer
-
     summary = transfer.pull_into(store, keys, Bar("entries settled"))
     got = sum(summary.fetched.values())
     found = summary.as_dict() | {"entries_per_second": _rate(got, summary.seconds)}
@@ -165,8 +162,6 @@ def _pull(store: Any, keys: list[str], as_json: bool) -> int:
 
 
 def _push(store: Any, keys: list[str] | None, as_json: bool) -> int:
-    from ..store import transfer
-
     summary = transfer.push_from(store, keys, Bar("entries pushed"))
     sent = sum(summary.sent.values())
     found = summary.as_dict() | {"entries_per_second": _rate(summary.asked, summary.seconds)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import transfer
+from ..store.entry import decode
 from .keys import RecordKeys, keys_of_jobs
 from .prebuild import Job
 
@@ -47,8 +48,6 @@ def pull_jobs(jobs: Iterable[Job], store: Any, progress: transfer.Progress | Non
 
 def _held(store: Any, keys: list[str]) -> set[str]:
     """The keys whose entry the disk level of ``store`` holds valid (a damaged one is not)."""
-    from ..store.entry import decode
-
     disk = transfer.split_levels(store)[0]
     held = set()
     for key, data in disk.get_many(keys).items():

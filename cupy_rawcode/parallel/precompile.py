@@ -280,7 +280,9 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     ``workers``: processes (default CUPY_RAWCODE_WORKERS, else cores and memory at ~400 MB per
     compile). Returns a Summary (compiled, already cached, failed with errors), or with
     ``background=True`` a Warmup handle at once (``wait()``, ``done()``). ``root``: a directory
-    (or a list) that records may name paths in beside their own (confine.py).
+    (or a list) that records may name paths in beside their own (confine.py). With remote
+    levels configured (CUPY_RAWCODE_REMOTE), the entries a record needs are first pulled from
+    them into the local cache (``cache pull``; Summary.pulled), and only the rest compiled.
 
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""

@@ -20,11 +20,13 @@ cupy = pytest.importorskip("cupy")
 
 import cupy_rawcode  # noqa: E402
 from cupy_rawcode.cli import main  # noqa: E402
+from cupy_rawcode.cli import transfer as transfer_cli  # noqa: E402
+from cupy_rawcode.ground.errors import RawcodeWarning  # noqa: E402
 from cupy_rawcode.hook import install as hook  # noqa: E402
 from cupy_rawcode.orchestrator import compiling as program  # noqa: E402
 from cupy_rawcode.parallel import keys as record_keys  # noqa: E402
 from cupy_rawcode.parallel import prebuild  # noqa: E402
-from cupy_rawcode.store import default_store  # noqa: E402
+from cupy_rawcode.store import Store, default_store  # noqa: E402
 from cupy_rawcode.store.directory import DirectoryStore  # noqa: E402
 
 ARCH = "sm_90"
@@ -44,6 +46,34 @@ RECORDER = textwrap.dedent(
     compile_all({inc!r})
     """
 )
+
+
+class Unreachable(Store):
+    """A remote level whose every call fails, as a server that went away."""
+
+    name = "unreachable"
+
+    def get(self, key: str) -> bytes | None:
+        raise ConnectionError("the server went away")
+
+    def get_many(self, keys):
+        raise ConnectionError("the server went away")
+
+    def put(self, key: str, data: bytes) -> None:
+        raise ConnectionError("the server went away")
+
+    def delete(self, key: str) -> None:
+        raise ConnectionError("the server went away")
+
+    def clear(self) -> int:
+        raise ConnectionError("the server went away")
+
+    def __len__(self) -> int:
+        return 0
+
+    @property
+    def location(self) -> str:
+        return "unreachable://server"
 
 
 class TeamCache(DirectoryStore):
@@ -219,6 +249,66 @@ def test_entries_no_level_holds_are_missing_not_an_error(app, team, tmp_path, mo
     status, out, err = cli(capsys, *pull_args(rec, base, "--json"))
     assert status == 0, err
     assert json.loads(out)["missing"] == 3
+
+
+def test_a_failing_level_warns_and_the_next_one_answers(app, team, tmp_path, monkeypatch, capsys):
+    rec, base = app
+    machine(monkeypatch, tmp_path, "a")
+    keys = {o.key for o in run_prebuild(rec, base)}
+    b = machine(monkeypatch, tmp_path, "b")
+    monkeypatch.setenv("CUPY_RAWCODE_REMOTE", f"test_cache_pull:Unreachable {TEAM}")
+    with pytest.warns(RawcodeWarning, match="went away"):
+        status, out, err = cli(capsys, *pull_args(rec, base, "--json"))
+    assert status == 0, err
+    found = json.loads(out)
+    assert found["failed"] == ["unreachable://server"]
+    assert found["fetched"] == {"unreachable://server": 0, TeamCache().location: 3}
+    assert "warning: the remote level unreachable://server failed during the pull" in err
+    assert held(b) == keys
+
+
+def test_a_webdav_server_as_the_team_level(app, tmp_path, monkeypatch, capsys):
+    """The same round trip through a real server on loopback (tests/store/servers.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "store"))
+    try:
+        import servers
+    finally:
+        sys.path.pop(0)
+    servers._need(None, "wsgidav")
+    servers._need(None, "cheroot")
+    server = servers.WebDav(tmp_path / "dav")
+    try:
+        rec, base = app
+        monkeypatch.setenv("CUPY_RAWCODE_REMOTE", server.namespace())
+        machine(monkeypatch, tmp_path, "a")
+        keys = {o.key for o in run_prebuild(rec, base)}
+        b = machine(monkeypatch, tmp_path, "b")
+        status, out, err = cli(capsys, *pull_args(rec, base, "--json"))
+        assert status == 0, err
+        found = json.loads(out)
+        assert sum(found["fetched"].values()) == 3 and found["missing"] == 0
+        assert held(b) == keys
+    finally:
+        server.stop()
+
+
+def test_the_bar_redraws_in_place_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = transfer_cli.Bar("entries settled", stream)
+        for done in (0, 2, 2, 4):
+            bar(done, 4)
+    assert tty.getvalue().count("\r") == 3 and tty.getvalue().endswith("\n")
+    assert "[############............] 2/4 entries settled" in tty.getvalue()
+    assert pipe.getvalue().splitlines() == [
+        "[........................] 0/4 entries settled",
+        "[############............] 2/4 entries settled",
+        "[########################] 4/4 entries settled",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -338,8 +338,10 @@ def _pull_first(records: list[str], arch, roots: Sequence[str]) -> list[fetch.Pu
     planning their compiles (fetch.py), when the store has remote levels: what the team's
     cache holds is fetched, not compiled. A record that cannot be read is left to record_plan
     to report; a pull that fails warns and the compiles go on."""
+    if not records:
+        return []
     store = default_store()
-    if not records or not fetch.remote_levels(store):
+    if not fetch.remote_levels(store):
         return []
     pulled = []
     for path in records:

@@ -327,6 +327,17 @@ def test_usage_errors(capsys, monkeypatch, argv, message):
     assert status == 2 and message in err and out == ""
 
 
+def test_a_directory_that_is_no_cache_is_left_alone(app, team, tmp_path, monkeypatch, capsys):
+    rec, base = app
+    other = machine(monkeypatch, tmp_path, "home")
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    for argv in (pull_args(rec, base), ["cache", "push"]):
+        status, out, err = cli(capsys, *argv)
+        assert status == 2 and "CACHEDIR.TAG" in err and out == ""
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
 def test_pull_needs_a_manifest(team, capsys):
     status, _, err = cli(capsys, "cache", "pull")
     assert status == 2 and "needs --manifest" in err

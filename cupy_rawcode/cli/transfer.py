@@ -16,6 +16,7 @@ from typing import Any
 
 from ..ground import config
 from ..store import default_store, transfer
+from ..store.layout import refusal
 from .codes import EXIT_OK, UsageError
 
 _ACTIONS = ("pull", "push")
@@ -39,6 +40,10 @@ def cache_transfer(args) -> int | None:
             raise UsageError(f"{flag} does not go with 'cache {args.action}'")
     store = default_store()
     _check_remote(store, args.action)
+    root = getattr(transfer.split_levels(store)[0], "root", None)
+    why = None if root is None else refusal(root)  # a directory that is no cache of ours
+    if why is not None:
+        raise UsageError(why)
     keys = _keys(args)
     if args.action == "pull":
         if keys is None:

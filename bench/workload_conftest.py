@@ -6,6 +6,11 @@ cupy-rawcode up from the environment and reports what the process compiled.
   RAWCODE_WARMUP=PATH   warmup(PATH) before the first test (its summary goes to the report)
   RAWCODE_REPORT=PATH   at the end, a JSON: NVRTC compiles (CuPy's and ours, how many failed,
                         and what they were), the store's counts per level, pytest's exit status
+  RAWCODE_SEED=N        the seed of ``random`` before the tests are collected (default 0):
+                        CuPy's ``testing.for_dtypes_combination`` shuffles its dtype pairs with
+                        the unseeded ``random`` (unless CUPY_TEST_FULL_COMBINATION=1), so that
+                        every run would test, and compile, another subset (test_floating.py:
+                        some 22 kernels no earlier run compiled, for CuPy's cache and ours)
 
 Bundles and remote levels come from cupy-rawcode's own variables (CUPY_RAWCODE_BUNDLES,
 CUPY_RAWCODE_REMOTE). NVRTC compiles are counted where they are made: CuPy's through
@@ -22,9 +27,12 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import random
 import re
 import sys
 import threading
+
+random.seed(int(os.environ.get("RAWCODE_SEED", "0")))  # the same workload every run (docstring)
 
 EVENTS_KEPT = 200  # compiles described in the report (all are counted)
 _KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s+)?(\w+)")

@@ -176,3 +176,42 @@ def test_the_package_has_no_import_cycle():
     assert len(graph) > 20  # the walk found the package
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def folder_of(module: str, package: str = PACKAGE) -> str:
+    """The stage folder a module is in ('store', 'kernel', ...); the top-level modules are
+    each their own ('autoinstall'), the package's __init__ is the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between folders: a folder imports another when one of its modules
+    imports one of the other's; imports within a folder are left out."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        here = folder_of(module)
+        out.setdefault(here, set()).update(folder_of(t) for t in targets if folder_of(t) != here)
+    return out
+
+
+@pytest.mark.parametrize(
+    "graph, folders",
+    [
+        ({"p.a.x": {"p.b.y"}, "p.b.y": {"p.b.z"}, "p.b.z": set()}, {"a": {"b"}, "b": set()}),
+        ({"p.a.x": {"p.b.y"}, "p.b.z": {"p.a.w"}}, {"a": {"b"}, "b": {"a"}}),
+        (
+            {"p": {"p.a.x"}, "p.a.x": {"p.top"}, "p.top": set()},
+            {"p": {"a"}, "a": {"top"}, "top": set()},
+        ),
+    ],
+)
+def test_folder_graph(graph, folders):
+    assert folder_graph(graph) == folders
+
+
+def test_no_two_folders_import_each_other():
+    """Stages stay in order at folder level too: no cycle between the package's folders
+    (a file-level graph can be acyclic while key/ and headers/ import each other)."""
+    cycle = find_cycle(folder_graph(import_graph()))
+    assert cycle is None, "folders import each other: " + " -> ".join(cycle or ())

@@ -25,7 +25,7 @@ EXIT_CODES = (
         EXIT_USAGE,
         "usage error or bad input, refused before NVRTC runs: an unknown subcommand or "
         "flag, a bad option value, a bad manifest, a source or header NVRTC would misread "
-        "(not UTF-8, a NUL byte)",
+        "(not UTF-8, a NUL byte); cache pull/push with no remote level configured",
     ),
     (EXIT_MISSING_HEADER, "missing header: an #include matched no file"),
     (

@@ -161,6 +161,10 @@ def _uncounted(command):
 
 @_uncounted
 def _cmd_cache(args, options) -> int:
+    from .transfer import cache_transfer  # pull and push (the remote levels)
+
+    if (status := cache_transfer(args)) is not None:
+        return status
     for flag, given in (("--zero", args.zero), ("--json", args.json)):
         if given and args.action != "stats":
             raise UsageError(f"{flag} goes with 'cache stats', not 'cache {args.action}'")

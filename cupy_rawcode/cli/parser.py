@@ -95,8 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--name-expression", action="append")
     c.add_argument("-o", "--output")
     c.set_defaults(func=_cmd_compile)
-    ca = command("cache", "inspect and trim the cache directory")
-    ca.add_argument("action", choices=("stats", "list", "clear", "prune"))
+    ca = command(
+        "cache",
+        "inspect and trim the cache directory; pull or push entries from or to the remote "
+        "levels (CUPY_RAWCODE_REMOTE)",
+    )
+    ca.add_argument("action", choices=("stats", "list", "clear", "prune", "pull", "push"))
     ca.add_argument(
         "--max-size",
         help="prune: the size to trim the cache to (e.g. 500M; 0 means no bound, as "
@@ -112,7 +116,25 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument(
         "--json",
         action="store_true",
-        help="stats: print them as one JSON object (as sccache's --stats-format json)",
+        help="stats, pull, push: print them as one JSON object (as sccache's --stats-format json)",
+    )
+    ca.add_argument(
+        "--manifest",
+        action="append",
+        metavar="RECORD",
+        help="pull, push: the entries a record needs (cupy_rawcode.record, CUPY_RAWCODE_RECORD), "
+        "keyed without compiling; repeatable (push without it: every local entry)",
+    )
+    ca.add_argument(
+        "--arch",
+        help="pull, push: the architectures of the record's entries, comma-separated, e.g. "
+        "sm_80,sm_90 (default: the current device's)",
+    )
+    ca.add_argument(
+        "--root",
+        action="append",
+        metavar="DIR",
+        help="pull, push: a directory the records may name paths in, beside their own; repeatable",
     )
     ca.set_defaults(func=_cmd_cache)
     pb = command(
@@ -175,7 +197,17 @@ CCACHE_OPTIONS = {
 }
 
 
-_CACHE_OWN = ("-z", "--zero", "-l", "--long", "--max-size", "--json")  # cache's own: never a hint
+_CACHE_OWN = (
+    "-z",
+    "--zero",
+    "-l",
+    "--long",
+    "--max-size",
+    "--json",
+    "--manifest",
+    "--arch",
+    "--root",
+)  # cache's own: never a hint
 
 
 def _ccache_flag(item: str) -> tuple[str | None, str]:

@@ -17,20 +17,27 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ground.config import check_workers
-from ..ground.errors import RawcodeTimeoutError, RawcodeTypeError, RawcodeValueError
+from ..ground.errors import (
+    RawcodeTimeoutError,
+    RawcodeTypeError,
+    RawcodeValueError,
+    RawcodeWarning,
+)
 from ..hook import compiles as cupy_compiles
 from ..kernel import RawKernel, RawModule, building
 from ..kernel.building import _arch_target, _compute_capability, _device_target
 from ..key import index
 from ..store import default_store
 from ..store.entry import decode
-from . import pool, sizing
-from .prebuild import ManifestError, record_jobs, task_for
+from ..store.transfer import PullSummary
+from . import fetch, pool, sizing
+from .prebuild import Job, ManifestError, record_jobs, task_for
 from .task import Outcome, Task
 
 
@@ -60,6 +67,7 @@ class Summary:
     workers: int = 0
     seconds: float = 0.0
     memory: pool.Memory = field(default_factory=pool.Memory)
+    pulled: list[PullSummary] = field(default_factory=list)  # a pull per record (remote levels)
 
     @property
     def ok(self) -> bool:
@@ -68,8 +76,10 @@ class Summary:
     def __str__(self) -> str:
         peak = self.memory.peak
         mem = f", peak {peak / (1 << 20):.0f} MiB" if peak else ""
+        fetched = sum(sum(p.fetched.values()) for p in self.pulled)
+        got = f" ({fetched} fetched from remote levels)" if self.pulled else ""
         lines = [
-            f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached, "
+            f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached{got}, "
             f"{len(self.failed)} failed ({self.workers} workers, {self.seconds:.2f} s{mem})"
         ]
         for it in self.failed:
@@ -213,27 +223,41 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, T
     return cached, failed, todo
 
 
+def _record_archs(arch) -> list[str]:
+    """The architectures a record is planned for: the current device's when ``arch`` is None."""
+    return [_device_target(None)[0]] if arch is None else [a for a, _ in _archs(arch)]
+
+
+def device_jobs(path: str, arch=None, roots: Sequence[str] = ()) -> list[Job]:
+    """The jobs of a record (prebuild.record_jobs), one per entry and arch (the current
+    device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's)."""
+    jobs = record_jobs(path, _record_archs(arch), roots)
+    if arch is None and any(job.cupy is not None for job in jobs):
+        from cupy.cuda import compiler
+
+        cupy_arch = f"sm_{compiler._get_arch()}"
+        jobs = [dataclasses.replace(j, arch=cupy_arch) if j.cupy is not None else j for j in jobs]
+    return jobs
+
+
 def record_plan(
-    path: str, arch=None, roots: Sequence[str] = ()
+    path: str, arch=None, roots: Sequence[str] = (), ready: Set[Job] = frozenset()
 ) -> tuple[list[Item], list[Item], list[tuple[Item, Any]]]:
     """plan() for a record: (cached, failed, [(item, task)]), one item per entry and arch (the
     current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's); its paths
-    stay inside its directory or ``roots`` (confine.py)."""
-    if arch is None:
-        archs = [_device_target(None)[0]]
-    else:
-        archs = [a for a, _ in _archs(arch)]
+    stay inside its directory or ``roots`` (confine.py). ``ready``: jobs known to be in the
+    local cache (a pull's), cached without asking the store."""
     try:
-        jobs = record_jobs(path, archs, roots)
+        jobs = device_jobs(path, arch, roots)
     except (OSError, ManifestError) as e:
-        return [], [Item(path, path, ",".join(archs), error=f"{type(e).__name__}: {e}")], []
+        where = ",".join(_record_archs(arch))
+        return [], [Item(path, path, where, error=f"{type(e).__name__}: {e}")], []
     cached, todo = [], []
     for job in jobs:
+        if job in ready:
+            cached.append(Item(path, job.label, job.arch))
+            continue
         if job.cupy is not None:
-            if arch is None:
-                from cupy.cuda import compiler
-
-                job = dataclasses.replace(job, arch=f"sm_{compiler._get_arch()}")
             if cupy_compiles.cached(cupy_compiles.call_for(job)):
                 cached.append(Item(path, job.label, job.arch))
                 continue
@@ -256,25 +280,32 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     ``workers``: processes (default CUPY_RAWCODE_WORKERS, else cores and memory at ~400 MB per
     compile). Returns a Summary (compiled, already cached, failed with errors), or with
     ``background=True`` a Warmup handle at once (``wait()``, ``done()``). ``root``: a directory
-    (or a list) that records may name paths in beside their own (confine.py).
+    (or a list) that records may name paths in beside their own (confine.py). With remote
+    levels configured (CUPY_RAWCODE_REMOTE), the entries a record needs are first pulled from
+    them into the local cache (``cache pull``; Summary.pulled), and only the rest compiled.
 
     A failing kernel never stops the others. Failures are not cached: its first launch compiles
     it again and raises the same error it would have raised alone."""
     if workers is not None:
         check_workers("workers", workers)
     t0 = time.perf_counter()
-    records = [k for k in kernels if isinstance(k, (str, os.PathLike))]
+    records = [os.fspath(k) for k in kernels if isinstance(k, (str, os.PathLike))]
     cached, failed, todo = plan([k for k in kernels if not isinstance(k, (str, os.PathLike))], arch)
-    for path in records:
-        more = record_plan(os.fspath(path), arch, _roots(root))
-        cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
     events = {}
     for _, task in todo:
         events[task.index_id] = building.pending.setdefault(task.index_id, threading.Event())
 
     def run() -> Summary:
-        summary = Summary(cached=cached, failed=failed)
+        nonlocal cached, failed, todo
+        summary = Summary()
         try:
+            pulled = _pull_first(records, arch, _roots(root))
+            summary.pulled = [p.summary for p in pulled]
+            ready = set().union(*(p.ready() for p in pulled))
+            for path in records:  # planned after the pull: what it fetched is cached now
+                more = record_plan(path, arch, _roots(root), ready)
+                cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
+            summary.cached, summary.failed = cached, failed
             if todo:
                 summary.workers = sizing.resolve_workers(workers, len(todo))
 
@@ -300,6 +331,34 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     if background:
         return Warmup(run)
     return run()
+
+
+def _pull_first(records: list[str], arch, roots: Sequence[str]) -> list[fetch.Pulled]:
+    """Fetch every entry the records need from the remote levels into the local cache before
+    planning their compiles (fetch.py), when the store has remote levels: what the team's
+    cache holds is fetched, not compiled. A record that cannot be read is left to record_plan
+    to report; a pull that fails warns and the compiles go on."""
+    if not records:
+        return []
+    store = default_store()
+    if not fetch.remote_levels(store):
+        return []
+    pulled = []
+    for path in records:
+        try:
+            jobs = device_jobs(path, arch, roots)
+        except (OSError, ManifestError):
+            continue  # record_plan reports it
+        try:
+            pulled.append(fetch.pull_jobs(jobs, store))
+        except Exception as e:  # a remote level never fails a compile, nor warmup
+            warnings.warn(
+                f"cupy-rawcode: warmup could not pull {path} from the remote levels "
+                f"({type(e).__name__}: {e}); compiling what the cache lacks",
+                RawcodeWarning,
+                stacklevel=3,
+            )
+    return pulled
 
 
 def _release(plan_id: str | None, events: dict) -> None:

@@ -20,6 +20,7 @@ from ..store.usage import CacheFilesError, failure
 from . import stats
 from .codes import EXIT_COMPILE, EXIT_ERROR, EXIT_OK, InputError, UsageError
 from .stats import human as _human
+from .transfer import cache_transfer  # pull and push (the remote levels)
 
 # the compile pipeline, for the commands that key or compile only: ``cache`` and ``bundle``
 # start without it (ground/deferrals.py)
@@ -161,8 +162,6 @@ def _uncounted(command):
 
 @_uncounted
 def _cmd_cache(args, options) -> int:
-    from .transfer import cache_transfer  # pull and push (the remote levels)
-
     if (status := cache_transfer(args)) is not None:
         return status
     for flag, given in (("--zero", args.zero), ("--json", args.json)):

@@ -47,6 +47,7 @@ DEFERRED: dict[str, str] = {
     "signal": "the CLI's and the workers' signal handlers only",
     "struct": "reading an ELF file (strip, relocatable links) only",
     "importlib": "the package's lazy exports, and finding optional packages",
+    "hashlib": "2-3 ms to import (OpenSSL): the first digest (CuPy, on a hit, has loaded it)",
     "fcntl": "POSIX only: file locks where the platform has them",
     "atexit": "a clean-up registered the first time it is needed",
     "urllib.request": "~10 ms to import (http.client, email): an HTTP store only",

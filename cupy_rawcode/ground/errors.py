@@ -20,9 +20,11 @@ raises, CuPy's own, so that code written against ``cupy.RawKernel`` catches them
 - ``BadInputError`` (a ``ValueError``, raised by inputs.py): an input NVRTC would misread, such
   as a NUL byte in a source, option or name, refused before NVRTC runs.
 
-Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. The
-classes are built on first use (this module's ``__getattr__``): importing CuPy takes 0.2-0.5 s,
-and neither a cache hit nor a successful compile needs them.
+Where CuPy is not installed, stand-ins with CuPy's interface take the place of its classes. Only
+the two roots are built when this module is imported (a warm cache hit imports it, and raises
+nothing); every other class is built the first time it is named: imported, raised, caught or
+unpickled (this module's ``__getattr__``). The CuPy-based ones import CuPy then (0.2-0.5 s),
+which neither a cache hit nor a successful compile needs.
 """
 
 from __future__ import annotations
@@ -44,35 +46,6 @@ class RawcodeWarning(Warning):
     """Root of every warning cupy_rawcode emits: one filter silences or raises them all."""
 
 
-class RawcodeValueError(RawcodeError, ValueError):
-    """A bad value passed to cupy_rawcode (a ValueError, as it was before the root)."""
-
-
-class RawcodeTypeError(RawcodeError, TypeError):
-    """An argument of the wrong type (a TypeError, as it was before the root)."""
-
-
-class RawcodeRuntimeError(RawcodeError, RuntimeError):
-    """A failure of NVRTC, CuPy or a run (a RuntimeError, as it was before the root)."""
-
-
-class RawcodeOverflowError(RawcodeError, OverflowError):
-    """A kernel argument out of its C++ type's range (an OverflowError, as before the root)."""
-
-
-class RawcodeTimeoutError(RawcodeError, TimeoutError):
-    """A wait that ran past its timeout (a TimeoutError, as it was before the root)."""
-
-
-class ConfigError(RawcodeValueError):
-    """A bad CUPY_RAWCODE_* value or configuration argument: the message names it."""
-
-
-class BadInputError(RawcodeValueError):
-    """An input NVRTC would misread (a NUL byte, a lone surrogate, ...): the message names the
-    input and where in it."""
-
-
 def cupy_dump(exc, f) -> None:
     """``CompileException.dump`` as CuPy 14 writes it: the message, name, options and the
     numbered source (used where CuPy is not installed)."""
@@ -88,6 +61,79 @@ def cupy_dump(exc, f) -> None:
     f.flush()
 
 
+@functools.cache
+def _plain() -> dict[str, Any]:
+    """The classes on the roots and the built-in bases, built the first time one is named
+    (raised, caught, imported or unpickled: this module's ``__getattr__``), so that importing
+    this module costs a warm cache hit two classes, not fourteen."""
+
+    class RawcodeValueError(RawcodeError, ValueError):
+        """A bad value passed to cupy_rawcode (a ValueError, as it was before the root)."""
+
+    class RawcodeTypeError(RawcodeError, TypeError):
+        """An argument of the wrong type (a TypeError, as it was before the root)."""
+
+    class RawcodeRuntimeError(RawcodeError, RuntimeError):
+        """A failure of NVRTC, CuPy or a run (a RuntimeError, as it was before the root)."""
+
+    class RawcodeOverflowError(RawcodeError, OverflowError):
+        """A kernel argument out of its C++ type's range (an OverflowError, as before the root)."""
+
+    class RawcodeTimeoutError(RawcodeError, TimeoutError):
+        """A wait that ran past its timeout (a TimeoutError, as it was before the root)."""
+
+    class ConfigError(RawcodeValueError):
+        """A bad CUPY_RAWCODE_* value or configuration argument: the message names it."""
+
+    class BadInputError(RawcodeValueError):
+        """An input NVRTC would misread (a NUL byte, a lone surrogate, ...): the message names the
+        input and where in it."""
+
+    class ResolveError(RawcodeError, ValueError):
+        """A source or header that cannot be resolved (reported before any compile starts)."""
+
+    class UnreadableHeaderError(ResolveError):
+        """A header that was found but cannot be read: no permission, or not a regular file (a
+        FIFO, a device: regular.py). The message names its path and include chain."""
+
+    class MissingHeaderError(ResolveError):
+        """An include that matches no file; ``missing`` holds each one (headers.closure.Missing)."""
+
+        def __init__(self, message: str = "", missing: tuple = ()):
+            super().__init__(message)
+            self.missing = tuple(missing)
+
+    class _StandInCompileException(RawcodeError):
+        """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
+
+        def __init__(self, msg, source, name, options, backend="nvrtc"):
+            self._msg, self.source, self.name = msg, source, name
+            self.options, self.backend = options, backend
+            super().__init__()
+
+        def __reduce__(self):
+            return (type(self), (self._msg, self.source, self.name, self.options, self.backend))
+
+        def __str__(self) -> str:
+            return self.get_message()
+
+        __repr__ = __str__
+
+        def get_message(self) -> str:
+            return self._msg
+
+        dump = cupy_dump
+
+    class _StandInJitifyException(RawcodeError):
+        """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
+
+    built = {k: v for k, v in locals().items() if isinstance(v, type)}
+    for key, cls in built.items():  # pickled as errors.X; the stand-ins named as CuPy's
+        name = key.removeprefix("_StandIn")
+        cls.__module__, cls.__name__, cls.__qualname__ = __name__, name, name
+    return built
+
+
 def _cupy_classes() -> tuple[type, type]:
     """CuPy's (CompileException, JitifyException), or stand-ins with the same interface."""
     try:
@@ -96,58 +142,8 @@ def _cupy_classes() -> tuple[type, type]:
         return CompileException, JitifyException
     except Exception:
         pass
-    return _StandInCompileException, _StandInJitifyException
-
-
-class ResolveError(RawcodeError, ValueError):
-    """A source or header that cannot be resolved (reported before any compile starts)."""
-
-
-class UnreadableHeaderError(ResolveError):
-    """A header that was found but cannot be read: no permission, or not a regular file (a
-    FIFO, a device: regular.py). The message names its path and include chain."""
-
-
-class MissingHeaderError(ResolveError):
-    """An include that matches no file; ``missing`` holds each one (headers.closure.Missing)."""
-
-    def __init__(self, message: str = "", missing: tuple = ()):
-        super().__init__(message)
-        self.missing = tuple(missing)
-
-
-class _StandInCompileException(RawcodeError):
-    """Stand-in for cupy.cuda.compiler.CompileException (CuPy is not installed)."""
-
-    def __init__(self, msg, source, name, options, backend="nvrtc"):
-        self._msg, self.source, self.name = msg, source, name
-        self.options, self.backend = options, backend
-        super().__init__()
-
-    def __reduce__(self):
-        return (type(self), (self._msg, self.source, self.name, self.options, self.backend))
-
-    def __str__(self) -> str:
-        return self.get_message()
-
-    __repr__ = __str__
-
-    def get_message(self) -> str:
-        return self._msg
-
-    dump = cupy_dump
-
-
-class _StandInJitifyException(RawcodeError):
-    """Stand-in for cupy.cuda.compiler.JitifyException (CuPy is not installed)."""
-
-
-# named as CuPy's, and pickled as errors.CompileException / errors.JitifyException
-for _cls, _name in (
-    (_StandInCompileException, "CompileException"),
-    (_StandInJitifyException, "JitifyException"),
-):
-    _cls.__name__ = _cls.__qualname__ = _name
+    plain = _plain()
+    return plain["_StandInCompileException"], plain["_StandInJitifyException"]
 
 
 def source_context(log: str, program_name: str, source: str) -> str:
@@ -189,6 +185,7 @@ def compile_message(
 def _classes() -> dict[str, Any]:
     bases: tuple[Any, Any] = _cupy_classes()  # CuPy's classes are untyped
     CompileException, JitifyException = bases
+    MissingHeaderError: Any = _plain()["MissingHeaderError"]
 
     class CompileError(CompileException, RawcodeError, RuntimeError):  # type: ignore[misc,valid-type]
         """NVRTC rejected the source: ``str(e)`` is NVRTC's log followed by the failing source
@@ -244,8 +241,8 @@ def _classes() -> dict[str, Any]:
     }
 
 
-# the names __getattr__ builds: any other (``__path__``, which every ``from .errors import X``
-# asks for) is answered without importing CuPy or the headers stage
+# the names __getattr__ builds with CuPy's classes: any other (``__path__``, which every
+# ``from .errors import X`` asks for) is answered without importing CuPy or the headers stage
 _LAZY = (
     "CompileError",
     "MissingHeaderCompileError",
@@ -257,10 +254,15 @@ _LAZY = (
 
 
 def __getattr__(name: str):
-    """CuPy's classes and the compile errors built on them, on first use (importing CuPy)."""
+    """The classes below the roots, on first use: CuPy's and the compile errors built on them
+    (importing CuPy), the others on the built-in bases (_plain)."""
     if name in _LAZY:
         return _classes()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls = None if name.startswith("_") else _plain().get(name)
+    if cls is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = cls  # the next look-up is a plain global
+    return cls
 
 
 def as_jitify(e):

@@ -15,7 +15,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 
-from ..ground.errors import RawcodeTypeError, RawcodeValueError
+from ..ground import errors  # its classes are built when raised: a warm hit raises none
 from .base import Store
 from .layout import cache_location
 from .wrappers import Levels, ReadOnly
@@ -60,7 +60,9 @@ def _url_path(scheme: str, rest: str) -> str:
 
     parts = urlsplit(f"{scheme}:{rest}")
     if parts.netloc not in ("", "localhost"):
-        raise RawcodeValueError(f"{scheme}:{rest}: a store on another host is not a {scheme}: URL")
+        raise errors.RawcodeValueError(
+            f"{scheme}:{rest}: a store on another host is not a {scheme}: URL"
+        )
     return unquote(parts.path)
 
 
@@ -75,17 +77,21 @@ def parse_url(url: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
         return _BACKENDS[scheme], (text,)
     if colon and scheme == "memory":
         if rest:
-            raise RawcodeValueError(f"store URL {text!r}: memory: takes nothing after the colon")
+            raise errors.RawcodeValueError(
+                f"store URL {text!r}: memory: takes nothing after the colon"
+            )
         return _BACKENDS[scheme], ()
     if colon and scheme in ("file", "bundle"):
         path = _url_path(scheme, rest)
         if not path:
-            raise RawcodeValueError(f"store URL {text!r}: {scheme}: needs a path")
+            raise errors.RawcodeValueError(f"store URL {text!r}: {scheme}: needs a path")
         return _BACKENDS[scheme], (path,)
     if colon and _dotted(scheme) and _dotted(rest):
         return text, ()
     if colon and "://" in text and _dotted(scheme):
-        raise RawcodeValueError(f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})")
+        raise errors.RawcodeValueError(
+            f"store URL {text!r}: unknown scheme {scheme!r} ({_schemes()})"
+        )
     return _BACKENDS["bundle" if text.endswith(".bundle") else "file"], (text,)
 
 
@@ -107,9 +113,9 @@ def store_class(target: str) -> Callable[..., Store]:
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
-        raise RawcodeValueError(f"store {target!r} cannot be loaded: {e}") from None
+        raise errors.RawcodeValueError(f"store {target!r} cannot be loaded: {e}") from None
     if not (isinstance(obj, type) and issubclass(obj, Store)):
-        raise RawcodeTypeError(
+        raise errors.RawcodeTypeError(
             f"store {target!r} is not a subclass of cupy_rawcode.store.Store "
             f"(got {obj!r}); see cupy_rawcode/store/base.py"
         )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..ground.errors import RawcodeTypeError
+from ..ground import errors  # its classes are built when raised: a warm hit raises none
 from .base import Store, refuse
 from .entry import decode
 
@@ -94,7 +94,7 @@ class Levels(Store):
         self.levels = list(levels)
         for level in self.levels:
             if not isinstance(level, Store):
-                raise RawcodeTypeError(
+                raise errors.RawcodeTypeError(
                     f"a level of Levels must be a Store, not {type(level).__name__}"
                 )
         self.counts = [Counts() for _ in self.levels]

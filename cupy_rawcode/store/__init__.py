@@ -3,7 +3,9 @@
 Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py) opened by URL
 (``open_store``); entry.py turns compiled code + JSON metadata into self-validating bytes.
 
-The default stack (make_store), a ``Levels`` in lookup order: memory LRU, the cache directory,
+The default stack (make_store), a ``Levels`` in lookup order: memory LRU (``MemoryStore``,
+defined here: every stack starts with it, and a warm hit then loads one module fewer), the cache
+directory,
 read-only bundles (CUPY_RAWCODE_BUNDLES), then the remote levels: Redis (CUPY_RAWCODE_REDIS_URL)
 and each store of CUPY_RAWCODE_REMOTE in order (remote.py). A hit below copies the entry into the
 writable levels above it; a compile writes to every writable level; a remote level that fails
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..ground import errors  # its classes are built when raised: a warm hit raises none
@@ -22,6 +26,7 @@ from .wrappers import Levels, ReadOnly
 
 __all__ = [
     "Levels",
+    "MemoryStore",
     "ReadOnly",
     "Store",
     "default_store",
@@ -29,6 +34,50 @@ __all__ = [
     "open_remote",
     "open_store",
 ]
+
+
+class MemoryStore(Store):
+    """The ``max_entries`` most recently used entries of this process (``memory:``): an
+    in-process LRU of entry bytes, in front of the disk."""
+
+    name = "memory"
+
+    def __init__(self, max_entries: int = 256):
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return "memory:"
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._data.get(key)
+            if data is not None:
+                self._data.move_to_end(key)
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._data[key] = data
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._data)
+            self._data.clear()
+            return n
+
+    def __len__(self) -> int:
+        return len(self._data)
+
 
 _BACKENDS = {  # URL scheme -> its backend, imported on first use
     "memory": ".memory:MemoryStore",
@@ -166,8 +215,8 @@ def make_store(
         if memory_entries is None
         else config.parse_memory_entries("memory_entries", memory_entries)
     )
-    levels = [
-        open_store("memory:", max_entries=entries),
+    levels: list[Store] = [
+        MemoryStore(max_entries=entries),  # what open_store("memory:") gives, without the lookup
         open_store(path_url("file", location.path), max_bytes=max_bytes),
     ]
     for path in config.bundles() if bundles is None else bundles:

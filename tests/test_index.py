@@ -377,7 +377,7 @@ HIT_PATH = {
     "cupy_rawcode.kernel.checks",
     "cupy_rawcode.kernel.classes",
     "cupy_rawcode.kernel.loading",  # not pickling or cucomplex: imported when used
-    "cupy_rawcode.ground",  # the labelled digests (digest.py names them too), deferred()
+    "cupy_rawcode.ground",  # deferred(), the labelled digests and the two exception roots
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
     "cupy_rawcode.ground.stamps",
@@ -389,7 +389,7 @@ HIT_PATH = {
     "cupy_rawcode.store.entry",
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
-    "cupy_rawcode.ground.errors",  # the two roots: the other classes are built when first named
+    "cupy_rawcode.ground.errors",  # store/entry.py imports the root from it: no class built there
 }
 
 

@@ -56,6 +56,24 @@ def deferred(name: str) -> Any:
     return Deferred(name)
 
 
+# The roots of the package's exceptions and warnings, named and pickled as errors.py's
+# (cupy_rawcode.ground.errors): defined here, so that a module that raises or subclasses them
+# (the cache's readers, a warm hit's) loads no other class; errors.py has them all.
+_ERRORS = __name__ + ".errors"
+
+
+class RawcodeError(Exception):
+    """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches them all."""
+
+    __module__ = _ERRORS
+
+
+class RawcodeWarning(Warning):
+    """Root of every warning cupy_rawcode emits: one filter silences or raises them all."""
+
+    __module__ = _ERRORS
+
+
 hashlib = deferred("hashlib")  # 2-3 ms where CuPy has not loaded it: the first digest only
 
 

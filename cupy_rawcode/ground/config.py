@@ -18,7 +18,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from . import errors
+from . import deferred
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 PREFIX = "CUPY_RAWCODE_"
 _TRUE = ("1", "true", "yes", "on")

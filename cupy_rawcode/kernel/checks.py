@@ -2,7 +2,9 @@
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
-from ..ground import deferred, errors  # errors' classes: built when raised (a hit: none)
+from ..ground import deferred
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 inputs = deferred("cupy_rawcode.ground.inputs")  # a source or name that is not plain ASCII
 options_module = deferred("cupy_rawcode.headers.options")  # options given (a warm hit: none)

@@ -10,8 +10,7 @@ import os
 import threading
 import warnings
 
-from ..ground import deferred, errors  # errors' classes: built when raised (a hit: none)
-from ..ground.errors import RawcodeWarning
+from ..ground import RawcodeWarning, deferred
 from .building import Code, _arch_target, _Build, _compute_capability
 from .checks import (
     _check_backend,
@@ -24,6 +23,7 @@ from .checks import (
 from .loading import device_module
 
 cupy = deferred("cupy")
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 binding = deferred("cupy_rawcode.launch.bind")  # a launch() with arguments: its first
 signatures = deferred("cupy_rawcode.launch.signature")
 strip = deferred("cupy_rawcode.compiler.strip")  # entry functions: compile() only

@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from ..ground import errors  # its classes are built when raised: a warm hit raises none
+from ..ground import deferred
 from .base import Store
 from .layout import cache_location
 from .wrappers import Levels, ReadOnly
@@ -78,6 +78,8 @@ class MemoryStore(Store):
     def __len__(self) -> int:
         return len(self._data)
 
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 _BACKENDS = {  # URL scheme -> its backend, imported on first use
     "memory": ".memory:MemoryStore",

@@ -18,8 +18,9 @@ import os
 import stat
 from pathlib import Path
 
-from ..ground import config, errors  # errors' classes: built when raised (a hit: none)
-from ..ground.errors import RawcodeError
+from ..ground import RawcodeError, config, deferred
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 MARKER = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"

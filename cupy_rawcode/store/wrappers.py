@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..ground import errors  # its classes are built when raised: a warm hit raises none
+from ..ground import deferred
 from .base import Store, refuse
 from .entry import decode
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 
 class ReadOnly(Store):

@@ -52,6 +52,7 @@ DEFERRED: dict[str, str] = {
     "atexit": "a clean-up registered the first time it is needed",
     "urllib.request": "~10 ms to import (http.client, email): an HTTP store only",
     "urllib.error": "an HTTP store only, with urllib.request",
+    "urllib.parse": "a file: or bundle: URL with an authority (file://host/path) only",
     "xml": "an HTTP (WebDAV) store's listing only",
     # the package's own modules a warm hit must not load
     "cupy_rawcode.compiler": "compiling: a miss only (NVRTC, strip, link, hints, early load)",
@@ -65,6 +66,9 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.store.eviction": "pruning and clearing the cache only",
     "cupy_rawcode.store.usage": "scanning the cache: pruning, stats only",
     "cupy_rawcode.store.counters": "hit and miss counters: stats only",
+    "cupy_rawcode.store.urls": "stores opened by URL: a default stack builds its memory and "
+    "directory levels itself",
+    "cupy_rawcode.store.directory": "the cache directory: make_store builds it (store/__init__)",
     "cupy_rawcode.store.bundle": "bundle files: when configured only",
     "cupy_rawcode.store.redis": "a Redis store: when configured only",
     "cupy_rawcode.store.remote": "remote levels: when CUPY_RAWCODE_REMOTE or a URL names one",

@@ -58,14 +58,14 @@ if TYPE_CHECKING:  # what __getattr__ gives, as the type checker sees it
         source_context,
     )
 
-types = deferred("cupy_rawcode.ground.error_types")  # the classes below the roots
+kinds = deferred("cupy_rawcode.ground.error_types")  # the classes below the roots
 
 __all__ = ["RawcodeError", "RawcodeWarning"]
 
 
 def __getattr__(name: str):
     """A class below the roots (or a message helper) from error_types.py, on first use."""
-    value = None if name.startswith("__") else getattr(types, name, None)
+    value = None if name.startswith("__") else getattr(kinds, name, None)
     if value is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # the next look-up is a plain global

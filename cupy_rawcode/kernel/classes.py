@@ -330,8 +330,8 @@ class RawModule:
             )
         if is_binary and jitify:
             raise errors.RawcodeValueError(
-                "Jitify does not support precompiled objects"
-            )  # CuPy's words
+                "Jitify does not support precompiled objects"  # CuPy's words
+            )
         self._build = _Build(
             code, path, options, bool(translate_cucomplex), name_expressions, jitify=bool(jitify)
         )

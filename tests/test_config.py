@@ -181,7 +181,7 @@ def test_one_boolean_parser():
     """Every boolean CUPY_RAWCODE_* row parses with parse_bool, and no other module spells the
     accepted words."""
     booleans = [v for v in config.VARIABLES.values() if isinstance(v.default, bool)]
-    assert len(booleans) == 5 and all(v.parse is config.parse_bool for v in booleans)
+    assert len(booleans) == 6 and all(v.parse is config.parse_bool for v in booleans)
     for path in (ROOT / "cupy_rawcode").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Tuple | ast.Set | ast.List):

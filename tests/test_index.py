@@ -387,9 +387,11 @@ HIT_PATH = {
     "cupy_rawcode.store.wrappers",  # Levels, the store a compile reads through
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.entry",
+    "cupy_rawcode.store.compression",  # zstd for a compressed entry (its C backend alone)
+    "cupy_rawcode.store.tally",  # each level's counts in this process (a dict per level)
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
-    "cupy_rawcode.ground.errors",  # store/entry.py imports the root from it: no class built there
+    "cupy_rawcode.ground.errors",  # store/entry.py and compression.py take the root from it
 }
 
 

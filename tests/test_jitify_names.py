@@ -202,6 +202,15 @@ def test_a_specialization_of_std_numeric_limits_is_seen_unqualified_too():
         (b"typedef struct { int a; } FILE; int fflush(FILE* f);", ("FILE", "fflush")),
         (b"enable_if_t<true>* p; x = strcmp(a, b); return strcmp(a, b);", ()),
         (b"std::pair<int, int> make_pair(int a, int b);", ("make_pair",)),
+        # each kind of declaration across lines, and what is not one
+        (b"typedef struct _iobuf\n{\n  int a;\n}\nFILE\n;", ("FILE",)),
+        (b"enum class FILE : int { a };", ("FILE",)),
+        (b"int  *\n & fflush (FILE* f);", ("fflush",)),
+        (b"auto r = p-> strcmp(a, b);", ("strcmp",)),  # a superset: a call through ->
+        (b"throw strcmp(a); y = (strcmp(a, b)); f(x, strcmp(a));", ()),
+        (b"class FILE x; typedef int x; FILE; x = FILE;", ()),
+        # a typedef longer than the bytes read before a name
+        (b"typedef pair<" + b"int, " * 100 + b"int> FILE;", ("FILE",)),
     ],
 )
 def test_own_global_names(text, names):
@@ -237,3 +246,22 @@ def test_launched_cudf_style_kernel_computes_the_sums():
         k = cupy_rawcode.RawKernel(LAUNCHED, "k", options=("-std=c++14",), jitify=True)
         k((1,), (32,), (out, a, b))
     np.testing.assert_array_equal(out.get(), a.get().astype(np.int64) + b.get())
+
+
+@pytest.mark.parametrize("jitify, expected", [(True, ["::FILE"]), (False, [])])
+def test_own_names_are_read_only_under_jitify(jitify, expected, monkeypatch):
+    """Only jitify=True's guard macro makes the closure read the program's own files for the
+    names of the global blocks: without it, they change nothing NVRTC gets, and a CuPy kernel's
+    closure holds some 2,000 headers (headers/fast.py)."""
+    from cupy_rawcode.headers.fast import resolve_fast
+    from cupy_rawcode.headers.search import make_context
+
+    calls = []
+    real = jitify_names.own_global_names
+    monkeypatch.setattr(
+        jitify_names, "own_global_names", lambda data: calls.append(data) or real(data)
+    )
+    options = ["-D" + jitify_names.GUARD] if jitify else []
+    closure = resolve_fast("typedef struct { int a; } FILE;\n", make_context(options))
+    assert [s for s in closure.specialized if s.startswith("::")] == expected
+    assert bool(calls) == jitify

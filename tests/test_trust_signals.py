@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 
@@ -178,3 +179,38 @@ def test_sigterm_during_a_compile_runs_the_programs_own_handler(tmp_path):
     assert "DONE" not in out, "the compile ended before the signal: no test"
     assert "FINALLY" in out and "ATEXIT" in out, out
     assert rc == 143, out
+
+
+def test_the_keeper_puts_the_handlers_back_while_the_waiter_sleeps(monkeypatch):
+    """A call that replaces SIGINT's disposition (as NVRTC does as it starts) has it put back
+    by the keeper within a few steps, although the thread waiting for the call looks only
+    after a second: what protects the threads that are not waiting (signals.py)."""
+    from cupy_rawcode.compiler import signals as sig
+
+    if not sig.usable():
+        pytest.skip("no sigaction here")
+    ignore = sig._Sigaction()
+    ignore.handler = 1  # SIG_IGN
+    replaced = threading.Event()
+
+    def call() -> None:  # NVRTC's opening, then a long compile
+        sig._write(signal.SIGINT, bytes(ignore))
+        replaced.set()
+        time.sleep(1.5)
+
+    def handler() -> int:
+        return sig._Sigaction.from_buffer_copy(sig._read(signal.SIGINT)).handler
+
+    monkeypatch.setattr(sig, "steps", lambda: iter(lambda: 1.0, None))  # a sleepy waiter
+    kept = handler()
+    waiter = threading.Thread(target=sig.guarded, args=(call,))
+    waiter.start()
+    try:
+        assert replaced.wait(10)
+        deadline = time.monotonic() + 0.5  # the keeper's step is 2 ms; the waiter's 1 s
+        while handler() != kept and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert handler() == kept, "NVRTC's disposition stayed in force"
+    finally:
+        waiter.join()
+    assert handler() == kept

@@ -8,6 +8,7 @@ import time
 
 from ..store import maintenance
 from .codes import EXIT_COMPILE, EXIT_ERROR, EXIT_OK, InputError, UsageError
+from .stats import human as _human
 
 
 def _read_source(path: str) -> str:
@@ -119,16 +120,6 @@ def _cmd_compile(args, options) -> int:
     return EXIT_OK
 
 
-def _human(n: float) -> str:
-    """Bytes as B, KiB, MiB or GiB."""
-    unit = "B"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            break
-        n /= 1024
-    return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
-
-
 _KIND_NAMES = {
     "entries": "entries",
     "manifests": "manifests",
@@ -150,33 +141,50 @@ def _cache_disk():
     return disk
 
 
+def _uncounted(command):
+    """A maintenance command's own reads (``cache list -l``, ``bundle export`` and ``info``)
+    are no look-ups: the level tallies they made are dropped, never kept with the compiles'
+    (store/counters.py)."""
+    import functools
+
+    @functools.wraps(command)
+    def run(args, options) -> int:
+        try:
+            return command(args, options)
+        finally:
+            from ..store.counters import zero_tallies
+
+            zero_tallies()
+
+    return run
+
+
+@_uncounted
 def _cmd_cache(args, options) -> int:
-    if args.zero and args.action != "stats":
-        raise UsageError(f"--zero goes with 'cache stats', not 'cache {args.action}'")
+    for flag, given in (("--zero", args.zero), ("--json", args.json)):
+        if given and args.action != "stats":
+            raise UsageError(f"{flag} goes with 'cache stats', not 'cache {args.action}'")
     disk = _cache_disk()
     if args.action == "stats":
-        from ..store.usage import scan
+        from . import stats
 
-        usage = scan(disk.root)
-        counts = disk.counts()
-        print(f"location  {disk.root}")
-        for kind, (n, size) in usage.by_kind().items():
-            print(f"{kind:<9s} {n} ({_human(size)})")
-        limit = f"bound {_human(disk.max_bytes)}" if disk.max_bytes else "no bound"
-        print(f"size      {_human(usage.total)} in all ({limit})")
-        if counts is None:
-            print("hits      not recorded")
+        found = stats.collect(disk)
+        if args.json:
+            import json
+
+            print(json.dumps(found, indent=2))
         else:
-            total = counts[0] + counts[1]
-            rate = f" ({100 * counts[0] / total:.0f}% hits)" if total else ""
-            print(f"hits      {counts[0]}\nmisses    {counts[1]}{rate}")
-        if usage.errors:
-            from ..store.usage import failure
+            print("\n".join(stats.lines(found)))
+        usage_errors = found["unreadable_files"]
+        if usage_errors:
+            from ..store.usage import CacheFilesError
 
-            raise failure("read", disk.root, usage.errors)
+            more = f" (and {len(usage_errors) - 1} more)" if len(usage_errors) > 1 else ""
+            raise CacheFilesError(f"cannot read {disk.root}: {usage_errors[0]}{more}")
         if args.zero:
             disk.zero_counts()
-            print("hits and misses zeroed")
+            if not args.json:
+                print("hits and misses zeroed")
     elif args.action == "list":
         from ..store.entry import EntryError, decode
 
@@ -268,6 +276,7 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
     return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
+@_uncounted
 def _cmd_bundle(args, options) -> int:
     from ..store.bundle import BundleError, read_index, write_bundle
     from ..store.entry import EntryError, decode

@@ -100,7 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ca.add_argument("-l", "--long", action="store_true", help="list: arch, target, NVRTC")
     ca.add_argument(
-        "-z", "--zero", action="store_true", help="stats: then zero the hit and miss counts"
+        "-z",
+        "--zero",
+        action="store_true",
+        help="stats: then zero the hit and miss counts and every level's counts",
+    )
+    ca.add_argument(
+        "--json",
+        action="store_true",
+        help="stats: print them as one JSON object (as sccache's --stats-format json)",
     )
     ca.set_defaults(func=_cmd_cache)
     pb = command(
@@ -163,7 +171,7 @@ CCACHE_OPTIONS = {
 }
 
 
-_CACHE_OWN = ("-z", "--zero", "-l", "--long", "--max-size")  # cache's own: never a hint
+_CACHE_OWN = ("-z", "--zero", "-l", "--long", "--max-size", "--json")  # cache's own: never a hint
 
 
 def _ccache_flag(item: str) -> tuple[str | None, str]:

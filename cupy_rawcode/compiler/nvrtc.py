@@ -270,14 +270,16 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
         except Exception as e:  # say why the options show a virtual arch
             if not hasattr(e, "dump_path"):
                 raise
-            raise _compile_error(
+            error = _compile_error(
                 e.log,  # type: ignore[attr-defined]
                 req,
                 list(e.options),  # type: ignore[attr-defined]
                 e.dump_path,
                 note=f"NVRTC compiled PTX for {virtual}: the first step of a "
                 f"cubin for {req.arch}, see CUPY_RAWCODE_STRIP",
-            ) from None
+            )
+            error.nvrtc_result = getattr(e, "nvrtc_result", None)
+            raise error from None
         ptx, removed = _strip_ptx(ptx, symbols)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
@@ -339,7 +341,9 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
     if failed is not None:
         if pch:
             return _nvrtc(req, ctx, dump, False)
-        raise _compile_error(log or failed, req, flags, dump=dump)
+        error = _compile_error(log or failed, req, flags, dump=dump)
+        error.nvrtc_result = failed  # NVRTC's verdict, which a failure cache may keep
+        raise error
     return (code.rstrip(bytes(1)) if req.target == "ptx" else code), symbols, log
 
 

@@ -372,6 +372,11 @@ remote = Var[tuple[str, ...]]("CUPY_RAWCODE_REMOTE", _remote, ()).documented(
 remote_timeout = Var("CUPY_RAWCODE_REMOTE_TIMEOUT", _seconds, 2.0).documented(
     "seconds (> 0) a call to a remote level may take before it is skipped (default 2)"
 )
+cache_failures = Var("CUPY_RAWCODE_CACHE_FAILURES", parse_bool, True).documented(
+    """`1` (default): a compile error is cached under the kernel's key and raised again, with
+    NVRTC's log, without compiling (see "Compiling, failing and logging as CuPy does"); `0`:
+    failures are neither cached nor served"""
+)
 
 # - what a compile does; the keyed rows enter the warm index's id in this order (another order
 #   would make every index entry miss once)

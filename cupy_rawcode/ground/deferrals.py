@@ -33,6 +33,8 @@ DEFERRED: dict[str, str] = {
     "pymemcache": "optional: a memcached store only",
     "boto3": "optional (extra `s3`): an S3 store only",
     "botocore": "boto3's own, as boto3",
+    "zstandard": "optional (extra `zstd`): the first compressed entry read or written only; "
+    "0.5-2 ms to import (store/compression.py loads its C backend alone where it can)",
     # the standard library: not loaded by a warm hit, used off it
     "logging": "2-5 ms to import; only a message that is logged needs it (ground/log.py)",
     "difflib": "a misspelt variable's closest name only",

@@ -195,10 +195,13 @@ def resolve_fast(
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
-    # and the names of jitify=True's global blocks that they declare themselves ("::name")
-    specialized += sorted(
-        {"::" + s for n in (main, *own) for s in jitify_names.own_global_names(n.scan.data)}
-    )
+    # and, under jitify=True (its guard macro defined), the names of its global blocks that
+    # they declare themselves ("::name"): only there do they change what NVRTC gets
+    # (key/request.py), and a CuPy kernel's closure holds some 2,000 headers to read for them
+    if any(name == jitify_names.GUARD for name, _ in ctx.opts.macros):
+        specialized += sorted(
+            {"::" + s for n in (main, *own) for s in jitify_names.own_global_names(n.scan.data)}
+        )
     scans = {n.found.path: n.scan for n in nodes.values() if n.found is not None}
     return Closure(
         headers,

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import types
 from typing import Any, NamedTuple
 
+from ..ground import config
 from ..ground.errors import MissingHeaderError
 from ..kernel.loading import load_bytes
 from ..key import cupy as cupy_key
@@ -154,7 +156,54 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         lambda payload: load(call, payload),
         lambda: capture(original, args, kwargs),
         lambda: changed_header(call),
+        _failing(call),
     )
+
+
+def _failing(call: Call) -> payloads.Failing:
+    """How the orchestrator keeps and rebuilds CuPy's compile errors for ``call``."""
+    return payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r))
+
+
+def failure_fields(call: Call, e: BaseException) -> dict | None:
+    """What rebuilds the CompileException CuPy raised compiling ``call`` (its constructor's
+    arguments; the source only where it is not the call's), None for any other exception
+    (CuPy's Jitify, nvcc or a driver error)."""
+    from cupy.cuda import compiler
+
+    if type(e) is not compiler.CompileException:
+        return None
+    ce: Any = e  # CuPy's class is untyped
+    msg, source = ce._msg, ce.source
+    if not all(isinstance(v, str) for v in (msg, source, ce.name, ce.backend, *ce.options)):
+        return None
+    return {
+        "message": msg,
+        "log": msg,  # CuPy's message is NVRTC's log
+        "source": None if source == call.source else source,
+        "name": ce.name,
+        "options": list(ce.options),
+        "backend": ce.backend,
+    }
+
+
+def failure(call: Call, record: dict):
+    """CuPy's CompileException again from its record (payloads.Failing), dumped to stderr as
+    CuPy's compile dumps it under CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1; None for a record that
+    does not give one."""
+    from cupy.cuda import compiler
+
+    source = call.source if record.get("source") is None else record["source"]
+    options = record.get("options")
+    fields = (source, record.get("name"), record.get("backend"))
+    if not isinstance(options, list) or not all(isinstance(v, str) for v in (*fields, *options)):
+        return None
+    e = compiler.CompileException(
+        record["message"], source, record["name"], tuple(options), record["backend"]
+    )
+    if config.cupy_dump_on_error():
+        e.dump(sys.stderr)
+    return e
 
 
 def capture(original, args: tuple, kwargs: dict) -> tuple[Any, bytes | None]:
@@ -275,7 +324,13 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
     from cupy.cuda import compiler
 
     key = key_of(call)
-    return key, payloads.ahead(key, str(call.arch), lambda: _captured(compiler, call))
+    return key, payloads.ahead(
+        key,
+        str(call.arch),
+        lambda: _captured(compiler, call),
+        lambda: changed_header(call),
+        _failing(call),
+    )
 
 
 def _captured(compiler, call: Call) -> bytes | None:

@@ -18,6 +18,7 @@ from ..key import manifest
 from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
+from . import failures
 
 
 class Result:
@@ -202,7 +203,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
     with lock:  # threads racing on one key compile once
-        found = store.fetch(key)
+        found = _look_up(store, key, req, dump)
         if found is not None:
             _forget(req, early)
             code, meta, layer = found
@@ -228,6 +229,9 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             early = None
         try:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
+        except Exception as e:
+            _keep_failure(e, store, key, req, keyed, ctx)
+            raise
         finally:
             _forget(req, early)
         t2 = time.perf_counter()
@@ -267,6 +271,45 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             keyed,
             made.log,
             changed is None,
+        )
+
+
+def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, dict, str] | None:
+    """(code, metadata, level) of the kernel stored under ``key``, counted as a hit; a failure
+    stored there (failures.py) is raised again, as NVRTC raised it, unless failures are off or
+    the source is to be dumped (then it compiles again). A record that does not read back, or
+    an entry for none of these, is a miss."""
+    found = failures.look_up(store, key)
+    if found is None:
+        return None
+    code, meta, layer = found
+    if failures.is_failure(meta):
+        if failures.wanted() and not dump:
+            error = failures.compile_error(code, req.source, req.program_name)
+            if error is not None:
+                raise error
+        return None
+    failures.count_hit(store)
+    return found
+
+
+def _keep_failure(e: Exception, store: Levels, key: str, req: Request, keyed, ctx) -> None:
+    """Keep NVRTC's compile failure under the key (failures.py), when failures are kept and no
+    file the key read changed while NVRTC compiled (the check a success gets)."""
+    if not failures.nvrtc_verdict(e) or not failures.wanted():
+        return
+    if first_changed(keyed.closure_stamps) is not None:
+        return
+    data = failures.of_compile_error(e, req.program_name)
+    if data is not None:
+        failures.keep(
+            store,
+            key,
+            data,
+            req.arch,
+            nvrtc=ctx.toolchain.nvrtc_version_str,
+            headers=keyed.count,
+            program=req.program_name,
         )
 
 

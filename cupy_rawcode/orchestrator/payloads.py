@@ -7,22 +7,38 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..ground.errors import RawcodeRuntimeError
 from ..store import default_store
 from ..store.entry import encode
+from . import failures
 from .compiling import HeaderChangedWarning
 
 PAYLOAD = "cupy-payload"  # the entry's target: a payload CuPy saved, not our code
+CUPY_FAILURE = "CompileException"  # the class of CuPy's failures kept (failures.py)
 
 
 def stored(key: str) -> bytes | None:
     """CuPy's payload stored under ``key``, or None (a miss, or an entry that is not one)."""
-    found = default_store().fetch(key)
-    if found is None or found[1].get("target") != PAYLOAD:
+    found = _found(key)
+    return None if found is None or isinstance(found, dict) else found
+
+
+def _found(key: str) -> bytes | dict | None:
+    """What the store holds under ``key``: CuPy's payload (counted as a hit), a failure record
+    (failures.py: its JSON, counted as nothing) or None."""
+    store = default_store()
+    found = failures.look_up(store, key)
+    if found is None:
         return None
-    return found[0]
+    code, meta, _ = found
+    if failures.is_failure(meta):
+        return failures.read(code, CUPY_FAILURE)
+    if meta.get("target") != PAYLOAD:
+        return None
+    failures.count_hit(store)
+    return code
 
 
 def save(key: str, arch: str, payload: bytes) -> None:
@@ -33,23 +49,43 @@ def save(key: str, arch: str, payload: bytes) -> None:
     store.put(key, encode(key, payload, meta))
 
 
+class Failing(NamedTuple):
+    """How CuPy's failures are kept (failures.py): ``fields(e)``, the record's fields for an
+    exception CuPy raised (message, log and what rebuilds it), None for one not to keep;
+    ``rebuilt(record)``, the exception again, None for a record that cannot give it (a miss)."""
+
+    fields: Callable[[BaseException], dict | None]
+    rebuilt: Callable[[dict], BaseException | None]
+
+
 def serve(
     key: str,
     arch: str,
     load: Callable[[bytes], Any],
     compile: Callable[[], tuple[Any, bytes | None]],
     changed: Callable[[], str | None],
+    failing: Failing | None = None,
 ):
     """CuPy's compile of one call through the store: the stored payload ``load``-ed (None from
     it: not one CuPy can use), else ``compile()`` (CuPy's result and the payload it saved, or
     None) stored unless ``changed()`` names a header that changed while CuPy compiled (then one
-    warning, as compiling.py gives)."""
-    payload = stored(key)
-    if payload is not None:
-        mod = load(payload)
+    warning, as compiling.py gives). With ``failing``, a compile error CuPy raised is kept
+    under the key (unless a header changed) and raised again from the store next time."""
+    found = _found(key)
+    if isinstance(found, dict):
+        error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
+        if error is not None:
+            raise error
+    elif found is not None:
+        mod = load(found)
         if mod is not None:
             return mod
-    mod, captured = compile()
+    try:
+        mod, captured = compile()
+    except Exception as e:
+        if failing is not None:
+            _keep(key, arch, failing.fields(e), changed)
+        raise
     if captured is None:
         return mod
     path = changed()
@@ -65,12 +101,41 @@ def serve(
     return mod
 
 
-def ahead(key: str, arch: str, compile: Callable[[], bytes | None]) -> bool:
+def _keep(key: str, arch: str, fields: dict | None, changed: Callable[[], str | None]) -> None:
+    """Keep CuPy's failure record (``fields``: Failing.fields's) under the key, when failures
+    are kept and no header changed while CuPy compiled."""
+    if fields is None or not failures.wanted() or changed() is not None:
+        return
+    message, log = fields.pop("message"), fields.pop("log")
+    data = failures.record(CUPY_FAILURE, message, log, **fields)
+    if data is not None:
+        failures.keep(default_store(), key, data, arch)
+
+
+def ahead(
+    key: str,
+    arch: str,
+    compile: Callable[[], bytes | None],
+    changed: Callable[[], str | None] = lambda: None,
+    failing: Failing | None = None,
+) -> bool:
     """A call compiled into the store ahead of its launch, unless held already: whether the
-    store held it. ``compile()`` gives CuPy's payload, None when it saved none."""
-    if stored(key) is not None:
+    store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
+    ``failing``, CuPy's compile error is kept (unless ``changed()`` names a header) and a kept
+    one raised again, as serve does."""
+    found = _found(key)
+    if isinstance(found, dict):
+        error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
+        if error is not None:
+            raise error
+    elif found is not None:
         return True
-    payload = compile()
+    try:
+        payload = compile()
+    except Exception as e:
+        if failing is not None:
+            _keep(key, arch, failing.fields(e), changed)
+        raise
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
     save(key, arch, payload)

@@ -8,11 +8,17 @@ entry: ``get`` gives None or the bytes it holds, and the layer above validates t
 There is no ``__contains__``: on a shared or remote store, "is it there?" answered apart from
 ``get`` costs a second round trip and can be stale before the value is read, so callers ``get``
 and test for None (as cuda-python's program cache explains).
+
+Bulk transfer (store/transfer.py) asks many keys at once: ``get_many``, ``put_many`` and
+``sizes`` default to a loop (or "cannot tell"), and a backend with a bulk form (Redis MGET,
+memcached's multi-get, parallel requests for HTTP and S3) overrides them. Like ``get``, they
+give raw bytes: the caller validates each entry, so a damaged one is a miss.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable, Mapping
 
 
 class Store(abc.ABC):
@@ -46,6 +52,27 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def location(self) -> str:
         """Where the entries live, as shown to the user (a path, a URL without its password)."""
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The bytes of each of ``keys`` the store holds (absent keys left out). A remote
+        backend raises on a failed call, as ``get`` does; the default asks ``get`` per key."""
+        found = {}
+        for key in keys:
+            data = self.get(key)
+            if data is not None:
+                found[key] = data
+        return found
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Store each ``key: data`` of ``items``; the default calls ``put`` per entry."""
+        for key, data in items.items():
+            self.put(key, data)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        """The stored size of each of ``keys`` the store holds, where the backend can tell
+        without reading the entries (a push skips an entry already there with the same size);
+        None: it cannot tell cheaply, which is the default."""
+        return None
 
     def up(self) -> bool:
         """Whether the store answers now: False while one that handles its own failures (Redis)

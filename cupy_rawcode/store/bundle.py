@@ -116,6 +116,9 @@ class BundleStore(Store):
         self.path = os.fspath(path)
         self.name = f"bundle:{os.path.basename(self.path)}"
         self._index: dict | None = entries
+        from .tally import tally
+
+        self.tally = tally(self.name)  # this process's reads (counters.py)
 
     def _entries(self) -> dict:
         if self._index is None:
@@ -135,6 +138,15 @@ class BundleStore(Store):
         return sorted(self._entries())
 
     def get(self, key: str) -> bytes | None:
+        data = self._read(key)
+        if data is None:
+            self.tally["misses"] += 1
+        else:
+            self.tally["hits"] += 1
+            self.tally["bytes_read"] += len(data)
+        return data
+
+    def _read(self, key: str) -> bytes | None:
         span = self._entries().get(key)
         if span is None:
             return None

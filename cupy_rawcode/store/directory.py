@@ -42,6 +42,7 @@ class DirectoryStore(Store):
         if max_bytes is not None:  # manifests, index and toolchain records count against it too
             set_bound(self.root, max_bytes)
         self.max_bytes = bound(self.root)
+        self.tally = _home(self.root, self.name)  # this process's reads and writes (counters.py)
 
     @property
     def location(self) -> str:
@@ -61,11 +62,19 @@ class DirectoryStore(Store):
         from ..ground.regular import ENTRY_LIMIT, read_cache_file
         from .layout import owned
 
+        tally = self.tally
         if not owned(self.root):
+            tally["misses"] += 1
             return None
-        return read_cache_file(
+        data = read_cache_file(
             self.path(key), ENTRY_LIMIT, True, shared_lock=True, used_after=USE_RESOLUTION
         )
+        if data is None:
+            tally["misses"] += 1
+        else:
+            tally["hits"] += 1
+            tally["bytes_read"] += len(data)
+        return data
 
     def put(self, key: str, data: bytes) -> None:
         from .layout import NotACacheError
@@ -73,6 +82,8 @@ class DirectoryStore(Store):
 
         try:
             publish(self.root, self.path(key), data, self.max_bytes)  # private dirs, bound
+            self.tally["writes"] += 1
+            self.tally["bytes_written"] += len(data)
         except NotACacheError:
             pass  # layout.py warned once
         except OSError as e:  # read-only or full: compiling goes on from memory
@@ -155,26 +166,32 @@ class DirectoryStore(Store):
                     _at_exit()
                 if n < HIT_BATCH:
                     return
-            self.flush_counts()
+            _flush(self.root)  # the tallies wait for the exit: no JSON rewrite on a hit
             return
         _append(self.root, "misses", 1)
 
     def flush_counts(self) -> None:
-        """Write the hits this process counted in this directory and has not written yet."""
+        """Write the hits this process counted in this directory and has not written yet, and
+        every level's tally (counters.py)."""
         _flush(self.root)
+        _keep(self.root)
 
     def zero_counts(self) -> None:
-        """Start the hit and miss counts again from 0 (ccache's ``-z``). Counters are
-        append-only files, one byte per event: truncating them loses no concurrent append."""
+        """Start the hit and miss counts and every level's counts again from 0 (ccache's
+        ``-z``). Counters are append-only files, one byte per event: truncating them loses no
+        concurrent append."""
         from ..ground.fsutil import make_private_dirs
         from ..ground.regular import open_own
         from .layout import NotACacheError, claim, foreign_message
 
         if not claim(self.root):
             raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
+        from .counters import zero_tallies
+
         make_private_dirs(self.root / "stats")
+        zero_tallies()  # this process's own, not written yet
         try:
-            os.unlink(self.root / "stats" / "counts")  # what counters.py folded from them
+            os.unlink(self.root / "stats" / "counts")  # folded counts, every level's counts
         except FileNotFoundError:
             pass
         for name in ("hits", "misses"):
@@ -208,8 +225,37 @@ _pending: dict[Path, int] = {}  # cache directory -> hits counted and not writte
 _exit_registered: list[bool] = []
 
 
+_homes: list[Path] = []  # the first cache directory opened: every level's tallies go there
+
+
+def _home(root: Path, name: str) -> dict[str, int]:
+    """This process's tally of the level ``name`` (counters.py); the first directory opened
+    is where every level's tallies are written (at exit, and when its counts are read)."""
+    from .tally import tally
+
+    if not _homes:
+        _homes.append(root)
+        _at_exit()
+    return tally(name)
+
+
+def _keep(root: Path) -> None:
+    """Write every level's tallies into ``root`` (best effort; only into a cache: layout.py)."""
+    from .layout import owned
+
+    try:
+        if not owned(root):
+            return
+    except OSError:
+        return
+    from .counters import keep_tallies
+
+    keep_tallies(root)
+
+
 def _at_exit() -> None:
-    """Write every directory's pending hits when the process exits (registered once)."""
+    """Write every directory's pending hits, and the levels' tallies, when the process exits
+    (registered once)."""
     if not _exit_registered:
         import atexit
 
@@ -220,6 +266,8 @@ def _at_exit() -> None:
 def _flush_all() -> None:
     for root in list(_pending):
         _flush(root)
+    if _homes:
+        _keep(_homes[0])
 
 
 def _flush(root: Path) -> None:

@@ -5,7 +5,9 @@ the directory is counted again. It is never a link or a FIFO (ground/regular.py)
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 try:
@@ -16,19 +18,25 @@ except ImportError:  # Windows: no advisory locks
 _WIDTH = 48  # the ledger's one line, fixed width: rewritten in place
 
 
-def _ledger(root: Path, change) -> tuple[int | None, float]:
-    """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
-    None when unknown; when the directory was last counted). Raises OSError."""
+def _open(root: Path) -> int:
+    """The ledger's file, open for reading and writing (made when missing): never a link,
+    never a FIFO. Raises OSError."""
     from ..ground.regular import open_own
 
     path = root / "stats" / "size"
     try:
-        fd = open_own(path, os.O_RDWR | os.O_CREAT)  # never a link, never a FIFO
+        return open_own(path, os.O_RDWR | os.O_CREAT)
     except FileNotFoundError:
         from ..ground.fsutil import make_private_dirs
 
         make_private_dirs(path.parent)
-        fd = open_own(path, os.O_RDWR | os.O_CREAT)
+        return open_own(path, os.O_RDWR | os.O_CREAT)
+
+
+def _ledger(root: Path, change) -> tuple[int | None, float]:
+    """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
+    None when unknown; when the directory was last counted). Raises OSError."""
+    fd = _open(root)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -43,6 +51,19 @@ def _ledger(root: Path, change) -> tuple[int | None, float]:
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, f"{new[0] or 0} {new[1]:.3f}".ljust(_WIDTH - 1).encode() + b"\n")
         return new
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Hold the ledger's lock (an exclusive flock on stats/size) meanwhile: stats/counts is
+    rewritten under it (counters.py). Raises OSError."""
+    fd = _open(root)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)
 

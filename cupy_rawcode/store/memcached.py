@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterable, Mapping
 from urllib.parse import unquote
 
 from .base import Store
@@ -19,6 +20,7 @@ from .remote import RemoteError, host_port, missing_extra
 
 PREFIX = "cupy-rawcode:"
 DEFAULT_PORT = 11211
+BATCH = 100  # keys per multi-key request
 
 
 class MemcachedStore(Store):
@@ -57,6 +59,33 @@ class MemcachedStore(Store):
         except MemcacheServerError as e:  # "object too large for cache": not stored, no failure
             if "too large" not in str(e):
                 raise
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """One multi-key ``get`` per batch (memcached answers the keys it holds)."""
+        keys = list(keys)
+        found = {}
+        for start in range(0, len(keys), BATCH):
+            named = {PREFIX + key: key for key in keys[start : start + BATCH]}
+            for name, data in self.client.get_many(list(named)).items():
+                if isinstance(data, bytes):
+                    found[named[name]] = data
+        return found
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """``set_many`` per batch; a batch the server refuses as too large goes one by one, so
+        only the entries over the item size are skipped."""
+        from pymemcache.exceptions import MemcacheServerError
+
+        pairs = list(items.items())
+        for start in range(0, len(pairs), BATCH):
+            batch = pairs[start : start + BATCH]
+            try:
+                self.client.set_many({PREFIX + k: v for k, v in batch}, expire=0)
+            except MemcacheServerError as e:
+                if "too large" not in str(e):
+                    raise
+                for key, data in batch:
+                    self.put(key, data)
 
     def delete(self, key: str) -> None:
         self.client.delete(PREFIX + key)

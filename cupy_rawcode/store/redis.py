@@ -9,6 +9,7 @@ does not cost a timeout per kernel. Needs the ``redis`` package (the ``redis`` e
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 
 from ..ground.log import warn_once
 from .base import Store
@@ -112,6 +113,45 @@ class RedisStore(Store):
             self.client.set(PREFIX + key, data, ex=self.ttl)
         except Exception as e:
             self._failed(e)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """One MGET for all ``keys``; a failure is a miss for each (counted and warned once)."""
+        keys = list(keys)
+        if not keys or not self._available():
+            return {}
+        try:
+            values = self.client.mget([PREFIX + key for key in keys])
+        except Exception as e:
+            self._failed(e)
+            return {}
+        return {k: v for k, v in zip(keys, values, strict=False) if isinstance(v, bytes)}
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Every SET in one pipeline (no transaction: each entry stands alone)."""
+        if not items or not self._available():
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for key, data in items.items():
+                pipe.set(PREFIX + key, data, ex=self.ttl)
+            pipe.execute()
+        except Exception as e:
+            self._failed(e)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        """STRLEN of each key in one pipeline (0: not there); None when the server failed."""
+        keys = list(keys)
+        if not self._available():
+            return None
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.strlen(PREFIX + key)
+            lengths = pipe.execute()
+        except Exception as e:
+            self._failed(e)
+            return None
+        return {k: int(n) for k, n in zip(keys, lengths, strict=False) if n}
 
     def delete(self, key: str) -> None:
         if not self._available():

@@ -10,10 +10,13 @@ one: ``|read-only``. A remote backend raises on a failed call (refused, reset, t
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from ..ground.errors import RawcodeError, RawcodeWarning
 from ..ground.log import first_time
 
+T = TypeVar("T")
 READ_ONLY = "read-only"
 REMOTE_SCHEMES = ("memcached", "http", "https", "s3")  # with redis's: the backends given a URL
 
@@ -110,3 +113,55 @@ def host_port(url: str, default_port: int) -> tuple[str, int, str]:
     if not parts.hostname:
         raise RawcodeValueError(f"store URL {url!r}: no host")
     return parts.hostname, port, parts.path
+
+
+WORKERS = 8  # requests one HTTP or S3 store has in flight at once in a bulk call
+
+
+class Parallel:
+    """A bounded pool of threads a store sends its bulk requests through (made on first use,
+    kept across calls so each thread keeps its connection, ended by ``close``)."""
+
+    def __init__(self, workers: int = WORKERS):
+        import threading
+
+        self.workers = workers
+        self._pool: Any = None  # a ThreadPoolExecutor, once used
+        self._lock = threading.Lock()
+
+    def map(self, call: Callable[[str], T], keys: Iterable[str]) -> dict[str, T]:
+        """``{key: call(key)}`` for each of ``keys``, at most ``workers`` at a time. The first
+        call that raises cancels those not started, and is raised once the running ones end
+        (a dead server costs one timeout per worker, not one per key)."""
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        keys = list(dict.fromkeys(keys))
+        if len(keys) <= 1:
+            return {key: call(key) for key in keys}
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="cupy-rawcode")
+            pool = self._pool
+        futures = {pool.submit(call, key): key for key in keys}
+        done: dict[str, T] = {}
+        error: BaseException | None = None
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            try:
+                done[futures[future]] = future.result()
+            except Exception as e:
+                if error is None:
+                    error = e
+                    for pending in futures:
+                        pending.cancel()
+        if error is not None:
+            raise error
+        return done
+
+    def close(self) -> None:
+        """End the threads (a later ``map`` starts new ones)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

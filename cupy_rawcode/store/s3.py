@@ -2,18 +2,20 @@
 entry. The endpoint, region and credentials come the way the AWS command line takes them
 (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
 ``AWS_PROFILE``, ``~/.aws/config``, instance roles), since boto3 reads them itself. One attempt
-per call within the timeout: a failure raises, and the Levels holding the store skips it.
-Needs ``boto3`` (extra ``s3``).
+per call within the timeout: a failure raises, and the Levels holding the store skips it. Bulk
+calls send up to ``remote.WORKERS`` requests at once (boto3's client is thread-safe). Needs
+``boto3`` (extra ``s3``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from ..ground.errors import RawcodeValueError
 from .base import Store
-from .remote import missing_extra
+from .remote import WORKERS, Parallel, missing_extra
 
 
 class S3Store(Store):
@@ -32,6 +34,7 @@ class S3Store(Store):
             raise missing_extra("boto3", "s3", "s3://") from None
         self._client = None
         self._lock = threading.Lock()
+        self.parallel = Parallel()
 
     @property
     def location(self) -> str:
@@ -52,6 +55,7 @@ class S3Store(Store):
                     connect_timeout=self.timeout,
                     read_timeout=self.timeout,
                     retries={"total_max_attempts": 1},
+                    max_pool_connections=WORKERS,
                 )
                 self._client = boto3.session.Session().client("s3", config=config)
             return self._client
@@ -67,6 +71,31 @@ class S3Store(Store):
             raise
         with answer["Body"] as body:
             return body.read()
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """GETs in parallel (``remote.WORKERS`` at a time); the first failure raises."""
+        found = self.parallel.map(self.get, keys)
+        return {key: data for key, data in found.items() if data is not None}
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """PUTs in parallel; the first failure raises."""
+        self.parallel.map(lambda key: self.put(key, items[key]), items)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        """ContentLength of each object, by HEAD requests in parallel."""
+        found = self.parallel.map(self._length, keys)
+        return {key: n for key, n in found.items() if n is not None}
+
+    def _length(self, key: str) -> int | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=self._object(key))
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        return int(head["ContentLength"])
 
     def put(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._object(key), Body=data)
@@ -94,7 +123,9 @@ class S3Store(Store):
         return len(self._keys())
 
     def close(self) -> None:
-        """Forget the client (and its connections); the next call makes another."""
+        """Forget the client (and its connections) and end the bulk threads; the next call
+        makes another."""
+        self.parallel.close()
         with self._lock:
             client, self._client = self._client, None
         if client is not None:

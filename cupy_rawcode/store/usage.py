@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..ground.errors import RawcodeError
+from ..ground.regular import RECORD_LIMIT, open_regular, read_at
 from . import layout
+from .entry import MAGIC, head_length, sizes
 from .layout import EVICTED
 
 STALE_TMP_SECONDS = 3600
@@ -194,3 +196,33 @@ def scan(root: Path, kinds: tuple[str, ...] | None = None) -> Usage:
         _scan_kept(root, usage)
     usage.files.sort(key=lambda f: f.used)
     return usage
+
+
+def entry_sizes(files: list) -> tuple[int, int, int]:
+    """(stored bytes, bytes once decompressed, entries not read) of the entries among
+    ``files`` (CacheFile), from each entry's metadata (entry.py): an entry that cannot be read
+    counts as stored, uncompressed. Reads each file's first bytes only, never a link."""
+    stored = plain = unread = 0
+    for f in files:
+        if f.kind != "entries" or f.is_dir:
+            continue
+        stored += f.size
+        found = None
+        try:
+            fd, _ = open_regular(f.path, follow=False)
+            try:
+                head = read_at(fd, 0, len(MAGIC) + 8 + 4096)
+                end = head_length(head)
+                if end is not None and len(head) < end <= RECORD_LIMIT:
+                    head = read_at(fd, 0, end)
+                found = sizes(head)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+        if found is None:
+            unread += 1
+            plain += f.size
+        else:
+            plain += f.size - found[0] + found[1]
+    return stored, plain, unread

@@ -39,6 +39,12 @@ class ReadOnly(Store):
     def get(self, key: str) -> bytes | None:
         return self.inner.get(key)
 
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return self.inner.get_many(keys)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        return self.inner.sizes(keys)
+
     def put(self, key: str, data: bytes) -> None:
         refuse(self)
 

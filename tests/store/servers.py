@@ -64,7 +64,8 @@ class Memcached(Server):
         self.url = f"memcached://127.0.0.1:{self.port}"
         from pymemcache.client.base import Client
 
-        self.client = Client(("127.0.0.1", self.port), timeout=5)
+        # a write waits for the server's answer: damage done here is seen by the next read
+        self.client = Client(("127.0.0.1", self.port), timeout=5, default_noreply=False)
 
     def namespace(self) -> str:
         return self.url  # a server of its own per test: nothing to separate
@@ -75,7 +76,10 @@ class WebDav(Server):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "wsgidav.server.server_cli", "-H", "127.0.0.1"]
-        argv += ["-p", "{port}", "-r", str(root), "--auth", "anonymous", "--no-config", "-q"]
+        # cheroot queues 5 connections by default: a bulk call opens several at once
+        config = root.parent / f"{root.name}-wsgidav.json"
+        config.write_text('{"server_args": {"request_queue_size": 128}}')
+        argv += ["-p", "{port}", "-r", str(root), "--auth", "anonymous", "-c", str(config), "-q"]
         super().__init__(argv, "wsgidav", cwd=root)
         self.url = f"http://127.0.0.1:{self.port}"
 

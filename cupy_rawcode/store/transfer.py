@@ -1,0 +1,232 @@
+"""Bulk transfer between the local cache and the remote levels, keyed by entry keys: ``pull``
+fetches every key the local store lacks from the remote levels in order (bulk per level, what
+one level lacks asked of the next), ``push`` sends local entries to every writable remote level.
+
+Every entry is validated (entry.decode) before it is written anywhere: a damaged entry in a bulk
+answer is a miss, never bytes on disk. A level that fails mid-transfer warns once per process
+(remote.warn_failed) and is left for the rest of the transfer; the others go on. ``pull_into``
+and ``push_from`` take the layered store a compile uses (make_store) and pick the disk level and
+the remote ones from it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ground.errors import RawcodeValueError
+from .base import Store
+from .entry import decode
+
+CHUNK = 128  # keys asked of a level in one bulk call (also how often progress is told)
+LOCAL = ("memory", "disk")  # level names that are no source of a pull nor target of a push
+
+Progress = Callable[[int, int], None]  # (done, total): keys settled so far, keys asked
+
+
+@dataclass
+class PullSummary:
+    """What a pull did: keys asked (distinct), already held locally, fetched from each level
+    (by location, in look-up order), missing everywhere (damaged copies count as missing),
+    damaged copies seen, bytes written locally, seconds taken, levels that failed."""
+
+    asked: int = 0
+    local: int = 0
+    fetched: dict[str, int] = field(default_factory=dict)
+    missing: int = 0
+    damaged: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for JSON."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class PushSummary:
+    """What a push did: keys asked (distinct, valid locally), entries sent to each level and
+    entries it already held (by location), levels skipped as read-only, levels that failed,
+    local entries missing or damaged (not sent), bytes sent, seconds taken."""
+
+    asked: int = 0
+    sent: dict[str, int] = field(default_factory=dict)
+    present: dict[str, int] = field(default_factory=dict)
+    read_only: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    unreadable: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for JSON."""
+        return dict(self.__dict__)
+
+
+def _valid(key: str, data: bytes) -> bool:
+    try:
+        decode(key, data)
+        return True
+    except ValueError:
+        return False
+
+
+def _chunks(keys: Sequence[str]) -> Iterable[list[str]]:
+    for start in range(0, len(keys), CHUNK):
+        yield list(keys[start : start + CHUNK])
+
+
+def _failed(level: Store, error: BaseException, names: list[str]) -> None:
+    """A level that raised: one warning per process and level, and it is left out."""
+    from .remote import warn_failed
+
+    warn_failed(level.name, level.location, error)
+    names.append(level.location)
+
+
+def _held(store: Store, keys: Sequence[str]) -> dict[str, bytes]:
+    """The valid entries of ``keys`` that ``store`` holds (a damaged one is not held)."""
+    held: dict[str, bytes] = {}
+    for chunk in _chunks(keys):
+        for key, data in store.get_many(chunk).items():
+            if _valid(key, data):
+                held[key] = data
+    return held
+
+
+def pull(
+    keys: Iterable[str],
+    sources: Iterable[Store],
+    destination: Store,
+    progress: Progress | None = None,
+) -> PullSummary:
+    """Fetch every one of ``keys`` that ``destination`` (the local disk store) does not hold
+    valid from ``sources`` in order, and write it there. ``progress(done, total)`` is called
+    with non-decreasing counts, the last time with ``done == total``."""
+    start = time.monotonic()
+    wanted = list(dict.fromkeys(keys))
+    summary = PullSummary(asked=len(wanted))
+    total = len(wanted)
+    held = _held(destination, wanted)
+    remaining = [key for key in wanted if key not in held]
+    summary.local = done = total - len(remaining)
+    if progress:
+        progress(done, total)
+    for level in sources:
+        summary.fetched.setdefault(level.location, 0)
+        if not remaining:
+            continue
+        lacking: list[str] = []
+        for chunk in _chunks(remaining):
+            got: dict[str, bytes] = {}
+            if level.location not in summary.failed and level.up():
+                try:
+                    got = level.get_many(chunk)
+                except Exception as e:
+                    _failed(level, e, summary.failed)
+                if not level.up() and level.location not in summary.failed:
+                    # one that handles its own failures (Redis) warned, and rests now
+                    summary.failed.append(level.location)
+            good = {key: data for key, data in got.items() if _valid(key, data)}
+            summary.damaged += len(got) - len(good)
+            if good:
+                destination.put_many(good)
+            summary.fetched[level.location] += len(good)
+            summary.bytes += sum(map(len, good.values()))
+            lacking += [key for key in chunk if key not in good]
+            done += len(good)
+            if progress and good:
+                progress(done, total)
+        remaining = lacking
+    summary.missing = len(remaining)
+    if progress:
+        progress(total, total)
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def _all_keys(source: Store) -> list[str]:
+    """Every key ``source`` holds: a directory store lists its entries."""
+    entries = getattr(source, "entries", None)
+    if entries is None:
+        raise RawcodeValueError(f"cannot list the entries of {source!r}: name the keys to push")
+    return sorted(info.key for info in entries())
+
+
+def push(
+    keys: Iterable[str] | None,
+    source: Store,
+    destinations: Iterable[Store],
+    progress: Progress | None = None,
+) -> PushSummary:
+    """Send the valid entries of ``keys`` (None: every entry of ``source``, a directory store)
+    from ``source`` to every writable level of ``destinations``; a read-only level is never
+    written, and an entry a level already holds with the same size (where it can tell cheaply,
+    Store.sizes) is not sent again. ``progress(done, total)`` counts keys, as pull's does."""
+    start = time.monotonic()
+    wanted = list(dict.fromkeys(_all_keys(source) if keys is None else keys))
+    summary = PushSummary()
+    targets = []
+    for level in destinations:
+        if level.read_only:
+            summary.read_only.append(level.location)
+        else:
+            targets.append(level)
+            summary.sent[level.location] = summary.present[level.location] = 0
+    total = len(wanted)
+    for n, chunk in enumerate(_chunks(wanted)):
+        held = _held(source, chunk)
+        summary.unreadable += len(chunk) - len(held)
+        summary.asked += len(held)
+        for level in targets:
+            if level.location in summary.failed or not level.up() or not held:
+                continue
+            try:
+                there = level.sizes(held) or {}
+                send = {k: v for k, v in held.items() if there.get(k) != len(v)}
+                level.put_many(send)
+            except Exception as e:
+                _failed(level, e, summary.failed)
+                continue
+            if not level.up():  # one that handles its own failures (Redis) warned, and rests
+                summary.failed.append(level.location)
+                continue
+            summary.present[level.location] += len(held) - len(send)
+            summary.sent[level.location] += len(send)
+            summary.bytes += sum(map(len, send.values()))
+        if progress:
+            progress(min(total, (n + 1) * CHUNK), total)
+    if progress and not wanted:
+        progress(0, 0)
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def split_levels(store: Any) -> tuple[Store, list[Store]]:
+    """(the disk level, the remote levels) of the layered store a compile uses (make_store's
+    Levels): the levels after the disk that are neither memory, disk nor a bundle."""
+    levels = list(getattr(store, "levels", [store]))
+    disk = next((level for level in levels if level.name == "disk"), None)
+    if disk is None:
+        raise RawcodeValueError(f"{store!r} has no disk level to pull into or push from")
+    remote = [
+        level for level in levels if level.name not in LOCAL and not level.name.startswith("bundle")
+    ]
+    return disk, remote
+
+
+def pull_into(store: Any, keys: Iterable[str], progress: Progress | None = None) -> PullSummary:
+    """``pull`` into the disk level of ``store`` (make_store's Levels) from its remote levels."""
+    disk, remote = split_levels(store)
+    return pull(keys, remote, disk, progress)
+
+
+def push_from(
+    store: Any, keys: Iterable[str] | None = None, progress: Progress | None = None
+) -> PushSummary:
+    """``push`` from the disk level of ``store`` (make_store's Levels) to its remote levels."""
+    disk, remote = split_levels(store)
+    return push(keys, disk, remote, progress)

@@ -4,9 +4,13 @@ compiles with NVRTC alone), list the package's modules a second process loads fo
 then time importing exactly those, in that order, in new processes (CuPy and NumPy imported
 first, as bench/warm_phases.py's child does), alternating versions; medians.
 
-    python bench/hit_imports.py [--runs 21] [--kernel plain.cu] REF_OR_DIR [REF_OR_DIR ...]
+    python bench/hit_imports.py [--runs 21] [--kernel plain.cu] [--gc-off] REF_OR_DIR [...]
 
-A REF is a git commit or branch (exported with ``git archive``), a DIR a checkout's root.
+A REF is a git commit or branch (exported with ``git archive``), a DIR a checkout's root. Each
+line also says how many collections the imports set off per generation (the first run's): a
+process fresh from importing CuPy holds ~500 new objects, so imports that make ~1,600 more set
+off a generation-1 collection (~0.5 ms on a loaded 2-core machine), and fewer do not: a step,
+not a slope. ``--gc-off`` times the imports with the collector off, to tell the two apart.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ print(json.dumps([m for m in sys.modules if m.split(".")[0] == "cupy_rawcode"]))
 """
 
 TIME = r"""
-import json, sys, time
+import gc, json, sys, time
 import numpy, cupy  # noqa: F401
 code = compile("\n".join("import " + m for m in json.loads(sys.argv[1])), "hit", "exec")
+if sys.argv[2] == "off":
+    gc.disable()
+before = [g["collections"] for g in gc.get_stats()]
 t0 = time.perf_counter()
 exec(code, {})
-print(time.perf_counter() - t0)
+t = time.perf_counter() - t0
+print(t, [g["collections"] - b for g, b in zip(gc.get_stats(), before)])
 """
 
 
@@ -59,6 +67,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--kernel", default="plain.cu")
     ap.add_argument("--cc", type=int, default=90)
+    ap.add_argument("--gc-off", action="store_true", help="time with the garbage collector off")
     ap.add_argument("versions", nargs="+")
     args = ap.parse_args()
     import compileall
@@ -85,22 +94,32 @@ def main() -> None:
                 ).stdout
             modules[v] = json.loads(out.strip().splitlines()[-1])
         times: dict[str, list[float]] = {v: [] for v in dirs}
+        collections: dict[str, str] = {}
         for _ in range(args.runs):
             for v, d in dirs.items():
                 out = subprocess.run(
-                    [sys.executable, "-c", TIME, json.dumps(modules[v])],
+                    [
+                        sys.executable,
+                        "-c",
+                        TIME,
+                        json.dumps(modules[v]),
+                        "off" if args.gc_off else "on",
+                    ],
                     env={**os.environ, "PYTHONPATH": d},
                     cwd=tmp,
                     capture_output=True,
                     text=True,
                     check=True,
                 ).stdout
-                times[v].append(float(out))
+                seconds, gens = out.split(maxsplit=1)
+                times[v].append(float(seconds))
+                collections.setdefault(v, gens.strip())
         for v in dirs:
             t = sorted(times[v])
             print(
                 f"{v}: {len(modules[v])} modules, imports median {statistics.median(t) * 1e3:.2f} ms"
-                f" (min {t[0] * 1e3:.2f}, {args.runs} runs)"
+                f" (min {t[0] * 1e3:.2f}, {args.runs} runs; collections per generation"
+                f" {collections[v]}{', collector off' if args.gc_off else ''})"
             )
 
 

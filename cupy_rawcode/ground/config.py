@@ -18,7 +18,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import ConfigError
+from . import deferred
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 PREFIX = "CUPY_RAWCODE_"
 _TRUE = ("1", "true", "yes", "on")
@@ -33,7 +35,7 @@ def parse_bool(name: str, value: str) -> bool:
         return True
     if v in _FALSE:
         return False
-    raise ConfigError(
+    raise errors.ConfigError(
         f"{name}={value!r} is not a boolean (accepted: {', '.join(_TRUE + _FALSE)}; any case)"
     )
 
@@ -156,11 +158,13 @@ def parse_header_sources(what: str, spec: str | tuple | list) -> tuple[str, ...]
     for item in items:
         kind, eq, path = item.partition("=")
         if eq and (kind not in HEADER_ROOT_KINDS or not path):
-            raise ConfigError(
+            raise errors.ConfigError(
                 f"{what}={spec!r}: header source {item!r} is not KIND=DIR ({accepted})"
             )
         if not eq and item not in HEADER_SOURCE_NAMES:
-            raise ConfigError(f"{what}={spec!r}: unknown header source {item!r} ({accepted})")
+            raise errors.ConfigError(
+                f"{what}={spec!r}: unknown header source {item!r} ({accepted})"
+            )
     return tuple(items)
 
 
@@ -169,7 +173,7 @@ INSTALL_SCOPES = ("jitify", "all")
 
 def _install_scope(what: str, value: str) -> str:
     if value not in INSTALL_SCOPES:
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not an install() scope (accepted: {', '.join(INSTALL_SCOPES)})"
         )
     return value
@@ -196,7 +200,7 @@ def parse_count(what: str, value: str | int, minimum: int, meaning: str, note: s
     elif isinstance(value, int) and not isinstance(value, bool):
         n = value
     if n is None or n < minimum:
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not {meaning} (accepted: a whole number >= {minimum}{note})"
         )
     return n
@@ -229,7 +233,7 @@ DEFAULT_MAX_SIZE = 1 << 30
 def parse_size(what: str, value: str | int) -> int:
     """'1G', '512MiB', '300k', '1048576' -> bytes (binary units)."""
     if isinstance(value, bool):
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not a size (accepted: e.g. 500M, 2G or a byte count)"
         )
     if isinstance(value, int):
@@ -237,13 +241,15 @@ def parse_size(what: str, value: str | int) -> int:
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
         if m is None or m.group(2).lower() not in _UNITS:
-            raise ConfigError(
+            raise errors.ConfigError(
                 f"{what}={value!r} is not a size (accepted: a byte count or a number with one of "
                 "the units K, M, G, T (binary; KiB, MB, ... also), e.g. 500M or 2G; 0: no bound)"
             )
         n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if n < 0:
-        raise ConfigError(f"{what}={value!r} is negative (accepted: a size >= 0; 0: no bound)")
+        raise errors.ConfigError(
+            f"{what}={value!r} is negative (accepted: a size >= 0; 0: no bound)"
+        )
     return n
 
 
@@ -256,7 +262,7 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 def _redis_url(what: str, value: str) -> str:
     if not value.startswith(REDIS_SCHEMES):
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not a Redis URL (accepted: {', '.join(REDIS_SCHEMES)} URLs, "
             "e.g. redis://host:6379/0)"
         )
@@ -267,7 +273,7 @@ def _remote(what: str, value: str) -> tuple[str, ...]:
     for spec in value.split():
         url, *attrs = spec.split("|")
         if not url or any(a != "read-only" for a in attrs):
-            raise ConfigError(
+            raise errors.ConfigError(
                 f"{what}: {spec!r} is not a store URL with an optional `|read-only` (accepted: "
                 "URLs separated by spaces, e.g. 's3://bucket/k memcached://host:11211|read-only')"
             )
@@ -284,7 +290,9 @@ def _seconds(what: str, value: str) -> float:
     except ValueError:
         t = float("nan")
     if not 0 < t < float("inf"):
-        raise ConfigError(f"{what}={value!r} is not a number of seconds (accepted: a number > 0)")
+        raise errors.ConfigError(
+            f"{what}={value!r} is not a number of seconds (accepted: a number > 0)"
+        )
     return t
 
 
@@ -295,7 +303,7 @@ def _pch(what: str, value: str) -> str:
     try:
         return "always" if parse_bool(what, value) else "never"
     except ValueError:
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not a PCH mode (accepted: auto, or a boolean: "
             f"{', '.join(_TRUE + _FALSE)}; any case)"
         ) from None
@@ -304,12 +312,12 @@ def _pch(what: str, value: str) -> str:
 def check_workers(what: str, value) -> int:
     """A number of worker processes: an int >= 1 (``what`` names the argument or variable)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not a number of worker processes "
             "(use a whole number >= 1, or None for the default)"
         )
     if value < 1:
-        raise ConfigError(f"{what}={value!r}: at least one worker process is needed")
+        raise errors.ConfigError(f"{what}={value!r}: at least one worker process is needed")
     return value
 
 
@@ -317,7 +325,7 @@ def _workers(what: str, value: str) -> int:
     try:
         n = int(value.strip())
     except ValueError:
-        raise ConfigError(
+        raise errors.ConfigError(
             f"{what}={value!r} is not a whole number of worker processes (accepted: a whole "
             "number >= 1)"
         ) from None
@@ -470,7 +478,7 @@ def validate() -> None:
             except ValueError as e:
                 problems.append(str(e))
     if problems:
-        raise ConfigError("\n".join(problems))
+        raise errors.ConfigError("\n".join(problems))
     _validated = True
 
 

@@ -49,10 +49,12 @@ DEFERRED: dict[str, str] = {
     "signal": "the CLI's and the workers' signal handlers only",
     "struct": "reading an ELF file (strip, relocatable links) only",
     "importlib": "the package's lazy exports, and finding optional packages",
+    "hashlib": "2-3 ms to import (OpenSSL): the first digest (CuPy, on a hit, has loaded it)",
     "fcntl": "POSIX only: file locks where the platform has them",
     "atexit": "a clean-up registered the first time it is needed",
     "urllib.request": "~10 ms to import (http.client, email): an HTTP store only",
     "urllib.error": "an HTTP store only, with urllib.request",
+    "urllib.parse": "a file: or bundle: URL with an authority (file://host/path) only",
     "xml": "an HTTP (WebDAV) store's listing only",
     "concurrent.futures": "the bulk requests of an HTTP or S3 store only (it imports logging)",
     # the package's own modules a warm hit must not load
@@ -67,12 +69,19 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.store.eviction": "pruning and clearing the cache only",
     "cupy_rawcode.store.usage": "scanning the cache: pruning, stats only",
     "cupy_rawcode.store.counters": "hit and miss counters: stats only",
+    "cupy_rawcode.store.urls": "stores opened by URL: a default stack builds its memory and "
+    "directory levels itself",
+    "cupy_rawcode.store.directory": "the cache directory: make_store builds it (store/__init__)",
     "cupy_rawcode.store.bundle": "bundle files: when configured only",
     "cupy_rawcode.store.redis": "a Redis store: when configured only",
     "cupy_rawcode.store.remote": "remote levels: when CUPY_RAWCODE_REMOTE or a URL names one",
     "cupy_rawcode.store.memcached": "a memcached store: when configured only",
     "cupy_rawcode.store.http": "an HTTP store: when configured only",
     "cupy_rawcode.store.s3": "an S3 store: when configured only",
+    "cupy_rawcode.ground.errors": "the exception classes below the two roots (which the ground "
+    "package defines): a module that only raises them names them when it raises",
+    "cupy_rawcode.ground.error_types": "those classes themselves, through errors.py: raised, "
+    "caught, imported or unpickled only",
     "cupy_rawcode.ground.log": "logging (see above): a message only",
     "cupy_rawcode.ground.fsutil": "writing files (atomic writes, private dirs): a miss only",
     "cupy_rawcode.ground.nvrtclog": "reading NVRTC's log: a failed compile only",

@@ -16,8 +16,7 @@ try:
 except ImportError:  # Windows: no advisory locks
     _fcntl = None  # type: ignore[assignment]
 
-from . import deferred
-from .errors import RawcodeError
+from . import RawcodeError, deferred
 
 log = deferred("cupy_rawcode.ground.log")  # a refused cache file only: off a hit's import path
 

@@ -3,7 +3,8 @@
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
 from ..ground import deferred
-from ..ground.errors import RawcodeTypeError, RawcodeValueError
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 inputs = deferred("cupy_rawcode.ground.inputs")  # a source or name that is not plain ASCII
 options_module = deferred("cupy_rawcode.headers.options")  # options given (a warm hit: none)
@@ -11,7 +12,7 @@ options_module = deferred("cupy_rawcode.headers.options")  # options given (a wa
 
 def _check_backend(backend: str) -> None:
     if backend not in ("nvrtc", "nvcc"):
-        raise RawcodeValueError(
+        raise errors.RawcodeValueError(
             f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
             "'nvcc' (handed to CuPy's own nvcc path)"
         )
@@ -34,7 +35,7 @@ def _check_options(options) -> tuple[str, ...]:
     """The options as a tuple, parsed now so that a malformed one fails at construction, naming
     it (options.py is imported only when there are options: a warm hit needs it no further)."""
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
-        raise RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
+        raise errors.RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
     if options:
         parse_options(options)
     return tuple(options)

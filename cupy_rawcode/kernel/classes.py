@@ -10,8 +10,7 @@ import os
 import threading
 import warnings
 
-from ..ground import deferred
-from ..ground.errors import BadInputError, RawcodeTypeError, RawcodeValueError, RawcodeWarning
+from ..ground import RawcodeWarning, deferred
 from .building import Code, _arch_target, _Build, _compute_capability
 from .checks import (
     _check_backend,
@@ -24,6 +23,7 @@ from .checks import (
 from .loading import device_module
 
 cupy = deferred("cupy")
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 binding = deferred("cupy_rawcode.launch.bind")  # a launch() with arguments: its first
 signatures = deferred("cupy_rawcode.launch.signature")
 strip = deferred("cupy_rawcode.compiler.strip")  # entry functions: compile() only
@@ -110,9 +110,9 @@ class RawKernel:
         jitify: bool | None = None,
     ):
         if not isinstance(code, str):
-            raise RawcodeTypeError(f"code must be str, not {type(code).__name__}")
+            raise errors.RawcodeTypeError(f"code must be str, not {type(code).__name__}")
         if not isinstance(name, str):
-            raise RawcodeTypeError(f"name must be str, not {type(name).__name__}")
+            raise errors.RawcodeTypeError(f"name must be str, not {type(name).__name__}")
         _check_code(code)
         _check_name(name)
         _check_backend(backend)
@@ -162,7 +162,7 @@ class RawKernel:
         sig = self.signature
         if sig is None:
             if kwargs:
-                raise RawcodeTypeError(
+                raise errors.RawcodeTypeError(
                     f"{self._entry}: keyword arguments need a parsed signature, and "
                     f"this kernel's could not be parsed ({self._signature_error})"
                 )
@@ -274,7 +274,7 @@ def _check_defined(code: Code, name: str) -> None:
     own = sorted(e for e in entries if not e.startswith("__nv_"))  # not the device runtime's
     names = [f"{spelled[e]} ({e})" if e in spelled else e for e in own[:20]]
     names += [f"and {len(own) - 20} more"] if len(own) > 20 else []
-    raise BadInputError(
+    raise errors.BadInputError(
         f"kernel {name!r} is not defined in the compiled module ({code.kind}); it defines "
         + (", ".join(names) if names else "no kernel")
         + ' (an extern "C" kernel keeps its name; a template or C++ one needs its name '
@@ -307,11 +307,11 @@ class RawModule:
         jitify: bool | None = None,
     ):
         if (code is None) == (path is None):
-            raise RawcodeTypeError(
+            raise errors.RawcodeTypeError(
                 "Exactly one of `code` and `path` keyword arguments must be given."
             )
         if code is not None and not isinstance(code, str):
-            raise RawcodeTypeError(f"code must be str, not {type(code).__name__}")
+            raise errors.RawcodeTypeError(f"code must be str, not {type(code).__name__}")
         if code is not None:
             _check_code(code)
         _check_backend(backend)
@@ -320,16 +320,18 @@ class RawModule:
         is_binary = path is not None and not path.endswith(".cu")
         if name_expressions is not None:
             if is_binary:
-                raise RawcodeValueError(
+                raise errors.RawcodeValueError(
                     f"name_expressions need CUDA C++ source; {path} is compiled"
                 )
             name_expressions = inputs.name_expressions(name_expressions)  # a str: refused
         if is_binary and (options or translate_cucomplex):
-            raise RawcodeValueError(
+            raise errors.RawcodeValueError(
                 f"options and translate_cucomplex apply to source, not to {path}"
             )
         if is_binary and jitify:
-            raise RawcodeValueError("Jitify does not support precompiled objects")  # CuPy's words
+            raise errors.RawcodeValueError(
+                "Jitify does not support precompiled objects"  # CuPy's words
+            )
         self._build = _Build(
             code, path, options, bool(translate_cucomplex), name_expressions, jitify=bool(jitify)
         )
@@ -354,7 +356,7 @@ class RawModule:
         """Compile now (for ``arch`` without a GPU, else for the current device, and load)."""
         if arch is not None:
             if self._build.is_file:
-                raise RawcodeValueError(f"{self._build.path} is already compiled")
+                raise errors.RawcodeValueError(f"{self._build.path} is already compiled")
             self._build.code_for(*_arch_target(arch), log_stream)
             return
         self._build.reset()
@@ -363,7 +365,7 @@ class RawModule:
     def get_function(self, name: str) -> RawKernel:
         """The kernel ``name``: a plain name, or one of the name expressions."""
         if not isinstance(name, str):
-            raise RawcodeTypeError(f"name must be str, not {type(name).__name__}")
+            raise errors.RawcodeTypeError(f"name must be str, not {type(name).__name__}")
         _check_name(name)
         k = RawKernel._from_build(self._build, name, self.enable_cooperative_groups)
         _ = k.kernel  # loads now, as CuPy does, so a wrong name fails here

@@ -22,8 +22,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 
-from ..ground import config
-from ..ground.digest import digest_fields
+from ..ground import config, digest_fields
 
 SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
 #                                 hold NVRTC's log, CuPy's default options, program name; 5: the

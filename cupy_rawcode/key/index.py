@@ -20,8 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..ground import VERSION, config
-from ..ground.digest import digest_fields
+from ..ground import VERSION, config, digest_fields
 from ..ground.stamps import StampedRecord, merge, stamp, take
 from ..store.layout import cache_location, owned
 from . import SCHEMA as KEY_SCHEMA

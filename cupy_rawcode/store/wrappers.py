@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import deferred
-from ..ground.errors import RawcodeTypeError
 from .base import Store, refuse
 from .entry import decode
 
 # a failing level or a broken entry only (ground/deferrals.py): off a warm hit's path
 remote = deferred("cupy_rawcode.store.remote")
 log = deferred("cupy_rawcode.ground.log")
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 
 class ReadOnly(Store):
@@ -105,7 +105,7 @@ class Levels(Store):
         self.levels = list(levels)
         for level in self.levels:
             if not isinstance(level, Store):
-                raise RawcodeTypeError(
+                raise errors.RawcodeTypeError(
                     f"a level of Levels must be a Store, not {type(level).__name__}"
                 )
         self.counts = [Counts() for _ in self.levels]

@@ -1,6 +1,6 @@
 """Where the cache lives and its bound: one value (store/layout.CacheLocation) resolved from
 configuration in one place (cache_location), which every module that reads or writes the cache
-directory asks; a ``cache_dir=`` given to a compile (config.using_cache_dir) takes the place of
+directory asks; a ``cache_dir=`` given to a compile (layout.using_cache_dir) takes the place of
 the environment's directory, and an empty variable counts as unset."""
 
 import ast
@@ -56,16 +56,16 @@ def test_the_cache_location_is_resolved_from_configuration(
         else:  # "~" is left for the resolution to expand
             monkeypatch.setenv(name, value if value[:1] == "~" else _place(value, tmp_path, home))
     given_dir = given if given is None or given[:1] == "~" else _place(given, tmp_path, home)
-    with config.using_cache_dir(given_dir):
+    with layout.using_cache_dir(given_dir):
         location = cache_location()
         assert location == CacheLocation(Path(_place(expected, tmp_path, home)), bound)
-        assert config.cache_dir() == location.path  # the same answer by either name
+        assert layout.cache_dir() == location.path  # the same answer by either name
     assert layout.bound(location.path) == (bound or None)
 
 
 def test_a_directory_given_as_an_argument_is_used_with_the_configured_bound(tmp_path, monkeypatch):
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_MAX_SIZE", "5M")
-    with config.using_cache_dir(tmp_path / "compile's"):
+    with layout.using_cache_dir(tmp_path / "compile's"):
         assert cache_location(str(tmp_path / "store's")) == CacheLocation(
             tmp_path / "store's", 5 << 20
         )

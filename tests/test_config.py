@@ -12,6 +12,7 @@ import cupy_rawcode
 from cupy_rawcode import cli
 from cupy_rawcode.ground import config
 from cupy_rawcode.key.request import cache_key
+from cupy_rawcode.store import layout
 from cupy_rawcode.store.directory import DirectoryStore
 
 SMALL = 'extern "C" __global__ void k(int* a) { a[0] = 1; }\n'
@@ -150,7 +151,7 @@ def test_the_environment_is_validated_once_per_process(monkeypatch):
     real = config.validate
     monkeypatch.setattr(config, "validate", lambda: (calls.append(1), real())[1])
     for _ in range(3):
-        config.strip(), config.cache_dir(), config.key_environment()
+        config.strip(), layout.cache_dir(), config.key_environment()
     assert calls == [1]
 
 

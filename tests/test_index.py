@@ -16,6 +16,7 @@ from cupy_rawcode.ground import stamps
 from cupy_rawcode.kernel import RawKernel, RawModule
 from cupy_rawcode.key import index, manifest
 from cupy_rawcode.key.request import cache_key
+from cupy_rawcode.store import layout
 from cupy_rawcode.toolkit import record as toolrecord
 from cupy_rawcode.toolkit.record import toolchain
 
@@ -216,9 +217,8 @@ def _stamp_changed(monkeypatch, module):
 
 
 def _entries():
-    from cupy_rawcode.ground import config
 
-    return sorted((config.cache_dir() / "index").rglob("*.json"))
+    return sorted((layout.cache_dir() / "index").rglob("*.json"))
 
 
 def _for_each_entry(change):
@@ -311,9 +311,8 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     assert set(toolrecord.watched_paths(tc)) <= stamped
     pkg = Path(index.__file__).parent
     assert {str(p) for p in pkg.glob("*.py")} | {str(p) for p in pkg.glob("store/*.py")} <= stamped
-    from cupy_rawcode.ground import config
 
-    (man,) = (config.cache_dir() / "manifests").rglob("*.json")
+    (man,) = (layout.cache_dir() / "manifests").rglob("*.json")
     closure = {
         os.path.join(d, n)
         for d, names in json.loads(man.read_bytes())["stamps"]["dirs"]
@@ -325,9 +324,8 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
 def test_an_entry_the_store_lost_is_compiled_again(monkeypatch):
     build = RawKernel(corpus("plain.cu"), "kern")._build
     first = build.device_code(CC)
-    from cupy_rawcode.ground import config
 
-    for p in (config.cache_dir() / "entries").rglob("*"):
+    for p in (layout.cache_dir() / "entries").rglob("*"):
         if p.is_file():
             p.unlink()
     _new_process()
@@ -498,9 +496,8 @@ def test_merged_stamps_hold_while_every_part_holds(tmp_path):
 
 def test_cache_clear_removes_the_index():
     from cupy_rawcode import cli
-    from cupy_rawcode.ground import config
 
     RawKernel(corpus("plain.cu"), "kern")._build.device_code(CC)
     assert _entries()
     assert cli.main(["cache", "clear"]) == 0
-    assert not (config.cache_dir() / "index").exists()
+    assert not (layout.cache_dir() / "index").exists()

@@ -151,7 +151,7 @@ from cupy_rawcode.key.request import make_request
 src = "#include <cuda/std/cstdint>\n__global__ void k(int* p) { *p = 1; }\n"
 if sys.argv[1] == "fill":
     program.compile_request(make_request(src, arch="sm_90"))
-    shutil.rmtree(config.cache_dir() / "manifests")  # the next process expects a miss
+    shutil.rmtree(layout.cache_dir() / "manifests")  # the next process expects a miss
 else:
     # overlap starts the compile (importing cuda.core) on a worker thread; the key then hits
     # on this thread, which imports cuda.core too

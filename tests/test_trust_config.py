@@ -184,14 +184,14 @@ def test_a_compile_given_a_cache_directory_writes_nothing_to_the_environments(tm
 
 
 def test_the_cache_directory_given_holds_only_inside_the_block(tmp_path):
-    from cupy_rawcode.ground import config
+    from cupy_rawcode.store import layout
 
-    before = config.cache_dir()
-    with config.using_cache_dir(tmp_path / "B"):
-        assert config.cache_dir() == tmp_path / "B"
-        with config.using_cache_dir(None):
-            assert config.cache_dir() == tmp_path / "B"
-    assert config.cache_dir() == before
+    before = layout.cache_dir()
+    with layout.using_cache_dir(tmp_path / "B"):
+        assert layout.cache_dir() == tmp_path / "B"
+        with layout.using_cache_dir(None):
+            assert layout.cache_dir() == tmp_path / "B"
+    assert layout.cache_dir() == before
 
 
 # -- item 12: compile() is recorded and replayed ------------------------------------------------

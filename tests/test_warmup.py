@@ -19,6 +19,7 @@ from cupy_rawcode.kernel import building
 from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.parallel import sizing
 from cupy_rawcode.parallel.precompile import Summary
+from cupy_rawcode.store import layout
 
 ARCH = "sm_80"
 
@@ -40,7 +41,7 @@ def compiles(monkeypatch):
 
 
 def entries() -> list[str]:
-    root = config.cache_dir() / "entries"
+    root = layout.cache_dir() / "entries"
     return sorted(p.name for p in root.glob("*/*")) if root.is_dir() else []
 
 

@@ -10,17 +10,15 @@ after that it costs one flag test. An empty variable counts as unset.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 from . import deferred
 
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
+sources = deferred("cupy_rawcode.ground.sources")  # a header search policy: when one is given
 
 PREFIX = "CUPY_RAWCODE_"
 _TRUE = ("1", "true", "yes", "on")
@@ -91,42 +89,6 @@ class Var(_Typed[T]):
         return f"Var({self.name})"
 
 
-# the cache directory of the compile running in this context (using_cache_dir), None: none given
-_cache_dir_given: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
-    "cupy_rawcode_cache_dir", default=None
-)
-
-
-@contextlib.contextmanager
-def using_cache_dir(path: str | os.PathLike | None) -> Iterator[None]:
-    """Make cache_dir() answer ``path`` in this context, and in the threads a compile starts
-    (they copy it), until the block ends: everything a compile given its own cache directory
-    writes (entries, manifests, warm index, toolchain record, header copies) goes there. None
-    changes nothing."""
-    if path is None:
-        yield
-        return
-    token = _cache_dir_given.set(Path(os.fspath(path)).expanduser())
-    try:
-        yield
-    finally:
-        _cache_dir_given.reset(token)
-
-
-def cache_dir() -> Path:
-    """The cache directory: the one the running compile was given (using_cache_dir), else
-    CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode."""
-    given = _cache_dir_given.get()
-    if given is not None:
-        return given
-    explicit = cache_dir_variable()
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = xdg_cache_home()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "cupy-rawcode"
-
-
 def key_environment() -> list[tuple[str, str]]:
     """(name, value) of every environment variable that can change a cache key (KEY_ENV: the
     header search policy, stripping, CuPy's options, the standard, what discovery reads)."""
@@ -140,32 +102,8 @@ def site_dirs() -> list[str]:
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
-HEADER_SOURCE_NAMES = ("cupy", "wheel", "nvrtc", "toolkit")  # toolkit/discovery.py's sources
-HEADER_ROOT_KINDS = ("cccl", "cuda", "curand", "crt")  # the roots a KIND=DIR entry can name
-
-
-def parse_header_sources(what: str, spec: str | tuple | list) -> tuple[str, ...]:
-    """A header search policy (README "Header search order"): source names or ``KIND=DIR``
-    entries, comma-separated in a string. ``what`` names the argument or variable in errors."""
-    items = (
-        [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
-    )
-    items = [s for s in items if s]
-    accepted = (
-        f"accepted: a comma-separated list of {', '.join(HEADER_SOURCE_NAMES)} and "
-        f"KIND=DIR with KIND one of {', '.join(HEADER_ROOT_KINDS)}"
-    )
-    for item in items:
-        kind, eq, path = item.partition("=")
-        if eq and (kind not in HEADER_ROOT_KINDS or not path):
-            raise errors.ConfigError(
-                f"{what}={spec!r}: header source {item!r} is not KIND=DIR ({accepted})"
-            )
-        if not eq and item not in HEADER_SOURCE_NAMES:
-            raise errors.ConfigError(
-                f"{what}={spec!r}: unknown header source {item!r} ({accepted})"
-            )
-    return tuple(items)
+def _header_sources(what: str, value: str) -> tuple[str, ...]:
+    return sources.parse_header_sources(what, value)
 
 
 INSTALL_SCOPES = ("jitify", "all")
@@ -380,9 +318,9 @@ cache_failures = Var("CUPY_RAWCODE_CACHE_FAILURES", parse_bool, True).documented
 
 # - what a compile does; the keyed rows enter the warm index's id in this order (another order
 #   would make every index entry miss once)
-header_sources = Var(
-    "CUPY_RAWCODE_HEADER_SOURCES", parse_header_sources, None, keyed=True
-).documented("header search policy (above)")
+header_sources = Var("CUPY_RAWCODE_HEADER_SOURCES", _header_sources, None, keyed=True).documented(
+    "header search policy (above)"
+)
 strip = Var("CUPY_RAWCODE_STRIP", parse_bool, True, keyed=True).documented(
     "`1` (default): strip unreferenced library globals from new cubins and PTX (see above)"
 )

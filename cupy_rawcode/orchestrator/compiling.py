@@ -18,6 +18,7 @@ from ..key import manifest
 from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
+from ..store.layout import using_cache_dir
 from . import failures
 
 
@@ -155,10 +156,10 @@ def compile_request(
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
     its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
     early is abandoned when resolution fails or the store has the entry. Everything the compile
-    writes goes to the directory of the store's disk layer (config.using_cache_dir)."""
+    writes goes to the directory of the store's disk layer (using_cache_dir)."""
     store = store if store is not None else default_store()
     try:
-        with config.using_cache_dir(store_dir(store)):
+        with using_cache_dir(store_dir(store)):
             return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():

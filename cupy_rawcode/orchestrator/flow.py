@@ -10,11 +10,12 @@ import sys
 from typing import Any
 
 from ..compiler import relocated
-from ..ground import config, errors
+from ..ground import errors
 from ..headers.options import Options, normalize_arch
 from ..key import index
 from ..key.request import Request, make_request
 from ..store import Levels, default_store
+from ..store.layout import using_cache_dir
 from ..toolkit.discovery import choose_arch
 from ..toolkit.record import supported_archs
 from . import jitify
@@ -26,7 +27,7 @@ _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: 
 def request(source: str, **fields: Any) -> Request:
     """make_request (``fields``: its keywords) in the directory of the store a compile goes
     through, where the toolchain record it may write belongs."""
-    with config.using_cache_dir(store_dir(default_store())):
+    with using_cache_dir(store_dir(default_store())):
         return make_request(source, **fields)
 
 
@@ -61,7 +62,7 @@ def compile_for(
     JitifyException. warmup()'s worker processes call this too, so they fill the cache with
     exactly what a launch looks up."""
     store = store if store is not None else default_store()
-    with config.using_cache_dir(store_dir(store)):
+    with using_cache_dir(store_dir(store)):
         try:
             req, result, retried = _retrying(req, store, dump, jitify_mode)
         except Exception as e:
@@ -121,7 +122,7 @@ def compile(
     CUPY_RAWCODE_CACHE_DIR; ``dump`` overrides CUPY_RAWCODE_DUMP_SOURCE (write the source and
     options of a failing compile to a file named in the error); ``log_stream`` receives NVRTC's
     log (warnings), on a compile and replayed on a hit."""
-    with config.using_cache_dir(cache_dir):  # the toolchain record make_request may write
+    with using_cache_dir(cache_dir):  # the toolchain record make_request may write
         req = make_request(source, **fields)
         store = default_store(os.fspath(cache_dir)) if cache_dir is not None else None
         _, result = compile_for(req, store=store, dump=dump)

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..compiler import relocated
-from ..ground import config
 from ..ground.errors import MissingHeaderError
 from ..key.request import compute_key
 from ..orchestrator import flow
 from ..orchestrator.compiling import store_dir
 from ..store import default_store
+from ..store.layout import using_cache_dir
 from .prebuild import Job, record_jobs
 
 
@@ -59,7 +59,7 @@ def key_of_job(job: Job) -> str:
         source_dir=job.source_dir,
         source_name=job.source_name,
     )
-    with config.using_cache_dir(store_dir(default_store())):
+    with using_cache_dir(store_dir(default_store())):
         try:
             return compute_key(req).key
         except MissingHeaderError as e:

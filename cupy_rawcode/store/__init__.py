@@ -24,7 +24,6 @@ from .layout import cache_location
 from .tally import tally
 from .wrappers import Levels, ReadOnly
 
-
 __all__ = [
     "Levels",
     "MemoryStore",

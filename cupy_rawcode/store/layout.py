@@ -12,11 +12,14 @@ cache unusable for compiles (one warning) and is neither walked nor deleted thro
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import functools
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..ground import RawcodeError, config, deferred
@@ -69,6 +72,42 @@ class CacheLocation:
         return f"CacheLocation(path={self.path!r}, max_size={self.max_size!r})"
 
 
+# the cache directory of the compile running in this context (using_cache_dir), None: none given
+_cache_dir_given: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "cupy_rawcode_cache_dir", default=None
+)
+
+
+@contextlib.contextmanager
+def using_cache_dir(path: str | os.PathLike | None) -> Iterator[None]:
+    """Make cache_dir() answer ``path`` in this context, and in the threads a compile starts
+    (they copy it), until the block ends: everything a compile given its own cache directory
+    writes (entries, manifests, warm index, toolchain record, header copies) goes there. None
+    changes nothing."""
+    if path is None:
+        yield
+        return
+    token = _cache_dir_given.set(Path(os.fspath(path)).expanduser())
+    try:
+        yield
+    finally:
+        _cache_dir_given.reset(token)
+
+
+def cache_dir() -> Path:
+    """The cache directory: the one the running compile was given (using_cache_dir), else
+    CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode."""
+    given = _cache_dir_given.get()
+    if given is not None:
+        return given
+    explicit = config.cache_dir_variable()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = config.xdg_cache_home()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "cupy-rawcode"
+
+
 def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:
     """The cache: ``path`` when given (a ``cache_dir=`` argument, as given), else config's
     cache_dir() (the running compile's directory, else CUPY_RAWCODE_CACHE_DIR, else
@@ -76,7 +115,7 @@ def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:
     CUPY_RAWCODE_CACHE_MAX_SIZE. An empty path names no directory: RawcodeValueError."""
     if path is not None and not os.fspath(path):
         raise errors.RawcodeValueError(f"cache_dir={path!r} names no directory (an empty path)")
-    root = config.cache_dir() if path is None else Path(os.fspath(path))
+    root = cache_dir() if path is None else Path(os.fspath(path))
     return CacheLocation(root, config.cache_max_size())
 
 

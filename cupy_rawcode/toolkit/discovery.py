@@ -33,12 +33,13 @@ from typing import NamedTuple
 from ..ground import config
 from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
 from ..ground.regular import read_bytes
+from ..ground.sources import HEADER_ROOT_KINDS, HEADER_SOURCE_NAMES, parse_header_sources
 from ..store.layout import cache_location, claim
 from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
-KNOWN_SOURCES = config.HEADER_SOURCE_NAMES
-ROOT_KINDS = config.HEADER_ROOT_KINDS  # system roots before the shims, in search order
+KNOWN_SOURCES = HEADER_SOURCE_NAMES
+ROOT_KINDS = HEADER_ROOT_KINDS  # system roots before the shims, in search order
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 
 
@@ -113,7 +114,7 @@ def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, 
     is CUPY_RAWCODE_HEADER_SOURCES, else the default."""
     if spec is None:
         return config.header_sources() or DEFAULT_SOURCES
-    return config.parse_header_sources("header_sources", spec)
+    return parse_header_sources("header_sources", spec)
 
 
 def _pathfinder_dir(libname: str) -> str | None:

@@ -27,6 +27,9 @@ class Store(abc.ABC):
     name: str = "store"  # shown as the layer a hit came from ("memory", "disk", "redis", ...)
     read_only: bool = False  # True: put, delete and clear are refused (and counted in refused)
     refused: int = 0  # writes a read-only store refused
+    # on this machine's disk (the cache directory, a bundle): a hit here is copied to the levels
+    # in memory above it, not to another on the disk, which would be no faster to read
+    on_disk: bool = False
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes | None:

@@ -111,6 +111,7 @@ class BundleStore(Store):
     ``entries`` of an Index already read). Written only by ``write_bundle``."""
 
     read_only = True
+    on_disk = True
 
     def __init__(self, path: str | os.PathLike, entries: dict | None = None):
         self.path = os.fspath(path)

@@ -56,6 +56,7 @@ class DirectoryStore(Store):
     """One file per entry under ``root``/entries (a plain path, or ``file:``)."""
 
     name = "disk"
+    on_disk = True
 
     def __init__(self, root: Path, max_bytes: int | None = None):
         """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none)."""

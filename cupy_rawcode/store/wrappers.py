@@ -34,6 +34,7 @@ class ReadOnly(Store):
     def __init__(self, inner: Store):
         self.inner = inner
         self.name = f"{inner.name} (read-only)"
+        self.on_disk = inner.on_disk
 
     @property
     def location(self) -> str:
@@ -145,7 +146,10 @@ class Levels(Store):
                 _warn_broken(key, level.name, e)
                 continue
             self.counts[i].hits += 1
-            self._put(key, data, self.levels[:i])
+            nearer: Iterable[int] = range(i)
+            if level.on_disk:  # a bundle's hit goes to memory, not to the cache directory
+                nearer = [j for j in nearer if not self.levels[j].on_disk]
+            self._put(key, data, nearer)
             return value, level.name
         return None
 
@@ -198,9 +202,10 @@ class Levels(Store):
                 self._failed(i, e)
         return done
 
-    def _put(self, key: str, data: bytes, levels: list[Store]) -> None:
-        """Write ``data`` to each writable level of ``levels`` (a prefix of self.levels)."""
-        for i, level in enumerate(levels):
+    def _put(self, key: str, data: bytes, indices: Iterable[int]) -> None:
+        """Write ``data`` to each writable level of self.levels at ``indices``."""
+        for i in indices:
+            level = self.levels[i]
             if level.read_only or not self._up(i):
                 continue
             try:
@@ -214,7 +219,7 @@ class Levels(Store):
             self.counts[i].bytes_written += len(data)
 
     def put(self, key: str, data: bytes) -> None:
-        self._put(key, data, self.levels)
+        self._put(key, data, range(len(self.levels)))
 
     def delete(self, key: str) -> None:
         self._each(lambda level: level.delete(key), writable=True)

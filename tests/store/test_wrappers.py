@@ -114,3 +114,27 @@ def test_stats_are_plain_data_per_level_in_order():
          "misses": 1, "errors": 0, "timeouts": 0, "writes": 0, "bytes_read": size,
          "bytes_written": 0},
     ]  # fmt: skip
+
+
+class _OnDisk(MemoryStore):
+    """A level on this machine's disk (a cache directory, a bundle), kept in memory here."""
+
+    on_disk = True
+
+
+@pytest.mark.parametrize(
+    "hit_in, copied_to",
+    [
+        (3, {0, 1}),  # a remote level's hit: to memory and to the cache directory
+        (2, {0}),  # a bundle's hit: to memory only, the disk is no faster to read
+        (1, {0}),  # the cache directory's hit: to memory
+    ],
+)
+def test_a_hit_is_copied_to_the_nearer_levels_that_are_faster(hit_in, copied_to):
+    stores = [MemoryStore(), _OnDisk(), ReadOnly(_OnDisk()), MemoryStore()]
+    holder = stores[hit_in].inner if isinstance(stores[hit_in], ReadOnly) else stores[hit_in]
+    holder.put(KEY, _entry())
+    levels = Levels(stores)
+    assert levels.find(KEY, lambda data: data)[0] == _entry()
+    assert {i for i in range(hit_in) if stores[i].get(KEY) is not None} == copied_to
+    assert ReadOnly(_OnDisk()).on_disk

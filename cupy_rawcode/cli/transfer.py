@@ -150,39 +150,35 @@ def _mb(n: int) -> str:
 def _pull(store: Any, keys: list[str], as_json: bool) -> int:
     summary = transfer.pull_into(store, keys, Bar("entries settled"))
     got = sum(summary.fetched.values())
-    found = summary.as_dict() | {"entries_per_second": _rate(got, summary.seconds)}
-    if as_json:
-        print(json.dumps(found, indent=2))
-    else:
+    if not as_json:
         print(f"pull: {summary.asked} entries asked, {summary.local} already local")
         for where, n in summary.fetched.items():
             print(f"  fetched from {where}: {n}")
         print(f"  missing everywhere: {summary.missing} (damaged copies seen: {summary.damaged})")
-        print(
-            f"  {got} fetched, {_mb(summary.bytes)} in {summary.seconds:.2f} s "
-            f"({found['entries_per_second']} entries/s)"
-        )
-    _warn_failed(summary.failed, "pull")
-    return EXIT_OK
+    return _summed(summary, "pull", f"{got} fetched", got, as_json)
 
 
 def _push(store: Any, keys: list[str] | None, as_json: bool) -> int:
     summary = transfer.push_from(store, keys, Bar("entries pushed"))
     sent = sum(summary.sent.values())
-    found = summary.as_dict() | {"entries_per_second": _rate(summary.asked, summary.seconds)}
-    if as_json:
-        print(json.dumps(found, indent=2))
-    else:
+    if not as_json:
         print(f"push: {summary.asked} local entries, {summary.unreadable} missing or damaged")
         for where, n in summary.sent.items():
             print(f"  sent to {where}: {n} ({summary.present[where]} already there)")
         for where in summary.read_only:
             print(f"  {where}: read-only, not written")
-        print(
-            f"  {sent} sent, {_mb(summary.bytes)} in {summary.seconds:.2f} s "
-            f"({found['entries_per_second']} entries/s)"
-        )
-    _warn_failed(summary.failed, "push")
+    return _summed(summary, "push", f"{sent} sent", summary.asked, as_json)
+
+
+def _summed(summary: Any, action: str, moved: str, count: int, as_json: bool) -> int:
+    """End a pull or push: its summary as one JSON object (with ``count`` entries a second as
+    its rate), or the totals line below the text the caller printed; then its failed levels."""
+    rate = _rate(count, summary.seconds)
+    if as_json:
+        print(json.dumps(summary.as_dict() | {"entries_per_second": rate}, indent=2))
+    else:
+        print(f"  {moved}, {_mb(summary.bytes)} in {summary.seconds:.2f} s ({rate} entries/s)")
+    _warn_failed(summary.failed, action)
     return EXIT_OK
 
 

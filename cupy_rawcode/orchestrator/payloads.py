@@ -58,6 +58,18 @@ class Failing(NamedTuple):
     rebuilt: Callable[[dict], BaseException | None]
 
 
+def _held(key: str, failing: Failing | None) -> bytes | None:
+    """CuPy's payload stored under ``key``, or None; a failure kept there is raised again
+    when ``failing`` can rebuild it and failures are wanted (else it is a miss)."""
+    found = _found(key)
+    if not isinstance(found, dict):
+        return found
+    error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
+    if error is not None:
+        raise error
+    return None
+
+
 def serve(
     key: str,
     arch: str,
@@ -71,12 +83,8 @@ def serve(
     None) stored unless ``changed()`` names a header that changed while CuPy compiled (then one
     warning, as compiling.py gives). With ``failing``, a compile error CuPy raised is kept
     under the key (unless a header changed) and raised again from the store next time."""
-    found = _found(key)
-    if isinstance(found, dict):
-        error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
-        if error is not None:
-            raise error
-    elif found is not None:
+    found = _held(key, failing)
+    if found is not None:
         mod = load(found)
         if mod is not None:
             return mod
@@ -123,12 +131,7 @@ def ahead(
     store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
     ``failing``, CuPy's compile error is kept (unless ``changed()`` names a header) and a kept
     one raised again, as serve does."""
-    found = _found(key)
-    if isinstance(found, dict):
-        error = failing.rebuilt(found) if failing is not None and failures.wanted() else None
-        if error is not None:
-            raise error
-    elif found is not None:
+    if _held(key, failing) is not None:
         return True
     try:
         payload = compile()

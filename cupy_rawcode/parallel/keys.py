@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from ..compiler import relocated
 from ..ground.errors import MissingHeaderError
 from ..key.request import compute_key
-from ..orchestrator import flow
 from ..orchestrator.compiling import store_dir
 from ..store import default_store
 from ..store.layout import using_cache_dir
-from .prebuild import Job, record_jobs
+from .prebuild import Job, record_jobs, task_for
+from .task import request_of
 
 
 @dataclass
@@ -49,16 +49,7 @@ def key_of_job(job: Job) -> str:
         from ..hook import compiles
 
         return compiles.key_of(compiles.call_for(job))
-    arch, target = job.arch, job.target or flow.arch_target(job.arch)[1]
-    req = flow.request(
-        job.source,
-        arch=arch,
-        options=job.options,
-        name_expressions=job.name_expressions,
-        target=target,
-        source_dir=job.source_dir,
-        source_name=job.source_name,
-    )
+    req = request_of(task_for(job))
     with using_cache_dir(store_dir(default_store())):
         try:
             return compute_key(req).key

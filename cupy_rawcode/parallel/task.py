@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..headers.options import parse_options
 from ..hook.compiles import call_for, compile_ahead
+from ..key.request import Request
 from ..orchestrator import flow
 from ..store import default_store
 
@@ -101,6 +102,25 @@ class Outcome:
         )
 
 
+def request_of(task: Task) -> Request:
+    """The compile request of ``task`` (one of ours, not CuPy's), its arch and target chosen
+    as a first launch would: what ``run_task`` compiles and ``cache pull`` keys (keys.py)."""
+    if task.device is not None:
+        arch, target = flow.device_target(parse_options(task.options).arch, task.device)
+    else:
+        assert task.arch is not None  # a task names a device or an arch
+        arch, target = task.arch, task.target or flow.arch_target(task.arch)[1]
+    return flow.request(
+        task.source,
+        arch=arch,
+        options=task.options,
+        name_expressions=task.name_expressions,
+        target=target,
+        source_dir=task.source_dir,
+        source_name=task.source_name,
+    )
+
+
 def run_task(task: Task) -> Outcome:
     """Compile one task through the default store (in a worker, or in-process for prebuild -j1).
     Any failure becomes the outcome's error text: one kernel never stops the others."""
@@ -108,20 +128,7 @@ def run_task(task: Task) -> Outcome:
     if task.cupy is not None:
         return _run_cupy(task, t0)
     try:
-        if task.device is not None:
-            arch, target = flow.device_target(parse_options(task.options).arch, task.device)
-        else:
-            assert task.arch is not None  # a task names a device or an arch
-            arch, target = task.arch, task.target or flow.arch_target(task.arch)[1]
-        req = flow.request(
-            task.source,
-            arch=arch,
-            options=task.options,
-            name_expressions=task.name_expressions,
-            target=target,
-            source_dir=task.source_dir,
-            source_name=task.source_name,
-        )
+        req = request_of(task)
         req, result = flow.compile_for(req, index_id=task.index_id, jitify_mode=task.jitify)
         seconds = time.perf_counter() - t0
         return Outcome(result.key, result.hit, req.arch, req.target, seconds, stored=_kept(result))

@@ -97,3 +97,23 @@ class Store(abc.ABC):
 def refuse(store: Store) -> None:
     """Count one write refused by a read-only store (a compile never fails on a store write)."""
     store.refused += 1
+
+
+class RefusingStore(Store):
+    """A read-only store: put, delete and clear are refused and counted, never raising (a
+    compile goes on without storing). A bundle, or ``ReadOnly`` around another store."""
+
+    read_only = True
+
+    def put(self, key: str, data: bytes) -> None:
+        """Refused: the store is read-only."""
+        refuse(self)
+
+    def delete(self, key: str) -> None:
+        """Refused: the store is read-only."""
+        refuse(self)
+
+    def clear(self) -> int:
+        """Refused: the store is read-only; nothing is removed."""
+        refuse(self)
+        return 0

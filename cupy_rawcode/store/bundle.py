@@ -18,7 +18,7 @@ from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
-from .base import Store, refuse
+from .base import RefusingStore
 from .tally import tally
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
@@ -106,11 +106,10 @@ def truncation(index: Index) -> str | None:
     return f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
 
 
-class BundleStore(Store):
+class BundleStore(RefusingStore):
     """A read-only store over one bundle file; the index is read on first use (or given: the
     ``entries`` of an Index already read). Written only by ``write_bundle``."""
 
-    read_only = True
     on_disk = True
 
     def __init__(self, path: str | os.PathLike, entries: dict | None = None):
@@ -162,19 +161,6 @@ class BundleStore(Store):
     @property
     def location(self) -> str:
         return self.path
-
-    def put(self, key: str, data: bytes) -> None:
-        """Refused: bundles are read-only."""
-        refuse(self)
-
-    def delete(self, key: str) -> None:
-        """Refused: bundles are read-only."""
-        refuse(self)
-
-    def clear(self) -> int:
-        """Refused: bundles are read-only; nothing is removed."""
-        refuse(self)
-        return 0
 
     def __len__(self) -> int:
         return len(self._entries())

@@ -13,11 +13,9 @@ import base64
 import http.client
 import re
 import threading
-from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from .base import Store
-from .remote import Parallel, RemoteError, redacted
+from .remote import Parallel, ParallelStore, RemoteError, redacted
 
 # A kept-alive connection the server closed meanwhile fails with one of these at its next use:
 # asked again once on a new connection (a refused connection is not among them: it raises).
@@ -40,7 +38,7 @@ _PROPFIND = (
 )
 
 
-class HttpStore(Store):
+class HttpStore(ParallelStore):
     """Entries as the resources ``<url>/<key>`` of a WebDAV or plain HTTP server."""
 
     name = "http"
@@ -154,20 +152,6 @@ class HttpStore(Store):
         if status != 200:
             raise RemoteError(f"GET {self.location}/{key[:16]}...: HTTP {status}")
         return body
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """GETs in parallel (``remote.WORKERS`` at a time); the first failure raises."""
-        found = self.parallel.map(self.get, keys)
-        return {key: data for key, data in found.items() if data is not None}
-
-    def put_many(self, items: Mapping[str, bytes]) -> None:
-        """PUTs in parallel; the first failure raises."""
-        self.parallel.map(lambda key: self.put(key, items[key]), items)
-
-    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
-        """Content-Length of each entry, by HEAD requests in parallel."""
-        found = self.parallel.map(self._length, keys)
-        return {key: n for key, n in found.items() if n is not None}
 
     def _length(self, key: str) -> int | None:
         """The size a HEAD of the entry gives, None when it is not there."""

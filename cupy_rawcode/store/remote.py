@@ -9,15 +9,17 @@ one: ``|read-only``. A remote backend raises on a failed call (refused, reset, t
 
 from __future__ import annotations
 
+import abc
 import socket
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..ground.errors import RawcodeError, RawcodeValueError, RawcodeWarning
 from ..ground.log import first_time
+from .base import Store
 
 T = TypeVar("T")
 READ_ONLY = "read-only"
@@ -158,3 +160,28 @@ class Parallel:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ParallelStore(Store):
+    """A remote store whose bulk calls are its single requests sent through ``self.parallel``
+    (HTTP, S3): ``_length`` gives one entry's size by a HEAD request, None when it is absent."""
+
+    parallel: Parallel
+
+    @abc.abstractmethod
+    def _length(self, key: str) -> int | None:
+        """The size of the entry for ``key`` (one HEAD request), None when it is not there."""
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """GETs in parallel (``remote.WORKERS`` at a time); the first failure raises."""
+        found = self.parallel.map(self.get, keys)
+        return {key: data for key, data in found.items() if data is not None}
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """PUTs in parallel; the first failure raises."""
+        self.parallel.map(lambda key: self.put(key, items[key]), items)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        """The size of each entry held, by HEAD requests in parallel."""
+        found = self.parallel.map(self._length, keys)
+        return {key: n for key, n in found.items() if n is not None}

@@ -10,15 +10,13 @@ calls send up to ``remote.WORKERS`` requests at once (boto3's client is thread-s
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from ..ground.errors import RawcodeValueError
-from .base import Store
-from .remote import WORKERS, Parallel, missing_extra
+from .remote import WORKERS, Parallel, ParallelStore, missing_extra
 
 
-class S3Store(Store):
+class S3Store(ParallelStore):
     """Entries as objects ``<prefix>/<key>`` of one bucket."""
 
     name = "s3"
@@ -71,20 +69,6 @@ class S3Store(Store):
             raise
         with answer["Body"] as body:
             return body.read()
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """GETs in parallel (``remote.WORKERS`` at a time); the first failure raises."""
-        found = self.parallel.map(self.get, keys)
-        return {key: data for key, data in found.items() if data is not None}
-
-    def put_many(self, items: Mapping[str, bytes]) -> None:
-        """PUTs in parallel; the first failure raises."""
-        self.parallel.map(lambda key: self.put(key, items[key]), items)
-
-    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
-        """ContentLength of each object, by HEAD requests in parallel."""
-        found = self.parallel.map(self._length, keys)
-        return {key: n for key, n in found.items() if n is not None}
 
     def _length(self, key: str) -> int | None:
         from botocore.exceptions import ClientError

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import deferred
-from .base import Store, refuse
+from .base import RefusingStore, Store
 from .entry import decode
 
 # a failing level or a broken entry only (ground/deferrals.py): off a warm hit's path
@@ -25,11 +25,9 @@ log = deferred("cupy_rawcode.ground.log")
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 
-class ReadOnly(Store):
+class ReadOnly(RefusingStore):
     """``inner`` with put, delete and clear refused (counted in ``refused``), never raising:
     a compile goes on without storing, as it does on a read-only disk."""
-
-    read_only = True
 
     def __init__(self, inner: Store):
         self.inner = inner
@@ -48,16 +46,6 @@ class ReadOnly(Store):
 
     def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
         return self.inner.sizes(keys)
-
-    def put(self, key: str, data: bytes) -> None:
-        refuse(self)
-
-    def delete(self, key: str) -> None:
-        refuse(self)
-
-    def clear(self) -> int:
-        refuse(self)
-        return 0
 
     def __len__(self) -> int:
         return len(self.inner)

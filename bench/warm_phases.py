@@ -30,7 +30,7 @@ gcs = []  # garbage collections in the window: their cost grows with what CuPy a
 gc.callbacks.append(lambda phase, info: gcs.append((info["generation"], time.perf_counter())))
 t0 = time.perf_counter()
 import cupy_rawcode
-# what a warm hit imports (tests/test_index.py pins that it is no more than this)
+# what a warm hit imports (tests/key/test_index.py pins that it is no more than this)
 from cupy_rawcode import kernel, key, store
 from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import loading

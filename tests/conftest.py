@@ -2,12 +2,18 @@ import functools
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+# The tests mirror the package's stages, one folder each (tests/store/, tests/key/, ...); a
+# module of one folder may use another's helpers (test_gpu's kernels, store/servers.py): every
+# folder is on sys.path, as pytest puts each test file's own.
+sys.path[1:1] = [str(d) for d in sorted(TESTS.iterdir()) if d.is_dir() and d.name.isidentifier()]
 CORPUS = ROOT / "bench" / "corpus"
 
 

@@ -3,7 +3,7 @@ it: file stamps (stamps.py), the package's version, ``deferred``: a module impor
 (deferrals.py lists them, with the reasons), and the labelled digests (here rather than in a
 module of their own: every key and every warm hit computes one; digest.py names them too).
 
-The layer order, enforced by tests/test_layers.py: ground, store, toolkit, headers, key,
+The layer order, enforced by tests/layers/test_layers.py: ground, store, toolkit, headers, key,
 compiler and launch, the orchestrator, then the faces (the drop-in classes, the CuPy
 integration, the worker pool, the CLI)."""
 
@@ -51,7 +51,7 @@ class Deferred:
 
 def deferred(name: str) -> Any:
     """A stand-in for the module ``name`` (absolute, and listed in deferrals.DEFERRED:
-    tests/test_layers.py checks both) that imports it on first use. Typed Any: the call sites
+    tests/layers/test_layers.py checks both) that imports it on first use. Typed Any: the call sites
     are checked by the tests that run them."""
     return Deferred(name)
 

@@ -421,7 +421,7 @@ def validate() -> None:
 
 
 def markdown() -> str:
-    """The README's "## Environment" table, rendered from TABLE (tests/test_config.py checks
+    """The README's "## Environment" table, rendered from TABLE (tests/ground/test_config.py checks
     that the README holds exactly this)."""
     lines = ["| variable | meaning |", "| --- | --- |"]
     lines += [f"| `{v.name}` | {v.doc} |" for v in TABLE]

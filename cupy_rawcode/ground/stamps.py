@@ -11,7 +11,7 @@ one digest.
 ``StampedRecord`` is the one way a JSON record trusted while its stamps hold is kept in the
 cache: the header manifests (key/manifest.py), the warm index (key/index.py) and the toolchain
 record (toolkit/record.py). It lives here, not in a module of its own, because a warm hit
-imports this module anyway (tests/test_index.py pins those modules); the cache's store
+imports this module anyway (tests/key/test_index.py pins those modules); the cache's store
 functions it needs (``owned``, ``publish``) sit in a higher layer and are passed in.
 """
 

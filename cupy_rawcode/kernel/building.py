@@ -83,7 +83,7 @@ def replay(log_stream, log: str | None) -> None:
 def _flow():
     """The orchestrator (orchestrator/flow.py), imported on the first compile only: a warm hit
     keys through the index and never loads the key path (options, headers, toolkit)."""
-    from ..orchestrator import flow  # off the warm hit path (tests/test_index.py HIT_PATH)
+    from ..orchestrator import flow  # off the warm hit path (tests/key/test_index.py HIT_PATH)
 
     return flow
 

@@ -93,7 +93,7 @@ class Result:
 
 def _nvrtc():
     """compiler/nvrtc.py, imported when it is used: a cache hit never loads NVRTC's module."""
-    from ..compiler import nvrtc  # off a hit's path (tests/test_speed_paths.py)
+    from ..compiler import nvrtc  # off a hit's path (tests/orchestrator/test_speed_paths.py)
 
     return nvrtc
 

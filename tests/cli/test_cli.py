@@ -18,7 +18,7 @@ import pytest
 
 from cupy_rawcode import __version__, cli
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 KERNEL = 'extern "C" __global__ void k(int* a) { a[0] = 1; }\n'
 
 

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # A small workload of CuPy's own kernels, checked against NumPy on random inputs; it prints the
 # store's (hits, misses) and how many NVRTC compiles the process ran.

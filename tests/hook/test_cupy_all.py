@@ -22,7 +22,7 @@ from cupy_rawcode.key import cupy as cupy_key  # noqa: E402
 from cupy_rawcode.parallel.task import Task  # noqa: E402
 from cupy_rawcode.store import default_store  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADERS = "".join(f"#include <{h}>\n" for h in core._cupy_header_list)
 # what an ElementwiseKernel and a ReductionKernel generate: CuPy's headers, CArray, CIndexer
 ELEMENTWISE = (

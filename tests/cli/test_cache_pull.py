@@ -269,7 +269,7 @@ def test_a_failing_level_warns_and_the_next_one_answers(app, team, tmp_path, mon
 
 def test_a_webdav_server_as_the_team_level(app, tmp_path, monkeypatch, capsys):
     """The same round trip through a real server on loopback (tests/store/servers.py)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "store"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "store"))
     try:
         import servers
     finally:

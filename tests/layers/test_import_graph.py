@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = "cupy_rawcode"
-ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 
 
 def module_names(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:

@@ -13,7 +13,7 @@ from cupy_rawcode import cli
 from cupy_rawcode.hook import recording
 from cupy_rawcode.store.memory import MemoryStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNEL = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }'
 SECRET = "int SECRET_LINE_4711 = oops oops;"  # what must never appear in a message
 

@@ -1,6 +1,6 @@
 """Compile, fail and log as CuPy's RawKernel/RawModule do (no GPU needed: compiles for sm_90).
 
-The same behaviour on the GPU, side by side with CuPy itself, is tests/test_gpu_compat.py."""
+The same behaviour on the GPU, side by side with CuPy itself, is tests/kernel/test_gpu_compat.py."""
 
 import io
 import os

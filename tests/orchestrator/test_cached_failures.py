@@ -20,7 +20,7 @@ from cupy_rawcode.orchestrator import failures
 from cupy_rawcode.store import default_store
 from cupy_rawcode.store.entry import decode, encode
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BAD = 'extern "C" __global__ void k(float* x) { x[0] = undefined_thing; }\n'
 GOOD = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
 

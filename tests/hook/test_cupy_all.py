@@ -130,7 +130,7 @@ def test_a_new_process_is_served_by_the_store(tmp_path, scope_all):
     cupy_compile(ELEMENTWISE)
     script = textwrap.dedent(
         f"""
-        import sys; sys.path.insert(0, {os.path.join(ROOT, "tests")!r})
+        import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         import cupy_rawcode
         from test_cupy_all import ELEMENTWISE, cupy_compile, counts
         cupy_rawcode.install(scope="all")
@@ -267,7 +267,9 @@ def _record_in_processes(tmp_path, n):
     rec, inc = tmp_path / "app" / "app.rec", tmp_path / "inc"
     rec.parent.mkdir()
     inc.mkdir()
-    script = RECORDER.format(tests=os.path.join(ROOT, "tests"), path=str(rec), inc=str(inc))
+    script = RECORDER.format(
+        tests=os.path.dirname(os.path.abspath(__file__)), path=str(rec), inc=str(inc)
+    )
     procs = [
         subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
         for _ in range(n)
@@ -322,7 +324,9 @@ def test_prebuild_from_a_record_then_a_new_process_hits(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "5 of 5 succeeded (5 compiled" in out.stdout
-    replay = RECORDER.format(tests=os.path.join(ROOT, "tests"), path=str(rec), inc=str(inc))
+    replay = RECORDER.format(
+        tests=os.path.dirname(os.path.abspath(__file__)), path=str(rec), inc=str(inc)
+    )
     replay = replay.replace(f"cupy_rawcode.record({str(rec)!r})", "cupy_rawcode.install('all')")
     replay += "from test_cupy_all import counts\nprint(*counts())\n"
     out = subprocess.run([sys.executable, "-c", replay], env=env, capture_output=True, text=True)
@@ -338,7 +342,7 @@ def test_record_environment_variable_reaches_a_program_that_never_calls_record(t
     """CUPY_RAWCODE_RECORD through the installed .pth file: CuPy is wrapped once imported."""
     rec = tmp_path / "env.rec"
     script = (
-        f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
+        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
         "from test_cupy_all import ELEMENTWISE, cupy_compile\ncupy_compile(ELEMENTWISE)\n"
     )
     env = {**os.environ, "CUPY_RAWCODE_RECORD": str(rec)}
@@ -350,7 +354,7 @@ def test_record_environment_variable_reaches_a_program_that_never_calls_record(t
 
 def test_install_environment_variable_routes_a_program_that_never_calls_install(tmp_path):
     script = (
-        f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
+        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
         "from test_cupy_all import ELEMENTWISE, cupy_compile, counts\n"
         "from cupy_rawcode.hook import install as hook\n"
         "cupy_compile(ELEMENTWISE); print(hook.installed('all'), counts())\n"

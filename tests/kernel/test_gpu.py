@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -441,7 +442,7 @@ def test_a_warm_process_launches_every_corpus_kernel_through_the_index(tmp_path)
     runs = []
     for _ in range(2):
         p = subprocess.run(
-            [sys.executable, "-c", _WARM_CHILD, str(ROOT / "tests")],
+            [sys.executable, "-c", _WARM_CHILD, str(Path(__file__).resolve().parent)],
             capture_output=True,
             text=True,
             env=env,

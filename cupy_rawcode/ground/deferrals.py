@@ -12,8 +12,9 @@ on the device host). A module names such a dependency once, at module level::
     nvrtc.compile_program(...)  # imported here, the first time
 
 An ``import`` inside a function is kept for what is needed at once (a CuPy base class); it too
-must name a module of this list. tests/layers/test_layers.py enforces both: an import inside a function
-of a module not listed fails, and a deferred name counts as an import for the layer order.
+must name a module of this list. tests/layers/test_layers.py enforces both: an import inside a
+function of a module not listed fails, and a deferred name counts as an import for the layer
+order.
 """
 
 from __future__ import annotations

@@ -418,7 +418,7 @@ def test_typed_launch_of_a_template_instantiation():
 
 _WARM_CHILD = r"""
 import json, sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], sys.argv[1].rsplit("/", 1)[0]]  # this folder, and conftest's
 import cupy as cp
 import numpy as np
 import cupy_rawcode

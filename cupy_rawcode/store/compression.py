@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 
-from ..ground.errors import RawcodeError
+from ..ground import RawcodeError
 
 LEVEL = 3  # zstd's default: 2.7x on stripped cubins, about 4 ms per MiB to compress
 MIN_SIZE = 256  # shorter code is stored as it is (a frame's overhead would eat the gain)

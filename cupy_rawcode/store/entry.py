@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..ground.errors import RawcodeError
+from ..ground import RawcodeError
 from ..ground.regular import ENTRY_LIMIT
 from . import compression
 

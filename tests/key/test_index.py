@@ -389,7 +389,6 @@ HIT_PATH = {
     "cupy_rawcode.store.tally",  # each level's counts in this process (a dict per level)
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
-    "cupy_rawcode.ground.errors",  # store/entry.py and compression.py take the root from it
 }
 
 

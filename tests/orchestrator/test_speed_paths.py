@@ -145,7 +145,7 @@ def test_a_miss_looks_for_the_manifest_once(monkeypatch):
 
 _HIT_WHILE_COMPILE_IMPORTS = r"""
 import shutil, sys
-from cupy_rawcode.ground import config
+from cupy_rawcode.store import layout
 from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.key.request import make_request
 src = "#include <cuda/std/cstdint>\n__global__ void k(int* p) { *p = 1; }\n"

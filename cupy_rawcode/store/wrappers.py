@@ -18,6 +18,7 @@ from typing import Any
 from ..ground import deferred
 from .base import RefusingStore, Store
 from .entry import decode
+from .tally import tally
 
 # a failing level or a broken entry only (ground/deferrals.py): off a warm hit's path
 remote = deferred("cupy_rawcode.store.remote")
@@ -59,19 +60,43 @@ class ReadOnly(RefusingStore):
 
 class Counts:
     """One level's counts in a Levels: hits, misses, errors (broken entries and failed calls),
-    timeouts, writes, and the bytes read from it and written to it."""
+    timeouts, writes, and the bytes read from it and written to it. What is added is added to
+    ``also`` too when given: a remote level's tally in this process (tally.py), which the
+    process adds to the cache directory's counts as it exits, so that ``cache stats`` shows
+    remote levels as well as local ones."""
 
-    __slots__ = ("bytes_read", "bytes_written", "errors", "hits", "misses", "timeouts", "writes")
+    __slots__ = ("_also", "_own")
+    _own: dict[str, int]
+    _also: dict[str, int] | None
 
-    def __init__(self) -> None:
-        self.hits = self.misses = self.errors = self.timeouts = self.writes = 0
-        self.bytes_read = self.bytes_written = 0
+    def __init__(self, also: dict[str, int] | None = None) -> None:
+        object.__setattr__(self, "_own", dict.fromkeys(_COUNTS, 0))
+        object.__setattr__(self, "_also", also)
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self._own[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: int) -> None:
+        if name not in _COUNTS:
+            raise AttributeError(name)
+        if self._also is not None:
+            self._also[name] += value - self._own[name]
+        self._own[name] = value
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _COUNTS}
+        return dict(self._own)
 
     def __repr__(self) -> str:
         return f"Counts({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+
+
+def _tallies_itself(level: Store) -> bool:
+    """Whether ``level`` (or the store a ReadOnly wraps) keeps its own tally (memory, disk,
+    bundle): its counts in a Levels are then this Levels' own, not added twice."""
+    return hasattr(level, "tally") or hasattr(getattr(level, "inner", None), "tally")
 
 
 _COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
@@ -97,7 +122,9 @@ class Levels(Store):
                 raise errors.RawcodeTypeError(
                     f"a level of Levels must be a Store, not {type(level).__name__}"
                 )
-        self.counts = [Counts() for _ in self.levels]
+        self.counts = [
+            Counts(None if _tallies_itself(level) else tally(level.name)) for level in self.levels
+        ]
         self.check = check
         self.backoff = BACKOFF
         self._down_until = [0.0] * len(self.levels)

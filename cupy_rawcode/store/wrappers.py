@@ -65,26 +65,20 @@ class Counts:
     process adds to the cache directory's counts as it exits, so that ``cache stats`` shows
     remote levels as well as local ones."""
 
-    __slots__ = ("_also", "_own")
     _own: dict[str, int]
     _also: dict[str, int] | None
+    # one property each (_count, below)
+    hits: int
+    misses: int
+    errors: int
+    timeouts: int
+    writes: int
+    bytes_read: int
+    bytes_written: int
 
     def __init__(self, also: dict[str, int] | None = None) -> None:
-        object.__setattr__(self, "_own", dict.fromkeys(_COUNTS, 0))
-        object.__setattr__(self, "_also", also)
-
-    def __getattr__(self, name: str) -> int:
-        try:
-            return self._own[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name: str, value: int) -> None:
-        if name not in _COUNTS:
-            raise AttributeError(name)
-        if self._also is not None:
-            self._also[name] += value - self._own[name]
-        self._own[name] = value
+        self._own = dict.fromkeys(_COUNTS, 0)
+        self._also = also
 
     def as_dict(self) -> dict[str, int]:
         return dict(self._own)
@@ -100,6 +94,24 @@ def _tallies_itself(level: Store) -> bool:
 
 
 _COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+
+
+def _count(name: str) -> property:
+    """Counts' attribute ``name``: read from its own counts, added to ``also`` as well."""
+
+    def get(self: Counts) -> int:
+        return self._own[name]
+
+    def put(self: Counts, value: int) -> None:
+        if self._also is not None:
+            self._also[name] += value - self._own[name]
+        self._own[name] = value
+
+    return property(get, put)
+
+
+for _name in _COUNTS:
+    setattr(Counts, _name, _count(_name))
 BACKOFF = 10.0  # seconds a level that failed is skipped before it is tried again
 
 

@@ -95,8 +95,14 @@ class Subject:
 
 
 def _put_all(store: Store, entries: dict[str, bytes]) -> None:
+    """Put ``entries``, and wait for the size recount a directory's put may start in the
+    background (store/sizebound.py): it writes the directory's ledger, which a test comparing
+    snapshots of the medium would otherwise see land at any moment."""
     for key, data in entries.items():
         store.put(key, data)
+    for thread in threading.enumerate():
+        if thread.name == "cupy-rawcode-recount":
+            thread.join(30)
 
 
 def _damage_file(path: Path) -> None:

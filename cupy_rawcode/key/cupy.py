@@ -10,7 +10,7 @@ import hashlib
 import re
 from typing import Any
 
-from ..ground.digest import digest_fields
+from ..ground import digest_fields
 from ..ground.stamps import first_changed
 from ..headers.options import parse_options
 from ..headers.search import make_context

@@ -17,8 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ..ground import deferred
-from ..ground.digest import digest_fields
+from ..ground import deferred, digest_fields
 from ..ground.stamps import StampedRecord, absent, take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned

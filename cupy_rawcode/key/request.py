@@ -4,8 +4,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from ..ground import config
-from ..ground.digest import digest_fields
+from ..ground import config, digest_fields
 from ..ground.errors import RawcodeTypeError, RawcodeValueError
 from ..ground.inputs import check_source, strip_bom
 from ..ground.inputs import name_expressions as checked_names

@@ -20,8 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..ground import config, deferred
-from ..ground.digest import digest_fields
+from ..ground import config, deferred, digest_fields
 from ..ground.stamps import StampedRecord, entries, stamp, take
 from ..store.layout import cache_location, owned
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home

@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import ROOT, corpus
 
-from cupy_rawcode.ground.digest import digest_fields, encode_fields
+from cupy_rawcode.ground import digest_fields, encode_fields
 from cupy_rawcode.key import key_fields
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.toolkit.record import toolchain

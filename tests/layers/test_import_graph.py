@@ -48,14 +48,13 @@ def deferred_name(node: ast.AST) -> str | None:
     return None
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules that ``module`` imports anywhere in its file (functions included),
-    or names through ``deferred("...")`` (imported on first use: an import all the same).
-    ``from X import y`` counts as an import of X.y when that is a module, else of X; a parent
-    package reached only because a submodule is imported is not counted."""
+def imports_with_lines(module: str, path: Path, modules: dict[str, Path]):
+    """(package module imported, line) for every import in ``path``, functions included, and
+    every module named through ``deferred("...")`` (imported on first use: an import all the
+    same). ``from X import y`` counts as an import of X.y when that is a module, else of X; a
+    parent package reached only because a submodule is imported is not counted."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
-    found = set()
     for node in ast.walk(tree):
         named = deferred_name(node)
         if named is not None:
@@ -64,10 +63,9 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node.level, node.module)
-            targets = []
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                targets.append(sub if sub in modules else base)
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            ]
         else:
             continue
         for t in targets:
@@ -75,8 +73,12 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             while t and t not in modules:
                 t = t.rpartition(".")[0]
             if t and t != module:
-                found.add(t)
-    return found
+                yield t, node.lineno
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules that ``module`` imports anywhere in its file (imports_with_lines)."""
+    return {t for t, _ in imports_with_lines(module, path, modules)}
 
 
 def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:

@@ -10,7 +10,14 @@ import ast
 import re
 from pathlib import Path
 
-from test_import_graph import PACKAGE, ROOT, _absolute, deferred_name, module_names
+from test_import_graph import (
+    PACKAGE,
+    ROOT,
+    _absolute,
+    deferred_name,
+    imports_with_lines,
+    module_names,
+)
 
 # lowest first; a module's layer is that of its longest matching name (relative to the package)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -36,32 +43,6 @@ def layer_of(module: str) -> int | None:
             if matches and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), i)
     return None if best is None else best[1]
-
-
-def imports_with_lines(module: str, path: Path, modules: dict[str, Path]):
-    """(package module imported, line) for every import in ``path``, functions included, and
-    every module named through ``deferred("...")`` (imported on first use, an import all the
-    same)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(tree):
-        named = deferred_name(node)
-        if named is not None:
-            targets = [named]
-        elif isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = _absolute(module, is_package, node.level, node.module)
-            targets = [
-                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
-            ]
-        else:
-            continue
-        for t in targets:
-            while t and t not in modules:
-                t = t.rpartition(".")[0]
-            if t and t != module:
-                yield t, node.lineno
 
 
 def violations(root: Path = ROOT) -> list[str]:

@@ -2,7 +2,7 @@
 server (moto's server mode) and a WebDAV server (wsgidav), each started by a fixture and
 skipped with a reason where it is not installed (.ci/run installs memcached; the Python ones
 come with the ``test`` extra). ``*_server`` fixtures give a server of the test's own (it may be
-stopped); ``shared_*`` ones a server for the whole session, with a fresh namespace per test."""
+stopped); ``shared_*`` ones a server for the whole test run, with a fresh namespace per test."""
 
 from __future__ import annotations
 

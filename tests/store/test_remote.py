@@ -55,7 +55,7 @@ def _own_server(request, backend: str):
 
 
 def _shared_url(request, backend: str) -> str:
-    """A fresh namespace on a server shared by the session (a server of its own: memcached)."""
+    """A fresh namespace on a server shared by the whole test run (a server of its own: memcached)."""
     if backend == "memcached":
         return request.getfixturevalue("memcached_server").url
     return request.getfixturevalue(f"shared_{'webdav' if backend == 'http' else 's3'}").namespace()

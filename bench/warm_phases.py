@@ -33,7 +33,7 @@ import cupy_rawcode
 # what a warm hit imports (tests/key/test_index.py pins that it is no more than this)
 from cupy_rawcode import kernel, key, store
 from cupy_rawcode.ground import config
-from cupy_rawcode.kernel import loading
+from cupy_rawcode.kernel import building
 from cupy_rawcode.ground import stamps
 from cupy_rawcode.key import index
 from cupy_rawcode.store import directory, entry, memory
@@ -56,7 +56,7 @@ from cupy_rawcode.store import layout
 wrap(layout, "owned", "cache owned check")
 wrap(config, "validate", "config validation") if hasattr(config, "validate") else None
 wrap(store.Levels, "fetch", "store read")
-wrap(loading, "_load_module", "module load")
+wrap(building, "_load_module", "module load")
 t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
 T["after imports"] = time.perf_counter() - t1

@@ -35,7 +35,7 @@ DEFERRED: dict[str, str] = {
     "boto3": "optional (extra `s3`): an S3 store only",
     "botocore": "boto3's own, as boto3",
     "zstandard": "optional (extra `zstd`): the first compressed entry read or written only; "
-    "0.5-2 ms to import (store/compression.py loads its C backend alone where it can)",
+    "0.5-2 ms to import (store/entry.py loads its C backend alone where it can)",
     # the standard library: not loaded by a warm hit, used off it
     "logging": "2-5 ms to import; only a message that is logged needs it (ground/log.py)",
     "difflib": "a misspelt variable's closest name only",
@@ -93,9 +93,9 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.ground.schema": "reading and writing recorded compiles only",
     "cupy_rawcode.kernel.pickling": "what a pickle carries: pickling only",
     "cupy_rawcode.kernel.cucomplex": "translate_cucomplex=True only",
-    "cupy_rawcode.kernel.building": "building kernels: the CuPy hook (loaded when CuPy is, by the "
-    "interpreter-start hook of autoinstall.py) needs it for a jitify=True compile only",
-    "cupy_rawcode.kernel.loading": "loading a module on the GPU: as kernel.building",
+    "cupy_rawcode.kernel.building": "building and loading kernels: the CuPy hook (loaded when "
+    "CuPy is, by the interpreter-start hook of autoinstall.py) needs it for a jitify=True "
+    "compile, or to load a module, only",
     "cupy_rawcode.hook.install": "the CuPy hook: autoinstall.py's, once CuPy is imported",
     "cupy_rawcode.hook.compiles": "CuPy's compiles: install() only",
     "cupy_rawcode.hook.recording": "recording CuPy's compiles: install() and record only",

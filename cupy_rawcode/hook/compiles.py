@@ -8,7 +8,7 @@ the contents of every header NVRTC can read through them, CuPy's NVRTC version, 
 CuPy's own version),
 and the orchestrator (orchestrator/payloads.py) looks the key up in the store (memory, disk,
 bundles, Redis); on a hit the stored payload is loaded as CuPy loads an entry of its own cache,
-by the classes' loader (kernel/loading.py). On a miss CuPy's own function runs, with
+by the classes' loader (kernel/building.py). On a miss CuPy's own function runs, with
 CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles, "saves" its
 payload, and the payload goes to our store instead of CuPy's directory.
 
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from ..ground import config
 from ..ground.errors import MissingHeaderError
-from ..kernel.loading import load_bytes
+from ..kernel.building import load_bytes
 from ..key import cupy as cupy_key
 from ..key.cupy import changed_header as _changed
 from ..key.cupy import extra_digest
@@ -117,7 +117,7 @@ def key_of(call: Call) -> str:
 def load(call: Call, payload: bytes):
     """A CuPy Module from a stored payload, exactly as CuPy loads an entry of its own cache
     (for name expressions: the mangled names recorded at compile time), by the classes' loader
-    (kernel/loading.py); None when the payload is not one CuPy can use."""
+    (kernel/building.py); None when the payload is not one CuPy can use."""
     from cupy.cuda import compiler
 
     module = compiler.function.Module  # as CuPy's compile makes it (unloaded() replaces it)

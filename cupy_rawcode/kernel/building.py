@@ -1,5 +1,7 @@
-"""Building a drop-in's module for a device: the warm index, else key, store and compile
-(waiting for a background warmup's compile of the same inputs), reported and recorded."""
+"""Building a drop-in's module for a device: its inputs checked at construction, then the warm
+index, else key, store and compile (waiting for a background warmup's compile of the same
+inputs), reported and recorded, and the module loaded once per device, under the build's lock,
+so that threads racing on a first launch share one load."""
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
@@ -9,13 +11,17 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..ground import deferred
 from ..key import index, program_name
 from ..store import default_store
 from ..store.entry import entry_log
-from .checks import parse_options
 
 if TYPE_CHECKING:
     from ..key.request import Request
+
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
+inputs = deferred("cupy_rawcode.ground.inputs")  # a source or name that is not plain ASCII
+options_module = deferred("cupy_rawcode.headers.options")  # options given (a warm hit: none)
 
 _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported here
 
@@ -271,3 +277,107 @@ class _Build:
         with self.lock:
             self.modules.clear()
             self.device_arch.clear()
+
+
+# ------------------------------------------------ the drop-ins' checks at construction
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in ("nvrtc", "nvcc"):
+        raise errors.RawcodeValueError(
+            f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
+            "'nvcc' (handed to CuPy's own nvcc path)"
+        )
+
+
+def _cupy_for_nvcc(cls_name: str, args: tuple, kwargs: dict, position: int | None):
+    """CuPy's own RawKernel/RawModule when the call asks for backend='nvcc', else None: nvcc
+    compiles whole files with its own preprocessor, so the object is CuPy's, unchanged."""
+    backend = kwargs.get("backend")
+    if backend is None and position is not None and len(args) > position:
+        backend = args[position]
+    if backend != "nvcc":
+        return None
+    from cupy._core import raw  # CuPy's own classes, even where cupy.RawKernel is ours
+
+    return getattr(raw, cls_name)(*args, **kwargs)
+
+
+def _check_options(options) -> tuple[str, ...]:
+    """The options as a tuple, parsed now so that a malformed one fails at construction, naming
+    it (options.py is imported only when there are options: a warm hit needs it no further)."""
+    if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
+        raise errors.RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
+    if options:
+        parse_options(options)
+    return tuple(options)
+
+
+def _check_code(code: str) -> None:
+    """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
+    construction, with the line of the code as given (inputs.py is imported only then)."""
+    if "\0" in code or not code.isascii():
+        inputs.check_source(code, "<source>")
+
+
+def _check_name(name: str) -> None:
+    """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
+    if "\0" in name or not name.isascii():
+        inputs.check_name(name, "kernel name")
+
+
+def parse_options(options):
+    """options.parse_options, imported on first use (a warm hit never needs it)."""
+    return options_module.parse_options(options)
+
+
+# ------------------------------------------------ loading a module, once per device
+
+
+def device_module(build: _Build, log_stream=None):
+    """The CuPy Module for the current device, compiled and loaded on first use."""
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    mod = build.modules.get(dev)
+    if mod is not None:
+        return mod
+    with build.lock:
+        mod = build.modules.get(dev)
+        if mod is None:
+            if build.is_file:
+                assert build.path is not None  # is_file: the path of a cubin/ptx/fatbin
+                mod = _load_file(build.path)
+            else:
+                mod = _load_module(build.device_code(_compute_capability(), log_stream))
+            build.modules[dev] = mod
+        return mod
+
+
+def _load_module(code: Code):
+    """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
+    return load_bytes(code.data, code.symbols)
+
+
+def load_bytes(data: bytes, mapping: dict | None = None, module=None):
+    """The one module loader (the classes' and install()'s CuPy compiles): ``data`` loaded into
+    a new ``module`` (default: CuPy's Module), with ``mapping`` (name expression -> mangled
+    name) set when there is one."""
+    if module is None:
+        from cupy.cuda.function import Module  # CuPy: imported when a module loads
+
+        module = Module
+    mod = module()
+    mod.load(data)
+    if mapping:
+        mod._set_mapping(dict(mapping))
+    return mod
+
+
+def _load_file(path: str):
+    """Load a cubin, PTX or fatbin file into a CuPy Module on the current device."""
+    from cupy.cuda.function import Module  # CuPy: imported when a module loads
+
+    mod = Module()
+    mod.load_file(path)
+    return mod

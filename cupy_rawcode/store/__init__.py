@@ -4,25 +4,30 @@ Storage: bytes in, bytes out. Every backend is a ``Store`` (base.py) opened by U
 (``open_store``, urls.py); entry.py turns compiled code + JSON metadata into self-validating
 bytes.
 
-The default stack (make_store), a ``Levels`` in lookup order: memory LRU (``MemoryStore``,
-defined here, and built here with the cache directory's level: a warm hit then loads neither
-memory.py nor urls.py), the cache directory, read-only bundles (CUPY_RAWCODE_BUNDLES), then the
-remote levels: Redis (CUPY_RAWCODE_REDIS_URL) and each store of CUPY_RAWCODE_REMOTE in order
-(remote.py). A hit below copies the entry into the writable levels above it; a compile writes
-to every writable level; a remote level that fails is skipped with one warning (wrappers.py)."""
+The default stack (make_store), a ``Levels`` (defined here) in lookup order: memory LRU
+(``MemoryStore``, base.py, built here with the cache directory's level: a warm hit then loads
+neither memory.py nor urls.py), the cache directory, read-only bundles (CUPY_RAWCODE_BUNDLES),
+then the remote levels: Redis (CUPY_RAWCODE_REDIS_URL) and each store of CUPY_RAWCODE_REMOTE in
+order (remote.py). A hit below copies the entry into the writable levels above it; a compile
+writes to every writable level; a remote level that fails is skipped with one warning
+(remote.py)."""
 
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..ground import config, deferred
-from .base import Store
+from .base import FIELDS, MemoryStore, ReadOnly, Store, tally
+from .entry import decode
 from .layout import cache_location
-from .tally import tally
-from .wrappers import Levels, ReadOnly
+
+# a failing level or a broken entry only (ground/deferrals.py): off a warm hit's path
+remote = deferred("cupy_rawcode.store.remote")
+log = deferred("cupy_rawcode.ground.log")
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 
 __all__ = [
     "Levels",
@@ -36,56 +41,259 @@ __all__ = [
 ]
 
 
-class MemoryStore(Store):
-    """The ``max_entries`` most recently used entries of this process (``memory:``): an
-    in-process LRU of entry bytes, in front of the disk. It keeps the bytes as they are stored
-    (a compressed entry stays compressed: a memory hit decompresses again, about 10 us for a
-    small cubin, where keeping them plain would cost a second encode on every backfill)."""
+class Counts:
+    """One level's counts in a Levels: hits, misses, errors (broken entries and failed calls),
+    timeouts, writes, and the bytes read from it and written to it. What is added is added to
+    ``also`` too when given: a remote level's tally in this process (``tally``), which the
+    process adds to the cache directory's counts as it exits, so that ``cache stats`` shows
+    remote levels as well as local ones."""
 
-    name = "memory"
+    _own: dict[str, int]
+    _also: dict[str, int] | None
+    # one property each (_count, below)
+    hits: int
+    misses: int
+    errors: int
+    timeouts: int
+    writes: int
+    bytes_read: int
+    bytes_written: int
 
-    def __init__(self, max_entries: int = 256):
-        self.max_entries = max_entries
-        self._data: OrderedDict[str, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-        self.tally = tally(self.name)  # this process's reads and writes (counters.py)
+    def __init__(self, also: dict[str, int] | None = None) -> None:
+        self._own = dict.fromkeys(FIELDS, 0)
+        self._also = also
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self._own)
+
+    def __repr__(self) -> str:
+        return f"Counts({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+
+
+def _tallies_itself(level: Store) -> bool:
+    """Whether ``level`` (or the store a ReadOnly wraps) keeps its own tally (memory, disk,
+    bundle): its counts in a Levels are then this Levels' own, not added twice."""
+    return hasattr(level, "tally") or hasattr(getattr(level, "inner", None), "tally")
+
+
+def _count(name: str) -> property:
+    """Counts' attribute ``name``: read from its own counts, added to ``also`` as well."""
+
+    def get(self: Counts) -> int:
+        return self._own[name]
+
+    def put(self: Counts, value: int) -> None:
+        if self._also is not None:
+            self._also[name] += value - self._own[name]
+        self._own[name] = value
+
+    return property(get, put)
+
+
+for _name in FIELDS:
+    setattr(Counts, _name, _count(_name))
+BACKOFF = 10.0  # seconds a level that failed is skipped before it is tried again
+
+
+def _check_entry(key: str, data: bytes) -> Any:
+    """The default check of a Levels: the bytes decode as the entry of ``key`` (entry.py)."""
+    return decode(key, data)
+
+
+class Levels(Store):
+    """Stores looked up in order; ``counts[i]`` are the counts of ``levels[i]``. ``check(key,
+    data)`` raises ValueError for bytes that are no valid entry of ``key`` (a broken entry is a
+    miss, with one warning per entry)."""
+
+    name = "levels"
+
+    def __init__(self, levels: Iterable[Store], check: Callable[[str, bytes], Any] = _check_entry):
+        self.levels = list(levels)
+        for level in self.levels:
+            if not isinstance(level, Store):
+                raise errors.RawcodeTypeError(
+                    f"a level of Levels must be a Store, not {type(level).__name__}"
+                )
+        self.counts = [
+            Counts(None if _tallies_itself(level) else tally(level.name)) for level in self.levels
+        ]
+        self.check = check
+        self.backoff = BACKOFF
+        self._down_until = [0.0] * len(self.levels)
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        """Whether no level can be written."""
+        return all(level.read_only for level in self.levels)
 
     @property
     def location(self) -> str:
-        return "memory:"
+        return ", ".join(level.location for level in self.levels)
+
+    def find(self, key: str, validate: Callable[[bytes], Any]) -> tuple[Any, str] | None:
+        """(``validate(data)``, level name) from the first level holding bytes ``validate``
+        accepts (it raises ValueError for a broken entry); written back to the writable levels
+        above it."""
+        for i, level in enumerate(self.levels):
+            if not self._up(i):
+                continue
+            try:
+                data = level.get(key)
+            except Exception as e:
+                self._failed(i, e)
+                continue
+            if data is None:
+                self.counts[i].misses += level.up()  # not when it failed and said nothing
+                continue
+            self.counts[i].bytes_read += len(data)
+            try:
+                value = validate(data)
+            except ValueError as e:
+                self.counts[i].errors += 1
+                _warn_broken(key, level.name, e)
+                continue
+            self.counts[i].hits += 1
+            nearer: Iterable[int] = range(i)
+            if level.on_disk:  # a bundle's hit goes to memory, not to the cache directory
+                nearer = [j for j in nearer if not self.levels[j].on_disk]
+            self._put(key, data, nearer)
+            return value, level.name
+        return None
 
     def get(self, key: str) -> bytes | None:
-        with self._lock:
-            data = self._data.get(key)
-            if data is None:
-                self.tally["misses"] += 1
-                return None
-            self._data.move_to_end(key)
-            self.tally["hits"] += 1
-            self.tally["bytes_read"] += len(data)
+        """The bytes of the first valid entry for ``key`` (``check``), or None."""
+
+        def checked(data: bytes) -> bytes:
+            self.check(key, data)  # raises ValueError: a broken entry
             return data
 
+        found = self.find(key, checked)
+        return None if found is None else found[0]
+
+    def fetch(self, key: str) -> tuple[bytes, dict, str] | None:
+        """(code, metadata, level name) of the first valid entry for ``key``, counted as a hit;
+        None when no level holds one."""
+        found = self.find(key, lambda data: decode(key, data))
+        if found is None:
+            return None
+        self.record(True)
+        (code, meta), name = found
+        return code, meta, name
+
+    def _up(self, i: int) -> bool:
+        """Whether level ``i`` may be asked now (neither it nor this Levels rests it)."""
+        resting = self._down_until[i] and time.monotonic() < self._down_until[i]
+        return not resting and self.levels[i].up()
+
+    def _failed(self, i: int, error: Exception) -> None:
+        """Level ``i`` raised: counted (a timeout or an error), one warning per process and
+        level, and the level rests ``backoff`` seconds (a dead server must not cost a timeout
+        per kernel)."""
+        if remote.is_timeout(error):
+            self.counts[i].timeouts += 1
+        else:
+            self.counts[i].errors += 1
+        self._down_until[i] = time.monotonic() + self.backoff
+        remote.warn_failed(self.levels[i].name, self.levels[i].location, error)
+
+    def _each(self, op: Callable[[Store], Any], writable: bool = False) -> list[Any]:
+        """``op(level)`` for each level that is up (and writable, when asked); a level that
+        raises is counted and skipped."""
+        done = []
+        for i, level in enumerate(self.levels):
+            if (writable and level.read_only) or not self._up(i):
+                continue
+            try:
+                done.append(op(level))
+            except Exception as e:
+                self._failed(i, e)
+        return done
+
+    def _put(self, key: str, data: bytes, indices: Iterable[int]) -> None:
+        """Write ``data`` to each writable level of self.levels at ``indices``."""
+        for i in indices:
+            level = self.levels[i]
+            if level.read_only or not self._up(i):
+                continue
+            try:
+                level.put(key, data)
+            except Exception as e:
+                self._failed(i, e)
+                continue
+            if not level.up():  # it failed, and handles that itself
+                continue
+            self.counts[i].writes += 1
+            self.counts[i].bytes_written += len(data)
+
     def put(self, key: str, data: bytes) -> None:
-        with self._lock:
-            self.tally["writes"] += 1
-            self.tally["bytes_written"] += len(data)
-            self._data[key] = data
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+        self._put(key, data, range(len(self.levels)))
 
     def delete(self, key: str) -> None:
-        with self._lock:
-            self._data.pop(key, None)
+        self._each(lambda level: level.delete(key), writable=True)
 
     def clear(self) -> int:
-        with self._lock:
-            n = len(self._data)
-            self._data.clear()
-            return n
+        """Clear every writable level; returns the most entries one of them held."""
+        return max(self._each(lambda level: level.clear(), writable=True), default=0)
 
     def __len__(self) -> int:
-        return len(self._data)
+        """The most entries one level holds (a hit is copied upward, so levels overlap)."""
+        return max(self._each(len), default=0)
+
+    def stats(self) -> dict[str, list[dict[str, Any]]]:
+        """This process's counts per level, in look-up order, as plain data (for JSON):
+        ``{"levels": [{"level", "location", "read_only", "hits", "misses", "errors",
+        "timeouts", "writes", "bytes_read", "bytes_written"}, ...]}``."""
+        rows = []
+        for level, counts in zip(self.levels, self.counts, strict=True):
+            numbers = counts.as_dict()
+            inner = getattr(level, "inner", level)  # a store that keeps its own failures (Redis)
+            for kind in ("errors", "timeouts"):
+                own = getattr(inner, kind, 0)
+                numbers[kind] += own if type(own) is int else 0
+            where = {"level": level.name, "location": level.location, "read_only": level.read_only}
+            rows.append({**where, **numbers})
+        return {"levels": rows}
+
+    def close(self) -> None:
+        for level in self.levels:
+            try:
+                level.close()
+            except Exception:  # a remote client that fails to close holds nothing more
+                pass
+
+    def kept(self, key: str) -> bool:
+        """Whether a level that outlives the process (any but memory) holds a valid entry for
+        ``key``: a put on a full or read-only disk only warns, so prebuild checks here. True
+        when no such level exists (nothing could keep it)."""
+        lasting = [level for level in self.levels if level.name != "memory"]
+        for level in lasting:
+            try:
+                decode(key, level.get(key) or b"")
+                return True
+            except Exception:  # a broken entry, or a remote level that failed: not kept there
+                continue
+        return not lasting
+
+    def record(self, hit: bool) -> None:
+        """Count a hit or a miss in the levels that keep counts of their own (the directory)."""
+        for level in self.levels:
+            rec = getattr(level, "record", None)
+            if rec is not None:
+                rec(hit)
+
+    def level(self, name: str) -> Any:
+        """The first level called ``name`` ("memory", "disk", "redis"), or None."""
+        return next((level for level in self.levels if level.name == name), None)
+
+
+def _warn_broken(key: str, where: str, error: ValueError) -> None:
+    """One warning for a broken entry: it is ignored and compiled again."""
+    log.warn(
+        "cupy-rawcode: ignoring a broken cache entry %s in %s (%s); recompiling",
+        key[:16],
+        where,
+        error,
+    )
 
 
 _directory = deferred("cupy_rawcode.store.directory")  # the cache directory: every stack's

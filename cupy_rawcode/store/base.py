@@ -1,9 +1,13 @@
-"""The one interface every store implements: bytes in, bytes out, keyed by a hex string.
+"""The one interface every store implements: bytes in, bytes out, keyed by a hex string; each
+level's counts in this process (``tally``); and ``ReadOnly(store)``, which refuses every write.
 
 A backend subclasses ``Store`` and implements its abstract methods; ``open_store`` (store/
 __init__.py) opens one by URL. Read-only and layering are wrappers around any store
-(wrappers.py), not flags inside each backend. A store never raises on a broken or missing
-entry: ``get`` gives None or the bytes it holds, and the layer above validates them (entry.py).
+(``ReadOnly`` below, ``Levels`` in store/__init__.py), not flags inside each backend.
+``MemoryStore``, the in-process LRU at the top of every default stack, is here too. A store
+never raises on a broken or missing entry: ``get`` gives None or the bytes it holds, and the
+layer above validates them (entry.py).
+
 
 There is no ``__contains__``: on a shared or remote store, "is it there?" answered apart from
 ``get`` costs a second round trip and can be stale before the value is read, so callers ``get``
@@ -18,7 +22,24 @@ give raw bytes: the caller validates each entry, so a damaged one is a miss.
 from __future__ import annotations
 
 import abc
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+
+# each store level's counts in this process: a plain dict per level name, written out by
+# counters.py
+FIELDS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+
+_tallies: dict[str, dict[str, int]] = {}  # level name -> its counts, not written yet
+
+
+def tally(name: str) -> dict[str, int]:
+    """The counts of the level ``name`` in this process (one dict per name, shared by every
+    store of that name): a store adds to its FIELDS, e.g. ``tally("redis")["timeouts"] += 1``."""
+    found = _tallies.get(name)
+    if found is None:
+        found = _tallies.setdefault(name, dict.fromkeys(FIELDS, 0))
+    return found
 
 
 class Store(abc.ABC):
@@ -117,3 +138,87 @@ class RefusingStore(Store):
         """Refused: the store is read-only; nothing is removed."""
         refuse(self)
         return 0
+
+
+class ReadOnly(RefusingStore):
+    """``inner`` with put, delete and clear refused (counted in ``refused``), never raising:
+    a compile goes on without storing, as it does on a read-only disk."""
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+        self.name = f"{inner.name} (read-only)"
+        self.on_disk = inner.on_disk
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    def get(self, key: str) -> bytes | None:
+        return self.inner.get(key)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return self.inner.get_many(keys)
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
+        return self.inner.sizes(keys)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def up(self) -> bool:
+        return self.inner.up()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class MemoryStore(Store):
+    """The ``max_entries`` most recently used entries of this process (``memory:``): an
+    in-process LRU of entry bytes, in front of the disk. It keeps the bytes as they are stored
+    (a compressed entry stays compressed: a memory hit decompresses again, about 10 us for a
+    small cubin, where keeping them plain would cost a second encode on every backfill)."""
+
+    name = "memory"
+
+    def __init__(self, max_entries: int = 256):
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self.tally = tally(self.name)  # this process's reads and writes (counters.py)
+
+    @property
+    def location(self) -> str:
+        return "memory:"
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._data.get(key)
+            if data is None:
+                self.tally["misses"] += 1
+                return None
+            self._data.move_to_end(key)
+            self.tally["hits"] += 1
+            self.tally["bytes_read"] += len(data)
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self.tally["writes"] += 1
+            self.tally["bytes_written"] += len(data)
+            self._data[key] = data
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._data)
+            self._data.clear()
+            return n
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -18,8 +18,7 @@ from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
-from .base import RefusingStore
-from .tally import tally
+from .base import RefusingStore, tally
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)

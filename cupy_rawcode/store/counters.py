@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..ground.fsutil import atomic_write
 from ..ground.regular import RECORD_LIMIT, read_cache_file
+from .base import FIELDS, _tallies, tally
 from .ledger import locked
-from .tally import FIELDS, _tallies, tally
 
 __all__ = ["FIELDS", "keep_tallies", "merge_levels", "read_levels", "tally", "zero_tallies"]
 
@@ -60,7 +60,7 @@ def read_counts(root: Path) -> dict:
 # ---------------------------------------------------------------- per-level counts
 #
 # Each level of the store (memory, disk, each bundle, each remote) counts what it did in this
-# process in a ``tally`` (tally.py: small enough for the warm-hit path's imports). They are
+# process in a ``tally`` (base.py: small enough for the warm-hit path's imports). They are
 # added to ``levels`` in stats/counts (``keep_tallies``) when the process exits and when the
 # counts are read, so ``cache stats`` shows every process's counts. A count is best effort, as
 # the hit counter is: threads racing on one level may lose an increment, and a killed process
@@ -78,7 +78,7 @@ def zero_tallies() -> None:
 
 def counts_of(value) -> dict[str, int]:
     """One level's counts with every field of FIELDS: from a mapping, or an object with those
-    attributes (wrappers.Counts); a field missing or not a whole number counts 0."""
+    attributes (base.Counts); a field missing or not a whole number counts 0."""
     get = value.get if isinstance(value, dict) else lambda f, d: getattr(value, f, d)
     out = {}
     for field in FIELDS:
@@ -98,7 +98,7 @@ def _by_name(mapping) -> list:
 
 def merge_levels(*mappings) -> dict[str, dict[str, int]]:
     """Level name -> counts (every FIELDS), summed over ``mappings``: each a mapping of level
-    name -> counts (a dict, or wrappers.Counts) or ``Levels.stats()``'s plain data."""
+    name -> counts (a dict, or base.Counts) or ``Levels.stats()``'s plain data."""
     out: dict[str, dict[str, int]] = {}
     for mapping in mappings:
         for name, value in _by_name(mapping):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..ground import deferred
 from ..ground.regular import ENTRY_LIMIT, open_own, read_cache_file, refused
-from .base import Store
+from .base import Store, tally
 from .layout import (
     NotACacheError,
     bound,
@@ -28,7 +28,6 @@ from .layout import (
     real_dir,
     set_bound,
 )
-from .tally import tally
 
 # off a warm hit's path (ground/deferrals.py says why): a write, a miss, maintenance, stats
 fsutil = deferred("cupy_rawcode.ground.fsutil")

@@ -1,22 +1,30 @@
 """A cache entry as bytes: magic, JSON metadata (with the key, the code's size, how the code is
-stored and its stored length), the code (zstd-compressed where that pays, compression.py), and
-a SHA-256 of everything before it. Never pickled; any damage (truncation, a flipped bit in the
-metadata or the code, another key's entry, a foreign file, a zstd frame that does not give the
-size declared) raises EntryError and is a miss.
+stored and its stored length), the code (zstd-compressed where that pays), and a SHA-256 of
+everything before it. Never pickled; any damage (truncation, a flipped bit in the metadata or
+the code, another key's entry, a foreign file, a zstd frame that does not give the size
+declared) raises EntryError and is a miss.
 
 Format 3 (``MAGIC``) is written; format 2 (``MAGIC_2``: the code always uncompressed, no
 ``codec``) is still read. The checksum covers the stored (compressed) bytes, so damage is found
 before anything is decompressed, and a declared size over ``ENTRY_LIMIT`` is refused unread.
+
+zstd comes from the ``zstandard`` package when it is installed (the ``zstd`` extra; the
+``cu12`` and ``cu13`` extras bring it), loaded on the first compressed entry read or written,
+not at import: it costs about 2 ms to import whole (its ``__init__`` imports ``platform``),
+0.5 ms for its C backend alone, which is what ``load_zstd`` takes where it can. Without it,
+entries are written uncompressed and compressed ones are misses: never a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
+import threading
 
 from ..ground import RawcodeError
 from ..ground.regular import ENTRY_LIMIT
-from . import compression
 
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
 MAGIC_2 = b"CUPY-RAWCODE-ENTRY-2\n"  # read, never written
@@ -30,7 +38,7 @@ class EntryError(RawcodeError, ValueError):
 def encode(key: str, code: bytes, meta: dict, *, compress: bool = True) -> bytes:
     """The entry's bytes: the code zstd-compressed when ``compress``, zstandard is installed
     and it gets smaller (``codec`` "zstd", ``stored`` its length), else stored as it is."""
-    packed = compression.compress(code) if compress else None
+    packed = _compress(code) if compress else None
     fields = {**meta, "key": key, "size": len(code)}
     if packed is not None:  # no codec: stored as it is (and ``stored`` is ``size``)
         fields.update(codec="zstd", stored=len(packed))
@@ -82,10 +90,7 @@ def _unpack(stored: bytes, meta: dict) -> bytes:
         raise EntryError(f"code stored with an unknown codec {codec!r}")
     if size > ENTRY_LIMIT:
         raise EntryError(f"declares {size} bytes of code, more than the limit {ENTRY_LIMIT}")
-    try:
-        return compression.decompress(stored, size)
-    except compression.CompressionError as e:
-        raise EntryError(str(e)) from None
+    return decompress(stored, size)
 
 
 def sizes(head: bytes) -> tuple[int, int] | None:
@@ -127,3 +132,115 @@ def entry_log(meta: dict, program: str | None) -> str:
     if log and program and isinstance(compiled_as, str) and compiled_as and compiled_as != program:
         log = log.replace(compiled_as, program)
     return log
+
+
+# ------------------------------------------------------------------ zstd, loaded on first use
+
+LEVEL = 3  # zstd's default: 2.7x on stripped cubins, about 4 ms per MiB to compress
+MIN_SIZE = 256  # shorter code is stored as it is (a frame's overhead would eat the gain)
+
+_lock = threading.Lock()
+_backend: list = []  # [the module with ZstdCompressor, ZstdDecompressor, frame_content_size]
+_missing: list[str] = []  # why zstandard could not be loaded, once known
+_local = threading.local()  # .dctx: this thread's decompressor (one is not shared by threads)
+
+
+def _c_backend():
+    """zstandard's C extension, loaded without the package ``__init__`` (which imports
+    ``platform``: 1.5 ms more), whatever backend zstandard's own import would choose (they
+    read and write the same frames); None where that cannot be done (not CPython, an unusual
+    install): then the package is imported as usual."""
+    if sys.implementation.name != "cpython":
+        return None
+    found = sys.modules.get("zstandard.backend_c")
+    if found is not None:
+        return found
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.find_spec("zstandard")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "backend_c" + suffix)
+            if os.path.isfile(path):
+                loader = importlib.machinery.ExtensionFileLoader("zstandard.backend_c", path)
+                sub = importlib.util.spec_from_file_location(
+                    "zstandard.backend_c", path, loader=loader
+                )
+                if sub is None:
+                    return None
+                module = importlib.util.module_from_spec(sub)
+                loader.exec_module(module)
+                sys.modules["zstandard.backend_c"] = module  # `import zstandard` reuses it
+                return module
+    return None
+
+
+def load_zstd():
+    """The zstd backend, or None when zstandard is not installed (``_missing`` says why)."""
+    if _backend:
+        return _backend[0]
+    if _missing:
+        return None
+    with _lock:
+        if _backend or _missing:
+            return _backend[0] if _backend else None
+        try:
+            module = _c_backend()
+        except Exception:  # an unusual install: the package's own import decides
+            module = None
+        if module is None or not hasattr(module, "frame_content_size"):
+            try:
+                import zstandard as module
+            except ImportError as e:
+                _missing.append(str(e))
+                return None
+        _backend.append(module)
+        return module
+
+
+def _compress(code: bytes) -> bytes | None:
+    """``code`` as one zstd frame declaring its size, or None: zstandard is not installed, the
+    code is shorter than MIN_SIZE, or it did not get smaller."""
+    if len(code) < MIN_SIZE:
+        return None
+    zstd = load_zstd()
+    if zstd is None:
+        return None
+    packed = zstd.ZstdCompressor(level=LEVEL, write_content_size=True).compress(code)
+    return packed if len(packed) < len(code) else None
+
+
+def _decompressor(zstd):
+    """This thread's decompressor: made once (10 us, half of a small cubin's decode)."""
+    dctx = getattr(_local, "dctx", None)
+    if dctx is None:
+        dctx = _local.dctx = zstd.ZstdDecompressor()
+    return dctx
+
+
+def decompress(packed: bytes, size: int) -> bytes:
+    """The ``size`` bytes the frame ``packed`` holds. The frame must declare exactly ``size``
+    (checked before anything is decompressed: ``size`` was checked against a limit by the
+    caller), and must give exactly that many bytes; else EntryError."""
+    zstd = load_zstd()
+    if zstd is None:
+        raise EntryError(
+            f"compressed with zstd, and zstandard cannot be imported ({_missing[0]}): "
+            "pip install 'cupy-rawcode[zstd]'"
+        )
+    try:
+        declared = zstd.frame_content_size(packed)
+    except Exception as e:  # zstandard's ZstdError: no frame header
+        raise EntryError(f"not a zstd frame ({e})") from None
+    if declared != size:
+        raise EntryError(f"the zstd frame declares {declared} bytes, not {size}")
+    try:
+        code = _decompressor(zstd).decompress(packed, max_output_size=size)
+    except Exception as e:  # ZstdError: a damaged frame
+        raise EntryError(f"damaged zstd data ({e})") from None
+    if len(code) != size:
+        raise EntryError(f"zstd data gave {len(code)} bytes, not {size}")
+    return code

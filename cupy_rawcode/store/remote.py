@@ -3,7 +3,7 @@
 A spec is a store URL (``redis://``, ``memcached://``, ``http(s)://``, ``s3://``, ``module:Class``,
 any URL ``open_store`` takes) optionally followed by ccache-style attributes, of which there is
 one: ``|read-only``. A remote backend raises on a failed call (refused, reset, timed out); the
-``Levels`` holding it (wrappers.py) counts the failure, warns once per process and level with a
+``Levels`` holding it (base.py) counts the failure, warns once per process and level with a
 ``RemoteLevelWarning``, and skips the level for a while: a remote level never fails a compile.
 """
 

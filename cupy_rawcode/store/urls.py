@@ -10,8 +10,7 @@ import os
 from collections.abc import Callable
 
 from ..ground import config, deferred
-from .base import Store
-from .wrappers import ReadOnly
+from .base import ReadOnly, Store
 
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 importlib = deferred("importlib")  # a backend's module, on first use

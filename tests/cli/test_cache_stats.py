@@ -15,10 +15,10 @@ import pytest
 
 from cupy_rawcode import cli
 from cupy_rawcode.store import Levels, ReadOnly, Store, counters, open_store
+from cupy_rawcode.store.base import Counts
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import encode
-from cupy_rawcode.store.wrappers import Counts
 
 pytest.importorskip("zstandard")
 

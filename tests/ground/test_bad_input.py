@@ -300,9 +300,9 @@ def _mangled_kernel(name: str):
 def _on_device_90(monkeypatch):
     """compile() without arch= as on an sm_90 GPU: the device's code is compiled, and checked
     before anything would load it."""
-    from cupy_rawcode.kernel import classes
+    import cupy_rawcode.kernel
 
-    monkeypatch.setattr(classes, "_compute_capability", lambda: 90)
+    monkeypatch.setattr(cupy_rawcode.kernel, "_compute_capability", lambda: 90)
     monkeypatch.setattr(RawKernel, "_kernel", lambda self, log=None: pytest.fail("loaded"))
 
 

@@ -13,7 +13,8 @@ import pytest
 from conftest import CORPUS, ROOT, corpus
 
 import cupy_rawcode
-from cupy_rawcode.kernel import classes, loading
+import cupy_rawcode.kernel
+from cupy_rawcode.kernel import building
 from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = pytest.mark.gpu
@@ -74,11 +75,11 @@ def test_sixteen_threads_racing_on_first_launch_compile_and_load_once(monkeypatc
     import cupy as cp
 
     compiles, loads = [], []
-    orig_compile, orig_load = program._nvrtc_compile, loading._load_module
+    orig_compile, orig_load = program._nvrtc_compile, building._load_module
     monkeypatch.setattr(
         program, "_nvrtc_compile", lambda *a: (compiles.append(1), orig_compile(*a))[1]
     )
-    monkeypatch.setattr(loading, "_load_module", lambda *a: (loads.append(1), orig_load(*a))[1])
+    monkeypatch.setattr(building, "_load_module", lambda *a: (loads.append(1), orig_load(*a))[1])
     src = corpus("block_reduce.cu") + "\n// race\n"
     k = cupy_rawcode.RawKernel(src, "kern")
     x = RNG.standard_normal(N).astype(np.float32)
@@ -161,7 +162,7 @@ def test_user_globals_of_a_stripped_cub_module_stay_reachable():
 def test_attributes_and_settable_shared_size():
     k = cupy_rawcode.RawKernel(corpus("block_reduce.cu"), "kern")
     attrs = k.attributes
-    assert set(attrs) == set(classes._ATTRIBUTES)
+    assert set(attrs) == set(cupy_rawcode.kernel._ATTRIBUTES)
     assert attrs["max_threads_per_block"] >= 128 and attrs["num_regs"] > 0
     assert attrs["shared_size_bytes"] > 0  # BlockReduce's TempStorage
     k.max_dynamic_shared_size_bytes = 64 * 1024

@@ -370,23 +370,17 @@ print(json.dumps({"size": len(code.data), "modules": sorted(
 
 HIT_PATH = {
     "cupy_rawcode",
-    "cupy_rawcode.kernel",
-    "cupy_rawcode.kernel.building",
-    "cupy_rawcode.kernel.checks",
-    "cupy_rawcode.kernel.classes",
-    "cupy_rawcode.kernel.loading",  # not pickling or cucomplex: imported when used
+    "cupy_rawcode.kernel",  # the drop-in classes (not pickling or cucomplex: imported when used)
+    "cupy_rawcode.kernel.building",  # their checks, the warm index hit, the module loader
     "cupy_rawcode.ground",  # deferred(), the labelled digests and the two exception roots
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
     "cupy_rawcode.ground.stamps",
     "cupy_rawcode.key.index",
     "cupy_rawcode.store",  # with MemoryStore, the top level (memory.py names it too)
-    "cupy_rawcode.store.base",  # the Store interface every backend subclasses
-    "cupy_rawcode.store.wrappers",  # Levels, the store a compile reads through
+    "cupy_rawcode.store.base",  # the Store interface, Levels (the store a compile reads through)
     "cupy_rawcode.store.directory",
-    "cupy_rawcode.store.entry",
-    "cupy_rawcode.store.compression",  # zstd for a compressed entry (its C backend alone)
-    "cupy_rawcode.store.tally",  # each level's counts in this process (a dict per level)
+    "cupy_rawcode.store.entry",  # with zstd's decode (its C backend alone), not compression.py
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
     "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
 }

@@ -1,4 +1,4 @@
-"""Entries with their code zstd-compressed (entry.py format 3, compression.py): the round trip
+"""Entries with their code zstd-compressed (entry.py format 3): the round trip
 through every local store, the previous format still read, and every way compressed bytes can
 lie (damage, a wrong declared size, a decompression bomb, an unknown codec, zstandard missing)
 is a miss, never a crash or wrong code."""
@@ -13,7 +13,7 @@ import os
 import pytest
 
 from cupy_rawcode.ground.regular import ENTRY_LIMIT
-from cupy_rawcode.store import Levels, compression, open_store
+from cupy_rawcode.store import Levels, entry, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.entry import MAGIC, MAGIC_2, EntryError, decode, encode, head_length, sizes
 
@@ -140,7 +140,7 @@ def test_compressed_bytes_that_lie_are_a_miss(name, stored, fields, match):
 def test_damage_behind_the_checksum_is_found_before_decompressing(monkeypatch):
     data = bytearray(encode(KEY, CODE, {}))
     data[len(data) - 100] ^= 0x10  # in the compressed code
-    monkeypatch.setattr(compression, "decompress", pytest.fail)
+    monkeypatch.setattr(entry, "decompress", pytest.fail)
     with pytest.raises(EntryError, match="checksum"):
         decode(KEY, bytes(data))
 
@@ -148,7 +148,7 @@ def test_damage_behind_the_checksum_is_found_before_decompressing(monkeypatch):
 def test_a_decompression_bomb_is_refused_before_decompressing(monkeypatch):
     bomb = packed(bytes(ENTRY_LIMIT + 1))  # 256 MiB of zeros: a few kB compressed
     calls = []
-    monkeypatch.setattr(compression, "decompress", lambda *a: calls.append(a) or b"")
+    monkeypatch.setattr(entry, "decompress", lambda *a: calls.append(a) or b"")
     with pytest.raises(EntryError, match="more than the limit"):
         decode(
             KEY,
@@ -159,7 +159,7 @@ def test_a_decompression_bomb_is_refused_before_decompressing(monkeypatch):
 
 def test_a_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
     bomb = packed(bytes(64 << 20))
-    backend = compression._load()  # the module compression.py decompresses with
+    backend = entry.load_zstd()  # the module entry.py decompresses with
     monkeypatch.setattr(backend, "ZstdDecompressor", lambda *a, **k: pytest.fail("decompressed"))
     with pytest.raises(EntryError, match="declares 67108864 bytes, not 1000"):
         decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zstd", "stored": len(bomb)}))
@@ -167,9 +167,9 @@ def test_a_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
 
 def test_without_zstandard_entries_are_written_plain_and_compressed_ones_are_misses(monkeypatch):
     compressed = encode(KEY, CODE, {})
-    monkeypatch.setattr(compression, "_backend", [])
-    monkeypatch.setattr(compression, "_missing", ["No module named 'zstandard'"])
-    assert not compression.available()
+    monkeypatch.setattr(entry, "_backend", [])
+    monkeypatch.setattr(entry, "_missing", ["No module named 'zstandard'"])
+    assert entry.load_zstd() is None
     meta, stored = split(encode(KEY, CODE, {}))
     assert "codec" not in meta and stored == CODE
     with pytest.raises(EntryError, match="pip install 'cupy-rawcode\\[zstd\\]'"):
@@ -180,11 +180,11 @@ def test_the_package_import_is_used_where_the_c_backend_cannot_be_loaded(monkeyp
     def broken():
         raise OSError("unusual install")
 
-    monkeypatch.setattr(compression, "_backend", [])
-    monkeypatch.setattr(compression, "_missing", [])
-    monkeypatch.setattr(compression, "_c_backend", broken)
+    monkeypatch.setattr(entry, "_backend", [])
+    monkeypatch.setattr(entry, "_missing", [])
+    monkeypatch.setattr(entry, "_c_backend", broken)
     assert decode(KEY, encode(KEY, CODE, {}))[0] == CODE
-    assert compression._backend == [zstandard]
+    assert entry._backend == [zstandard]
 
 
 @pytest.mark.parametrize("kind", ["memory", "directory", "bundle"])

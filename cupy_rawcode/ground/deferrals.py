@@ -72,6 +72,7 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.store.counters": "hit and miss counters: stats only",
     "cupy_rawcode.store.urls": "stores opened by URL: a default stack builds its memory and "
     "directory levels itself",
+    "cupy_rawcode.store.readonly": "a read-only wrapper: a `|read-only` remote spec only",
     "cupy_rawcode.store.directory": "the cache directory: make_store builds it (store/__init__)",
     "cupy_rawcode.store.bundle": "bundle files: when configured only",
     "cupy_rawcode.store.redis": "a Redis store: when configured only",

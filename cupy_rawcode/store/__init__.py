@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import config, deferred
-from .base import FIELDS, MemoryStore, ReadOnly, Store, tally
+from .base import FIELDS, MemoryStore, Store, tally
 from .entry import decode
 from .layout import cache_location
 
@@ -298,20 +298,30 @@ def _warn_broken(key: str, where: str, error: ValueError) -> None:
 
 _directory = deferred("cupy_rawcode.store.directory")  # the cache directory: every stack's
 _urls = deferred("cupy_rawcode.store.urls")  # stores opened by URL: open_store and the others
+_readonly = deferred("cupy_rawcode.store.readonly")
 
-# opening a store by URL (urls.py), named here: not imported by a default stack
-_URLS = ("open_store", "open_remote", "parse_url", "path_url", "store_class")
+# named here, not imported by a default stack: opening a store by URL (urls.py), ReadOnly
+_LAZY = {
+    "open_store": _urls,
+    "open_remote": _urls,
+    "parse_url": _urls,
+    "path_url": _urls,
+    "store_class": _urls,
+    "ReadOnly": _readonly,
+}
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what __getattr__ gives, as the type checker sees it
+    from .readonly import ReadOnly
     from .urls import open_remote, open_store, parse_url, path_url, store_class  # noqa: F401
 
 
 def __getattr__(name: str):
-    """open_store and the other URL functions (urls.py), on first use."""
-    if name not in _URLS:
+    """open_store and the other URL functions (urls.py), and ReadOnly, on first use."""
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_urls, name)
+    value = getattr(module, name)
     globals()[name] = value  # the next look-up is a plain global
     return value
 

@@ -1,13 +1,12 @@
 """The one interface every store implements: bytes in, bytes out, keyed by a hex string; each
-level's counts in this process (``tally``); and ``ReadOnly(store)``, which refuses every write.
+level's counts in this process (``tally``); ``RefusingStore``, the base of a read-only store; and
+``MemoryStore``, the in-process LRU at the top of every default stack.
 
 A backend subclasses ``Store`` and implements its abstract methods; ``open_store`` (store/
 __init__.py) opens one by URL. Read-only and layering are wrappers around any store
-(``ReadOnly`` below, ``Levels`` in store/__init__.py), not flags inside each backend.
-``MemoryStore``, the in-process LRU at the top of every default stack, is here too. A store
-never raises on a broken or missing entry: ``get`` gives None or the bytes it holds, and the
-layer above validates them (entry.py).
-
+(``ReadOnly`` in readonly.py, ``Levels`` in store/__init__.py), not flags inside each backend. A
+store never raises on a broken or missing entry: ``get`` gives None or the bytes it holds, and
+the layer above validates them (entry.py).
 
 There is no ``__contains__``: on a shared or remote store, "is it there?" answered apart from
 ``get`` costs a second round trip and can be stale before the value is read, so callers ``get``
@@ -138,38 +137,6 @@ class RefusingStore(Store):
         """Refused: the store is read-only; nothing is removed."""
         refuse(self)
         return 0
-
-
-class ReadOnly(RefusingStore):
-    """``inner`` with put, delete and clear refused (counted in ``refused``), never raising:
-    a compile goes on without storing, as it does on a read-only disk."""
-
-    def __init__(self, inner: Store):
-        self.inner = inner
-        self.name = f"{inner.name} (read-only)"
-        self.on_disk = inner.on_disk
-
-    @property
-    def location(self) -> str:
-        return self.inner.location
-
-    def get(self, key: str) -> bytes | None:
-        return self.inner.get(key)
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        return self.inner.get_many(keys)
-
-    def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
-        return self.inner.sizes(keys)
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def up(self) -> bool:
-        return self.inner.up()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class MemoryStore(Store):

@@ -10,7 +10,8 @@ import os
 from collections.abc import Callable
 
 from ..ground import config, deferred
-from .base import ReadOnly, Store
+from .base import Store
+from .readonly import ReadOnly
 
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 importlib = deferred("importlib")  # a backend's module, on first use

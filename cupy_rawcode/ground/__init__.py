@@ -1,7 +1,11 @@
 """The ground layer: what every stage stands on and that imports nothing of the pipeline above
 it: file stamps (stamps.py), the package's version, ``deferred``: a module imported on first use
-(deferrals.py lists them, with the reasons), and the labelled digests (here rather than in a
-module of their own: every key and every warm hit computes one; digest.py names them too).
+(deferrals.py lists them, with the reasons), and, here rather than in modules of their own
+(every warm hit uses them: a module fewer to import each), the labelled digests and the
+cache's file readers: a file is opened only when it is a regular file (a FIFO, a device or a
+socket named as a source, found as a header or standing in the cache would block a read
+forever, or never end), and the cache's own files without following a symlink and up to a size
+limit (regular.py has the other readers, and opening a cache file to write).
 
 The layer order, enforced by tests/layers/test_layers.py: ground, store, toolkit, headers, key,
 compiler and launch, the orchestrator, then the faces (the drop-in classes, the CuPy
@@ -9,7 +13,16 @@ integration, the worker pool, the CLI)."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import sys
+import time
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows: no advisory locks
+    _fcntl = None  # type: ignore[assignment]
 
 TYPE_CHECKING = False  # typing is not imported for this: a process's first import of it costs
 if TYPE_CHECKING:
@@ -91,3 +104,143 @@ def encode_fields(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
 def digest_fields(fields: list) -> str:
     """The SHA-256 (hex) of the encoded fields."""
     return hashlib.sha256(encode_fields(fields)).hexdigest()
+
+
+# ---------------------------------------------------------------- reading regular files
+
+_log = deferred("cupy_rawcode.ground.log")  # a refused cache file only: off a hit's imports
+# (named _log: ``from cupy_rawcode.ground import log`` gives the module itself)
+
+# O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer (on a
+# regular file it changes nothing); O_CLOEXEC: never leaks into a worker process
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(RawcodeError, OSError):
+    """A path that names something other than a regular file; ``strerror`` says what it is."""
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words ('a FIFO (named pipe)', ...)."""
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+class TooLargeError(RawcodeError, OSError):
+    """A file larger than its reader's limit (a cache file cannot be that big)."""
+
+
+# the cache's limits: an entry is code (CUB kernels are < 1 MiB), a record is a JSON object
+ENTRY_LIMIT = 256 << 20
+RECORD_LIMIT = 8 << 20
+NO_LIMIT = sys.maxsize  # a header: read whole, whatever its size
+
+
+def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
+    """(file descriptor, its fstat) of a regular file, opened for reading without ever
+    blocking; NotRegularFileError (an OSError) for anything else, and for a symlink when
+    ``follow`` is False (the cache's own files: a link there points outside it)."""
+    try:
+        fd = os.open(path, _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise NotRegularFileError(errno.ELOOP, "a symbolic link", os.fspath(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFileError(
+            errno.EINVAL, f"{kind_of(st.st_mode)}, not a regular file", os.fspath(path)
+        )
+    return fd, st
+
+
+def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") -> bytes:
+    """A whole open file of at most ``limit`` bytes (TooLargeError past it, even when it grows
+    while read): one read when it is no larger than fstat said."""
+    if st.st_size > limit:
+        raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+    data = os.read(fd, st.st_size + 1)
+    if len(data) <= st.st_size:
+        return data
+    chunks, total = [data], len(data)  # it grew meanwhile: read on to the end, or the limit
+    while chunk := os.read(fd, 1 << 16):
+        total += len(chunk)
+        if total > limit:
+            raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _refused_key(path) -> tuple[str, str]:
+    """The warn-once key (log.py) of a refused cache path."""
+    return ("refused cache file", str(path))
+
+
+def warned(path) -> bool:
+    """Whether ``refused`` warned about ``path`` in this process (a repair then says nothing)."""
+    return _log.said(_refused_key(path))
+
+
+def refused(path, e: OSError) -> None:
+    """Warn once per path that a cache file is a symlink, not a regular file or too large: a
+    miss (a missing or unreadable one is a plain miss, silently)."""
+    if isinstance(e, (NotRegularFileError, TooLargeError)):
+        _log.warn_once(
+            _refused_key(path),
+            "cupy-rawcode: ignoring %s in the cache: %s (a miss)",
+            path,
+            e.strerror,
+        )
+
+
+def open_cache_file(path) -> tuple[int, os.stat_result] | None:
+    """(fd, fstat) of one of the cache's own files: a regular file reached without a symlink;
+    None (a miss, see ``refused``) for anything else."""
+    try:
+        return open_regular(path, follow=False)
+    except OSError as e:
+        refused(path, e)
+        return None
+
+
+def read_cache_file(
+    path, limit: int, mark_used: bool = False, *, shared_lock: bool = False, used_after: float = 0
+) -> bytes | None:
+    """One of the cache's own files (``open_cache_file``) of at most ``limit`` bytes, or None
+    (a miss). ``mark_used`` sets its mtime through the open file (the size bound's LRU) when it
+    is older than ``used_after`` seconds; ``shared_lock`` holds an flock while reading, so that
+    eviction (which takes it exclusively) never removes a file being read."""
+    opened = open_cache_file(path)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        if shared_lock and _fcntl is not None:
+            _fcntl.flock(fd, _fcntl.LOCK_SH)
+            st_read = os.fstat(fd)  # its size once locked
+        else:
+            st_read = st
+        data = read_fd(fd, st_read, limit, os.fspath(path))
+        if mark_used and time.time() - st.st_mtime > used_after:
+            try:
+                os.utime(fd)
+            except OSError:
+                pass  # a read-only cache still serves hits
+        return data
+    except OSError as e:
+        refused(path, e)
+        return None
+    finally:
+        os.close(fd)  # releases the lock

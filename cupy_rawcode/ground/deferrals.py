@@ -87,6 +87,8 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.ground.log": "logging (see above): a message only",
     "cupy_rawcode.ground.sources": "a header search policy checked: when one is given, or on a "
     "miss's discovery",
+    "cupy_rawcode.ground.regular": "reading a source or a record, opening a cache file to write: "
+    "a warm hit reads through the ground package's readers only",
     "cupy_rawcode.ground.fsutil": "writing files (atomic writes, private dirs): a miss only",
     "cupy_rawcode.ground.nvrtclog": "reading NVRTC's log: a failed compile only",
     "cupy_rawcode.ground.inputs": "checking a raw input: a new source or name only",

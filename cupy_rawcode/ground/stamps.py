@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Callable
 from pathlib import Path
 
-from .regular import RECORD_LIMIT, read_cache_file
+from . import RECORD_LIMIT, read_cache_file
 
 _DIR_FD = os.stat in os.supports_dir_fd
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)

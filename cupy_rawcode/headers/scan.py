@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..ground import open_regular, read_fd
 from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
-from ..ground.regular import open_regular, read_fd
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
 from .standard import guard_year

@@ -14,10 +14,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..ground import ENTRY_LIMIT, open_regular  # a FIFO would block a read
 from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
-from ..ground.regular import ENTRY_LIMIT, open_regular, read_at  # a FIFO would block a read
+from ..ground.regular import read_at
 from .base import RefusingStore, tally
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"

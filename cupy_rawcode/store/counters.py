@@ -11,8 +11,8 @@ import os
 import stat
 from pathlib import Path
 
+from ..ground import RECORD_LIMIT, read_cache_file
 from ..ground.fsutil import atomic_write
-from ..ground.regular import RECORD_LIMIT, read_cache_file
 from .base import FIELDS, _tallies, tally
 from .ledger import locked
 

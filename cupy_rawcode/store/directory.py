@@ -15,8 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..ground import deferred
-from ..ground.regular import ENTRY_LIMIT, open_own, read_cache_file, refused
+from ..ground import ENTRY_LIMIT, deferred, read_cache_file, refused
 from .base import Store, tally
 from .layout import (
     NotACacheError,
@@ -31,6 +30,7 @@ from .layout import (
 
 # off a warm hit's path (ground/deferrals.py says why): a write, a miss, maintenance, stats
 fsutil = deferred("cupy_rawcode.ground.fsutil")
+regular = deferred("cupy_rawcode.ground.regular")  # a counter file opened to write
 log = deferred("cupy_rawcode.ground.log")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 eviction = deferred("cupy_rawcode.store.eviction")
@@ -190,7 +190,7 @@ class DirectoryStore(Store):
         except FileNotFoundError:
             pass
         for name in ("hits", "misses"):
-            fd = open_own(self.root / "stats" / name, os.O_WRONLY | os.O_CREAT)
+            fd = regular.open_own(self.root / "stats" / name, os.O_WRONLY | os.O_CREAT)
             try:
                 os.ftruncate(fd, 0)
             finally:
@@ -275,13 +275,13 @@ def _append(root: Path, name: str, n: int) -> None:
     path = root / "stats" / name
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     try:
-        fd = open_own(path, flags)
+        fd = regular.open_own(path, flags)
     except FileNotFoundError:
         try:
             fsutil.make_private_dirs(path.parent)
             if not real_dir(path.parent):
                 return
-            fd = open_own(path, flags)
+            fd = regular.open_own(path, flags)
         except OSError:
             return
     except OSError as e:

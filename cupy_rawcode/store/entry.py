@@ -23,8 +23,7 @@ import os
 import sys
 import threading
 
-from ..ground import RawcodeError
-from ..ground.regular import ENTRY_LIMIT
+from ..ground import ENTRY_LIMIT, RawcodeError
 
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
 MAGIC_2 = b"CUPY-RAWCODE-ENTRY-2\n"  # read, never written

@@ -22,8 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..ground import RawcodeError, config, deferred
-from ..ground.regular import read_cache_file
+from ..ground import RawcodeError, config, deferred, read_cache_file
 
 # off a cache hit's path (ground/deferrals.py): a write, and a warning
 fsutil = deferred("cupy_rawcode.ground.fsutil")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
-from ..ground import config
+from ..ground import RECORD_LIMIT, config, read_cache_file
 from ..ground.errors import RawcodeValueError
-from ..ground.regular import RECORD_LIMIT, open_own, read_cache_file
+from ..ground.regular import open_own
 from .directory import DirectoryStore
 from .entry import EntryError, decode
 from .layout import cache_location, claim, foreign_message

@@ -31,9 +31,9 @@ import threading
 import time
 from pathlib import Path
 
+from ..ground import refused, warned
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
-from ..ground.regular import refused, warned
 from . import layout
 from .eviction import _remove_tree, prune
 from .ledger import _WIDTH, _ledger

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from ..ground import RECORD_LIMIT, open_regular
 from ..ground.errors import RawcodeError
-from ..ground.regular import RECORD_LIMIT, open_regular, read_at
+from ..ground.regular import read_at
 from . import layout
 from .entry import MAGIC, head_length, sizes
 from .layout import EVICTED

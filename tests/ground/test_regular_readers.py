@@ -7,15 +7,8 @@ import os
 
 import pytest
 
-from cupy_rawcode.ground.regular import (
-    NotRegularFileError,
-    open_regular,
-    read_at,
-    read_fd,
-    read_lines,
-    read_text,
-    universal_newlines,
-)
+from cupy_rawcode.ground import NotRegularFileError, open_regular, read_fd
+from cupy_rawcode.ground.regular import read_at, read_lines, read_text, universal_newlines
 
 DATA = b"one\r\ntwo\rthree\n\nfour \xc3\xa9"
 

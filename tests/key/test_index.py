@@ -372,7 +372,7 @@ HIT_PATH = {
     "cupy_rawcode",
     "cupy_rawcode.kernel",  # the drop-in classes (not pickling or cucomplex: imported when used)
     "cupy_rawcode.kernel.building",  # their checks, the warm index hit, the module loader
-    "cupy_rawcode.ground",  # deferred(), the labelled digests and the two exception roots
+    "cupy_rawcode.ground",  # deferred(), digests, exception roots, the cache's file readers
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
     "cupy_rawcode.ground.stamps",
@@ -382,7 +382,6 @@ HIT_PATH = {
     "cupy_rawcode.store.directory",
     "cupy_rawcode.store.entry",  # with zstd's decode (its C backend alone), not compression.py
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
-    "cupy_rawcode.ground.regular",  # cache files are read only as regular files, never through a link
 }
 
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from cupy_rawcode.ground.regular import ENTRY_LIMIT
+from cupy_rawcode.ground import ENTRY_LIMIT
 from cupy_rawcode.store import Levels, entry, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.entry import MAGIC, MAGIC_2, EntryError, decode, encode, head_length, sizes

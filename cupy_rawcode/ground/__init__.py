@@ -62,11 +62,17 @@ class Deferred:
         return f"<deferred module {object.__getattribute__(self, '_deferred_name')!r}>"
 
 
+_stand_ins: dict[str, Deferred] = {}  # name -> its one stand-in, shared by every module
+
+
 def deferred(name: str) -> Any:
     """A stand-in for the module ``name`` (absolute, and listed in deferrals.DEFERRED:
     tests/layers/test_layers.py checks both) that imports it on first use. Typed Any: the call sites
     are checked by the tests that run them."""
-    return Deferred(name)
+    found = _stand_ins.get(name)
+    if found is None:
+        found = _stand_ins[name] = Deferred(name)
+    return found
 
 
 # The roots of the package's exceptions and warnings, named and pickled as errors.py's

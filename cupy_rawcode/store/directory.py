@@ -37,18 +37,9 @@ eviction = deferred("cupy_rawcode.store.eviction")
 usage = deferred("cupy_rawcode.store.usage")
 counters = deferred("cupy_rawcode.store.counters")
 
-
-class EntryInfo:
-    """One published entry (a plain slotted class, as on every module of the warm-hit path)."""
-
-    __slots__ = ("key", "path", "size", "used")
-
-    def __init__(self, key: str, size: int, used: float, path: Path):
-        self.key, self.size, self.path = key, size, path
-        self.used = used  # last use (mtime), seconds since the epoch
-
-    def __repr__(self) -> str:
-        return f"EntryInfo({self.key[:16]}..., {self.size} B, used {self.used:.0f})"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .usage import EntryInfo
 
 
 class DirectoryStore(Store):
@@ -133,12 +124,8 @@ class DirectoryStore(Store):
     # ------------------------------------------------------------ maintenance
 
     def entries(self) -> list[EntryInfo]:
-        """Every published entry, least recently used first."""
-        return [
-            EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
-            for f in usage.scan(self.root, ("entries",)).files
-            if not f.is_dir
-        ]
+        """Every published entry, least recently used first (usage.py)."""
+        return usage.entries(self.root)
 
     def prune(self, max_bytes: int):
         """Evict least recently used files of every kind (entries, manifests, index entries,

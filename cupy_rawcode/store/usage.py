@@ -227,3 +227,24 @@ def entry_sizes(files: list) -> tuple[int, int, int]:
         else:
             plain += f.size - found[0] + found[1]
     return stored, plain, unread
+
+
+class EntryInfo(NamedTuple):
+    """One published entry: its key, size, last use (mtime, seconds since the epoch), path."""
+
+    key: str
+    size: int
+    used: float
+    path: Path
+
+    def __repr__(self) -> str:
+        return f"EntryInfo({self.key[:16]}..., {self.size} B, used {self.used:.0f})"
+
+
+def entries(root: Path) -> list[EntryInfo]:
+    """Every published entry of the cache at ``root``, least recently used first."""
+    return [
+        EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
+        for f in scan(root, ("entries",)).files
+        if not f.is_dir
+    ]

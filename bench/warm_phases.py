@@ -31,12 +31,11 @@ gc.callbacks.append(lambda phase, info: gcs.append((info["generation"], time.per
 t0 = time.perf_counter()
 import cupy_rawcode
 # what a warm hit imports (tests/key/test_index.py pins that it is no more than this)
-from cupy_rawcode import kernel, key, store
+from cupy_rawcode import ground, kernel, key, store
 from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import building
-from cupy_rawcode.ground import stamps
 from cupy_rawcode.key import index
-from cupy_rawcode.store import directory, entry, memory
+from cupy_rawcode.store import directory, entry, layout
 t_imp = time.perf_counter() - t0
 T = {}
 def wrap(obj, name, label):
@@ -50,9 +49,8 @@ def wrap(obj, name, label):
     setattr(obj, name, w)
 wrap(index, "index_id", "index id")
 wrap(index, "lookup", "index lookup (with stats)")
-wrap(stamps, "check", "stamp checks")
-wrap(stamps.StampedRecord, "load", "record load (with stamps)")
-from cupy_rawcode.store import layout
+wrap(ground, "check_stamps", "stamp checks")
+wrap(ground.StampedRecord, "load", "record load (with stamps)")
 wrap(layout, "owned", "cache owned check")
 wrap(config, "validate", "config validation") if hasattr(config, "validate") else None
 wrap(store.Levels, "fetch", "store read")

@@ -1,8 +1,9 @@
 """The ground layer: what every stage stands on and that imports nothing of the pipeline above
 it: file stamps (stamps.py), the package's version, ``deferred``: a module imported on first use
 (deferrals.py lists them, with the reasons), and, here rather than in modules of their own
-(every warm hit uses them: a module fewer to import each), the labelled digests and the
-cache's file readers: a file is opened only when it is a regular file (a FIFO, a device or a
+(every warm hit uses them: a module fewer to import each), the labelled digests, the records
+trusted while their files' stamps hold (``StampedRecord``, ``check_stamps``) and the cache's
+file readers: a file is opened only when it is a regular file (a FIFO, a device or a
 socket named as a source, found as a header or standing in the cache would block a read
 forever, or never end), and the cache's own files without following a symlink and up to a size
 limit (regular.py has the other readers, and opening a cache file to write).
@@ -26,7 +27,8 @@ except ImportError:  # Windows: no advisory locks
 
 TYPE_CHECKING = False  # typing is not imported for this: a process's first import of it costs
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
     from typing import Any
 
 VERSION = "0.1.0"  # the package's version (pyproject.toml says the same; a test checks it)
@@ -250,3 +252,157 @@ def read_cache_file(
         return None
     finally:
         os.close(fd)  # releases the lock
+
+
+# ---------------------------------------------------------------- stamped records
+# A stamps record (stamps.py takes them) keeps the paths grouped by directory, ``{"dirs":
+# [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of every file's stamp (size,
+# mtime_ns, inode, ctime_ns) in order: checking it is one ``fstatat`` per file, relative to its
+# directory, then one digest. Here, with StampedRecord, because every warm hit checks one.
+
+_json = deferred("json")  # a record read (CuPy, on a hit, has loaded it)
+_array = deferred("array")  # the stamps digested, as above
+
+_DIR_FD = os.stat in os.supports_dir_fd
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+WIDTH = 4  # values per file: size, mtime_ns, inode, ctime_ns
+ABSENT = (-1,) * WIDTH  # a missing file's stamp, in the digest
+
+
+def stamps_digest(values: list) -> str:
+    """SHA-256 of the flat stamps, in record order. The paths need no hashing of their own: a
+    changed list names other files, whose stamps (inode included) differ."""
+    return hashlib.sha256(_array.array("q", values).tobytes()).hexdigest()
+
+
+def stamps_now(dirs) -> list:
+    """The flat stamps of every file of a record's ``dirs`` now (-1s for an absent file): one
+    ``fstatat`` per file, relative to its directory."""
+    stat = os.stat
+    values: list = []
+    for d, names in dirs:
+        try:
+            fd = os.open(d, _DIR_FLAGS) if _DIR_FD else None
+        except OSError:  # the directory is gone: its files are absent
+            values += ABSENT * len(names)
+            continue
+        try:
+            for name in names:
+                try:
+                    st = stat(name, dir_fd=fd) if fd is not None else stat(os.path.join(d, name))
+                except (FileNotFoundError, NotADirectoryError):
+                    values += ABSENT
+                    continue
+                values += (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return values
+
+
+def check_stamps(rec: dict) -> list | None:
+    """The stamps of every recorded file now (flat: size, mtime_ns, inode, ctime_ns, ...; -1s for
+    an absent file) when they are all as recorded, else None. A malformed record raises
+    TypeError/ValueError/KeyError/AttributeError, which callers treat as a miss."""
+    values = stamps_now(rec["dirs"])
+    return values if stamps_digest(values) == rec["digest"] else None
+
+
+_MISS = (OSError, ValueError, KeyError, TypeError, AttributeError)  # a record of the wrong shape
+
+
+def _any(data: dict) -> bool:
+    return True
+
+
+class StampedRecord:
+    """One kind of JSON record kept in the cache and trusted while the files it stamps hold.
+
+    A record lives at ``<cache>/<kind>/<id[:2]>/<id>.json`` (``shard=0``: ``<kind>/<id>.json``)
+    and is a JSON object whose ``"schema"`` is the kind's format version, written first, as
+    ccache's manifest starts with its version: a reader trusts only the layout it was written
+    for, and a new layout gets a new version. Its ``"stamps"`` is a stamps record (``take``,
+    ``merge``). ``load`` gives ``(data, flat stamps now)`` or None for a miss: missing, not
+    a regular file, too large, unreadable, not JSON, another schema, a shape ``valid`` refuses
+    (or raises on), a stamp that changed, or a cache ``owned`` does not call ours. ``memo`` holds
+    what this process loaded or saved, by path: served again, without reading the file, while
+    its stamps hold (``remember=False``: nothing, for a caller that keeps its own answer once
+    per process). ``owned(root)`` (store/layout.py) and the ``publish(root, path, bytes)``
+    given to ``save`` (store/sizebound.py) are the store's: this layer cannot import them."""
+
+    __slots__ = ("_owned", "_remember", "_shard", "_valid", "kind", "memo", "schema")
+
+    def __init__(
+        self,
+        kind: str,
+        schema: str,
+        owned: Callable[[Path], bool],
+        valid: Callable[[dict], bool] = _any,
+        shard: int = 2,
+        remember: bool = True,
+    ):
+        self.kind, self.schema, self._owned, self._valid = kind, schema, owned, valid
+        self._shard, self._remember = shard, remember
+        self.memo: dict[Path, dict] = {}  # path -> data, in this process (stamps still checked)
+
+    def path(self, root: Path, rid: str) -> Path:
+        """Where record ``rid`` lives in the cache at ``root``."""
+        if self._shard:
+            return root / self.kind / rid[: self._shard] / f"{rid}.json"
+        return root / self.kind / f"{rid}.json"
+
+    def _read(self, root: Path, path: Path) -> dict | None:
+        """A record's data from disk, marked used (the size bound evicts the least recently
+        used files first), when it is of this schema and shape; else None."""
+        if not self._owned(root):
+            return None  # never read through a foreign or linked directory
+        raw = read_cache_file(path, RECORD_LIMIT, mark_used=True)
+        if raw is None:
+            return None
+        data = _json.loads(raw)
+        if data.get("schema") != self.schema or not self._valid(data):
+            return None
+        return data
+
+    def load(self, root: Path, rid: str) -> tuple[dict, list] | None:
+        """(the record's data, its files' flat stamps now) while they all hold, else None."""
+        path = self.path(root, rid)
+        data = self.memo.get(path)
+        try:
+            if data is None:
+                data = self._read(root, path)
+            values = None if data is None else check_stamps(data["stamps"])
+        except _MISS:
+            values = None  # missing, unreadable or of the wrong shape: a miss
+        if data is None or values is None:
+            self.memo.pop(path, None)
+            return None
+        if self._remember:
+            self.memo[path] = data
+        return data, values
+
+    def save(self, root: Path, rid: str, fields: dict, publish: Callable) -> dict:
+        """Remember and write a record of ``fields`` (their ``"stamps"`` included), the schema
+        first; returns its data. A read-only cache writes nothing, silently (the store warns
+        once): this process still has the memo, others do without."""
+        data = {"schema": self.schema, **fields}
+        path = self.path(root, rid)
+        if self._remember:
+            self.memo[path] = data
+        try:
+            publish(root, path, _json.dumps(data).encode())
+        except OSError:
+            pass
+        return data
+
+    def discard(self, root: Path, rid: str) -> None:
+        """Forget a record, here and on disk (only in a cache ``owned`` calls ours: never
+        remove through a foreign or linked directory)."""
+        path = self.path(root, rid)
+        self.memo.pop(path, None)
+        if not self._owned(root):
+            return
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # none was written (a read-only cache), or it is gone already

@@ -50,6 +50,8 @@ DEFERRED: dict[str, str] = {
     "signal": "the CLI's and the workers' signal handlers only",
     "struct": "reading an ELF file (strip, relocatable links) only",
     "importlib": "the package's lazy exports, and finding optional packages",
+    "json": "reading a stamped record: a warm hit's (CuPy has loaded it), not the package's import",
+    "array": "digesting a record's stamps: as json",
     "hashlib": "2-3 ms to import (OpenSSL): the first digest (CuPy, on a hit, has loaded it)",
     "fcntl": "POSIX only: file locks where the platform has them",
     "atexit": "a clean-up registered the first time it is needed",

@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import sys
 
-from ..ground import VERSION, config, digest_fields
-from ..ground.stamps import StampedRecord, merge, stamp, take
+from ..ground import VERSION, StampedRecord, config, deferred, digest_fields
 from ..store.layout import cache_location, owned
 from . import SCHEMA as KEY_SCHEMA
 from . import strip_field
+
+_stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 
 SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
@@ -94,7 +95,7 @@ def package_stamps() -> list:
         subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))
         paths.append(d)  # a module added or removed changes its directory
         paths += [os.path.join(d, n) for n in sorted(files) if n.endswith(".py")]
-    return [stamp(p) for p in paths]
+    return [_stamps.stamp(p) for p in paths]
 
 
 def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
@@ -108,7 +109,7 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
         "arch": arch,
         "target": target,
         "count": count,
-        "stamps": merge(stamps + [take(package_stamps())]),
+        "stamps": _stamps.merge(stamps + [_stamps.take(package_stamps())]),
     }
     from ..store.sizebound import publish  # not imported on a hit
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from ..ground import deferred, digest_fields
-from ..ground.stamps import StampedRecord, absent, take
+from ..ground import StampedRecord, deferred, digest_fields
+from ..ground.stamps import absent, take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned
 from . import closure_digest

@@ -41,6 +41,25 @@ __all__ = [
 ]
 
 
+class _Count:
+    """One attribute of Counts (a data descriptor per count, a plain slotted object: fewer
+    objects for a warm hit's imports than a property and its two closures): read from its own
+    counts, added to ``also`` as well."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, counts: Counts | None, owner: type | None = None) -> Any:
+        return self if counts is None else counts._own[self.name]
+
+    def __set__(self, counts: Counts, value: int) -> None:
+        if counts._also is not None:
+            counts._also[self.name] += value - counts._own[self.name]
+        counts._own[self.name] = value
+
+
 class Counts:
     """One level's counts in a Levels: hits, misses, errors (broken entries and failed calls),
     timeouts, writes, and the bytes read from it and written to it. What is added is added to
@@ -50,14 +69,13 @@ class Counts:
 
     _own: dict[str, int]
     _also: dict[str, int] | None
-    # one property each (_count, below)
-    hits: int
-    misses: int
-    errors: int
-    timeouts: int
-    writes: int
-    bytes_read: int
-    bytes_written: int
+    hits = _Count("hits")
+    misses = _Count("misses")
+    errors = _Count("errors")
+    timeouts = _Count("timeouts")
+    writes = _Count("writes")
+    bytes_read = _Count("bytes_read")
+    bytes_written = _Count("bytes_written")
 
     def __init__(self, also: dict[str, int] | None = None) -> None:
         self._own = dict.fromkeys(FIELDS, 0)
@@ -76,22 +94,6 @@ def _tallies_itself(level: Store) -> bool:
     return hasattr(level, "tally") or hasattr(getattr(level, "inner", None), "tally")
 
 
-def _count(name: str) -> property:
-    """Counts' attribute ``name``: read from its own counts, added to ``also`` as well."""
-
-    def get(self: Counts) -> int:
-        return self._own[name]
-
-    def put(self: Counts, value: int) -> None:
-        if self._also is not None:
-            self._also[name] += value - self._own[name]
-        self._own[name] = value
-
-    return property(get, put)
-
-
-for _name in FIELDS:
-    setattr(Counts, _name, _count(_name))
 BACKOFF = 10.0  # seconds a level that failed is skipped before it is tried again
 
 

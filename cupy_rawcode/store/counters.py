@@ -1,6 +1,6 @@
 """The counts a cache directory keeps in ``stats/counts`` (a JSON object, rewritten under the
 ledger's lock): the hit and miss counters' folded total (the counter files ``stats/hits``,
-``stats/misses``: one byte per event, appended by directory.py, are folded into it once one
+``stats/misses``: one byte per event, appended by ``append``, are folded into it once one
 grows past FOLD_BYTES, at each prune; ``read_counts`` gives what was folded), and ``levels``:
 each level's hits, misses, errors, timeouts, writes and bytes (``tally``, ``read_levels``)."""
 
@@ -11,9 +11,11 @@ import os
 import stat
 from pathlib import Path
 
-from ..ground import RECORD_LIMIT, read_cache_file
-from ..ground.fsutil import atomic_write
+from ..ground import RECORD_LIMIT, read_cache_file, refused
+from ..ground.fsutil import atomic_write, make_private_dirs
+from ..ground.regular import open_own
 from .base import FIELDS, _tallies, tally
+from .layout import claim, owned, real_dir
 from .ledger import locked
 
 __all__ = ["FIELDS", "keep_tallies", "merge_levels", "read_levels", "tally", "zero_tallies"]
@@ -171,3 +173,45 @@ def _update(root: Path, change) -> None:
         if not isinstance(counts, dict):
             counts = {}
         atomic_write(root / "stats" / "counts", json.dumps(change(counts)).encode())
+
+
+def append(root: Path, name: str, n: int) -> None:
+    """Add ``n`` events to the counter file ``name`` (hits, misses) of the cache at ``root``
+    (best effort: a read-only cache, or a directory that is not a cache (layout.py), counts
+    nothing; a counter that is no regular file neither)."""
+    try:
+        if not claim(root):
+            return
+    except OSError:
+        return
+    path = root / "stats" / name
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    try:
+        fd = open_own(path, flags)
+    except FileNotFoundError:
+        try:
+            make_private_dirs(path.parent)
+            if not real_dir(path.parent):
+                return
+            fd = open_own(path, flags)
+        except OSError:
+            return
+    except OSError as e:
+        refused(path, e)  # a link or a FIFO: one warning
+        return
+    try:
+        os.write(fd, b"." * n)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def keep(root: Path) -> None:
+    """Write every level's tallies into ``root`` (best effort; only into a cache: layout.py)."""
+    try:
+        if not owned(root):
+            return
+    except OSError:
+        return
+    keep_tallies(root)

@@ -15,7 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..ground import ENTRY_LIMIT, deferred, read_cache_file, refused
+from ..ground import ENTRY_LIMIT, deferred, read_cache_file
 from .base import Store, tally
 from .layout import (
     NotACacheError,
@@ -156,13 +156,13 @@ class DirectoryStore(Store):
                     return
             _flush(self.root)  # the tallies wait for the exit: no JSON rewrite on a hit
             return
-        _append(self.root, "misses", 1)
+        counters.append(self.root, "misses", 1)
 
     def flush_counts(self) -> None:
         """Write the hits this process counted in this directory and has not written yet, and
         every level's tally (counters.py)."""
         _flush(self.root)
-        _keep(self.root)
+        counters.keep(self.root)
 
     def zero_counts(self) -> None:
         """Start the hit and miss counts and every level's counts again from 0 (ccache's
@@ -217,16 +217,6 @@ def _home(root: Path, name: str) -> dict[str, int]:
     return tally(name)
 
 
-def _keep(root: Path) -> None:
-    """Write every level's tallies into ``root`` (best effort; only into a cache: layout.py)."""
-    try:
-        if not owned(root):
-            return
-    except OSError:
-        return
-    counters.keep_tallies(root)
-
-
 def _at_exit() -> None:
     """Write every directory's pending hits, and the levels' tallies, when the process exits
     (registered once)."""
@@ -241,42 +231,11 @@ def _flush_all() -> None:
     for root in list(_pending):
         _flush(root)
     if _homes:
-        _keep(_homes[0])
+        counters.keep(_homes[0])
 
 
 def _flush(root: Path) -> None:
     with _pending_lock:
         n = _pending.pop(root, 0)
     if n:
-        _append(root, "hits", n)
-
-
-def _append(root: Path, name: str, n: int) -> None:
-    """Add ``n`` events to a counter file (best effort: a read-only cache, or a directory that
-    is not a cache (layout.py), counts nothing; a counter that is no regular file neither)."""
-    try:
-        if not claim(root):
-            return
-    except OSError:
-        return
-    path = root / "stats" / name
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-    try:
-        fd = regular.open_own(path, flags)
-    except FileNotFoundError:
-        try:
-            fsutil.make_private_dirs(path.parent)
-            if not real_dir(path.parent):
-                return
-            fd = regular.open_own(path, flags)
-        except OSError:
-            return
-    except OSError as e:
-        refused(path, e)  # a link or a FIFO: one warning
-        return
-    try:
-        os.write(fd, b"." * n)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        counters.append(root, "hits", n)

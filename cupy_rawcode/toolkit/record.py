@@ -20,8 +20,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..ground import config, deferred, digest_fields
-from ..ground.stamps import StampedRecord, entries, stamp, take
+from ..ground import StampedRecord, config, deferred, digest_fields
+from ..ground.stamps import entries, stamp, take
 from ..store.layout import cache_location, owned
 from .discovery import SearchDir, Toolchain, discover, parse_sources, toolkit_home
 

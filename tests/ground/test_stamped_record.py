@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from cupy_rawcode.ground import stamps
-from cupy_rawcode.ground.stamps import StampedRecord
+from cupy_rawcode.ground import StampedRecord, stamps
 
 SCHEMA = "test-record-2"
 RID = "ab" + "0" * 62

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import corpus
 
+from cupy_rawcode import ground
 from cupy_rawcode.ground import stamps
 from cupy_rawcode.kernel import RawKernel, RawModule
 from cupy_rawcode.key import index, manifest
@@ -372,10 +373,9 @@ HIT_PATH = {
     "cupy_rawcode",
     "cupy_rawcode.kernel",  # the drop-in classes (not pickling or cucomplex: imported when used)
     "cupy_rawcode.kernel.building",  # their checks, the warm index hit, the module loader
-    "cupy_rawcode.ground",  # deferred(), digests, exception roots, the cache's file readers
+    "cupy_rawcode.ground",  # deferred(), digests, exception roots, file readers, StampedRecord
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
-    "cupy_rawcode.ground.stamps",
     "cupy_rawcode.key.index",
     "cupy_rawcode.store",  # with MemoryStore, the top level (memory.py names it too)
     "cupy_rawcode.store.base",  # the Store interface, Levels (the store a compile reads through)
@@ -458,21 +458,21 @@ HOLD = {
 def test_stamps_hold_until_a_file_changes(case, tmp_path):
     p = _file(tmp_path)
     rec, values = stamps.take([stamps.stamp(str(p)), stamps.stamp(str(tmp_path))])
-    assert stamps.check(rec) == values
+    assert ground.check_stamps(rec) == values
     change, holds = HOLD[case]
     change(p)
-    assert (stamps.check(rec) is not None) is holds
+    assert (ground.check_stamps(rec) is not None) is holds
 
 
 @pytest.mark.parametrize("create, holds", [(False, True), (True, False)])
 def test_a_file_stamped_absent_must_stay_absent(tmp_path, create, holds):
     missing = tmp_path / "gone" / "nothing.h"
     rec, values = stamps.take([stamps.stamp(str(missing))])
-    assert rec["dirs"] == [[str(missing.parent), ["nothing.h"]]] and values == [-1] * stamps.WIDTH
+    assert rec["dirs"] == [[str(missing.parent), ["nothing.h"]]] and values == [-1] * ground.WIDTH
     if create:
         missing.parent.mkdir()
         missing.write_text("now here")
-    assert (stamps.check(rec) is not None) is holds
+    assert (ground.check_stamps(rec) is not None) is holds
 
 
 def test_merged_stamps_hold_while_every_part_holds(tmp_path):
@@ -481,9 +481,9 @@ def test_merged_stamps_hold_while_every_part_holds(tmp_path):
     b.write_text("g")
     parts = [stamps.take([stamps.stamp(str(a))]), stamps.take([stamps.stamp(str(b))])]
     rec = stamps.merge(parts)
-    assert stamps.check(rec) == parts[0][1] + parts[1][1]
+    assert ground.check_stamps(rec) == parts[0][1] + parts[1][1]
     b.write_text("gg")
-    assert stamps.check(rec) is None
+    assert ground.check_stamps(rec) is None
 
 
 def test_cache_clear_removes_the_index():

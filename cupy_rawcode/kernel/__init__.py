@@ -87,11 +87,24 @@ def _set_attr(name: str):
     return set_
 
 
+class _FromBuild:
+    """What a RawKernel and a RawModule read from their build, as CuPy's classes have it (once,
+    here: the properties of both classes)."""
+
+    _build: _Build
+
+    code = property(lambda self: self._build.code, doc="The CUDA source (None for a file).")
+    options = property(lambda self: self._build.options, doc="The options as given.")
+    file_path = property(lambda self: self._build.path)
+    name_expressions = property(lambda self: self._build.name_expressions)
+    translate_cucomplex = property(lambda self: self._build.translate)
+
+
 class SignatureWarning(RawcodeWarning, UserWarning):
     """A kernel's parameters could not be parsed; its launch() is positional-only."""
 
 
-class RawKernel:
+class RawKernel(_FromBuild):
     """``cupy.RawKernel`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``k(grid, block, args, *, shared_mem=0, stream=None)`` launches exactly as CuPy does.
@@ -145,12 +158,6 @@ class RawKernel:
         k = cls.__new__(cls)
         k._init(build, name, cooperative, jitify=True if build.jitify else None)
         return k
-
-    code = property(lambda self: self._build.code, doc="The CUDA source (None for a file).")
-    options = property(lambda self: self._build.options, doc="The options as given.")
-    file_path = property(lambda self: self._build.path)
-    name_expressions = property(lambda self: self._build.name_expressions)
-    translate_cucomplex = property(lambda self: self._build.translate)
 
     def __call__(self, grid, block, args, **kwargs) -> None:
         """Launch: ``k(grid, block, args, *, shared_mem=0, stream=None)`` (CuPy's convention)."""
@@ -286,7 +293,7 @@ def _check_defined(code: Code, name: str) -> None:
     )
 
 
-class RawModule:
+class RawModule(_FromBuild):
     """``cupy.RawModule`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``path=`` loads a cubin, PTX or fatbin file as CuPy does, and also compiles a ``.cu`` file
@@ -342,12 +349,6 @@ class RawModule:
             backend,
             jitify,
         )
-
-    code = property(lambda self: self._build.code)
-    file_path = property(lambda self: self._build.path)
-    options = property(lambda self: self._build.options)
-    name_expressions = property(lambda self: self._build.name_expressions)
-    translate_cucomplex = property(lambda self: self._build.translate)
 
     @property
     def module(self):

@@ -1,12 +1,12 @@
 """The one interface every store implements: bytes in, bytes out, keyed by a hex string; each
-level's counts in this process (``tally``); ``RefusingStore``, the base of a read-only store; and
-``MemoryStore``, the in-process LRU at the top of every default stack.
+level's counts in this process (``tally``); and ``MemoryStore``, the in-process LRU at the top of
+every default stack.
 
 A backend subclasses ``Store`` and implements its abstract methods; ``open_store`` (store/
 __init__.py) opens one by URL. Read-only and layering are wrappers around any store
-(``ReadOnly`` in readonly.py, ``Levels`` in store/__init__.py), not flags inside each backend. A
-store never raises on a broken or missing entry: ``get`` gives None or the bytes it holds, and
-the layer above validates them (entry.py).
+(``ReadOnly`` and ``RefusingStore`` in readonly.py, ``Levels`` in store/__init__.py), not flags
+inside each backend. A store never raises on a broken or missing entry: ``get`` gives None or
+the bytes it holds, and the layer above validates them (entry.py).
 
 There is no ``__contains__``: on a shared or remote store, "is it there?" answered apart from
 ``get`` costs a second round trip and can be stale before the value is read, so callers ``get``
@@ -112,31 +112,6 @@ class Store(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
-
-
-def refuse(store: Store) -> None:
-    """Count one write refused by a read-only store (a compile never fails on a store write)."""
-    store.refused += 1
-
-
-class RefusingStore(Store):
-    """A read-only store: put, delete and clear are refused and counted, never raising (a
-    compile goes on without storing). A bundle, or ``ReadOnly`` around another store."""
-
-    read_only = True
-
-    def put(self, key: str, data: bytes) -> None:
-        """Refused: the store is read-only."""
-        refuse(self)
-
-    def delete(self, key: str) -> None:
-        """Refused: the store is read-only."""
-        refuse(self)
-
-    def clear(self) -> int:
-        """Refused: the store is read-only; nothing is removed."""
-        refuse(self)
-        return 0
 
 
 class MemoryStore(Store):

@@ -19,7 +19,8 @@ from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from ..ground.regular import read_at
-from .base import RefusingStore, tally
+from .base import tally
+from .readonly import RefusingStore
 
 MAGIC = b"CUPY-RAWCODE-BUNDLE-1\n"
 INDEX_LIMIT = 64 << 20  # a bundle's JSON index (about 100 bytes per entry)

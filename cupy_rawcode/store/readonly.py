@@ -1,12 +1,38 @@
-"""``ReadOnly(store)``: any store with put, delete and clear refused (counted in ``refused``),
-never raising, as a ``|read-only`` remote spec asks (urls.py). Off a warm hit's path: a default
-stack has no read-only wrapper."""
+"""Read-only stores: ``RefusingStore``, whose put, delete and clear are refused (counted in
+``refused``), never raising (a bundle is one), and ``ReadOnly(store)``, any store made so, as a
+``|read-only`` remote spec asks (urls.py). Off a warm hit's path: a default stack has no
+read-only level unless bundles are configured."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .base import RefusingStore, Store
+from .base import Store
+
+
+def refuse(store: Store) -> None:
+    """Count one write refused by a read-only store (a compile never fails on a store write)."""
+    store.refused += 1
+
+
+class RefusingStore(Store):
+    """A read-only store: put, delete and clear are refused and counted, never raising (a
+    compile goes on without storing). A bundle, or ``ReadOnly`` around another store."""
+
+    read_only = True
+
+    def put(self, key: str, data: bytes) -> None:
+        """Refused: the store is read-only."""
+        refuse(self)
+
+    def delete(self, key: str) -> None:
+        """Refused: the store is read-only."""
+        refuse(self)
+
+    def clear(self) -> int:
+        """Refused: the store is read-only; nothing is removed."""
+        refuse(self)
+        return 0
 
 
 class ReadOnly(RefusingStore):

@@ -302,7 +302,7 @@ redis_ttl = Var("CUPY_RAWCODE_REDIS_TTL", _redis_ttl, None).documented(
 redis_timeout = Var("CUPY_RAWCODE_REDIS_TIMEOUT", _seconds, 0.5).documented(
     "seconds (> 0) before a Redis call counts as failed (default 0.5)"
 )
-remote = Var[tuple[str, ...]]("CUPY_RAWCODE_REMOTE", _remote, ()).documented(
+remote = Var("CUPY_RAWCODE_REMOTE", _remote, _NO_PATHS).documented(
     "remote levels after the local ones and Redis's, in look-up order, separated by spaces: "
     "`s3://bucket/prefix`, `memcached://host:11211`, `http(s)://host/path`, `redis://...`, "
     '`module:Class`; each may end `\\|read-only` (see "Sharing a cache")'

@@ -108,3 +108,17 @@ def entries(rec: dict, values: list) -> tuple:
         vals = tuple(values[i * WIDTH : (i + 1) * WIDTH])
         out.append(absent(path) if vals == ABSENT else (path, *vals))
     return tuple(out)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
+
+
+def package_stamps() -> list:
+    """The stamps (``stamp``) of this package's directories and modules, every subpackage
+    included: the code that computes keys (the warm index holds them, key/index.py)."""
+    paths = []
+    for d, subdirs, files in os.walk(_PACKAGE):
+        subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))
+        paths.append(d)  # a module added or removed changes its directory
+        paths += [os.path.join(d, n) for n in sorted(files) if n.endswith(".py")]
+    return [stamp(p) for p in paths]

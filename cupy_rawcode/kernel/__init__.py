@@ -27,7 +27,7 @@ from .building import (
     _cupy_for_nvcc,
     build,
     device_module,
-    parse_options,
+    options_module,
 )
 
 cupy = deferred("cupy")
@@ -198,7 +198,7 @@ class RawKernel(_FromBuild):
                     f"{self._build.path} is compiled code, with no source"
                 )
             source, where = self._build.source()
-            opts = parse_options(self._build.options)
+            opts = options_module.parse_options(self._build.options)
             return binding.signature_for(source, self._entry, opts, where)
         except (signatures.SignatureError, OSError, UnicodeDecodeError) as e:
             self._signature_error = str(e)

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 inputs = deferred("cupy_rawcode.ground.inputs")  # a source or name that is not plain ASCII
 options_module = deferred("cupy_rawcode.headers.options")  # options given (a warm hit: none)
+# the orchestrator: the first compile only; a warm hit keys through the index and never loads
+# the key path (options, headers, toolkit: tests/key/test_index.py HIT_PATH)
+flow = deferred("cupy_rawcode.orchestrator.flow")
 
 _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported here
 
@@ -61,12 +64,12 @@ def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, s
     -arch in the options wins, as in NVRTC."""
     if cc is None and opts_arch is None:
         cc = _compute_capability()
-    return _flow().device_target(opts_arch, cc)
+    return flow.device_target(opts_arch, cc)
 
 
 def _arch_target(arch: str) -> tuple[str, str]:
     """(arch, target) for an explicit arch: 'cubin' for sm_XX, 'ptx' for compute_XX."""
-    return _flow().arch_target(arch)
+    return flow.arch_target(arch)
 
 
 def report(what: str, arch: str, target: str, key: str, detail: str) -> None:
@@ -86,19 +89,11 @@ def replay(log_stream, log: str | None) -> None:
         log_stream.write(log)
 
 
-def _flow():
-    """The orchestrator (orchestrator/flow.py), imported on the first compile only: a warm hit
-    keys through the index and never loads the key path (options, headers, toolkit)."""
-    from ..orchestrator import flow  # off the warm hit path (tests/key/test_index.py HIT_PATH)
-
-    return flow
-
-
 def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=False) -> Code:
     """Compile a request through the orchestrator (flow.compile_for; with ``jitify``, as Jitify
     did) into loadable bytes, replaying NVRTC's log to ``log_stream`` and reporting what it
     did."""
-    req, result = _flow().compile_for(req, index_id=index_id, jitify_mode=jitify)
+    req, result = flow.compile_for(req, index_id=index_id, jitify_mode=jitify)
     replay(log_stream, result.log)
     report(
         "hit" if result.hit else "compiled",
@@ -216,7 +211,7 @@ class _Build:
         return jitify_options(self.options)
 
     def arch_option(self) -> str | None:
-        return parse_options(self.options).arch
+        return options_module.parse_options(self.options).arch
 
     def code_for(
         self,
@@ -235,7 +230,7 @@ class _Build:
             names = self.name_expressions or ()
             if pending:
                 _await_warmup(index.index_id(text, self.compile_options, arch, names, where))
-            req = _flow().request(
+            req = flow.request(
                 text,
                 arch=arch,
                 options=self.compile_options,
@@ -309,7 +304,7 @@ def _check_options(options) -> tuple[str, ...]:
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
         raise errors.RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
     if options:
-        parse_options(options)
+        options_module.parse_options(options)
     return tuple(options)
 
 
@@ -324,11 +319,6 @@ def _check_name(name: str) -> None:
     """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
     if "\0" in name or not name.isascii():
         inputs.check_name(name, "kernel name")
-
-
-def parse_options(options):
-    """options.parse_options, imported on first use (a warm hit never needs it)."""
-    return options_module.parse_options(options)
 
 
 # ------------------------------------------------ loading a module, once per device

@@ -17,7 +17,6 @@ the search path; ``cupy-rawcode cache clear`` removes the index with everything 
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..ground import VERSION, StampedRecord, config, deferred, digest_fields
@@ -28,7 +27,6 @@ from . import strip_field
 _stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 
 SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
 
 
 class Found:
@@ -87,17 +85,6 @@ def lookup(iid: str) -> Found | None:
     return Found(data["key"], data["arch"], data["target"], data["count"])
 
 
-def package_stamps() -> list:
-    """The stamps (stamps.stamp) of this package's directories and modules, every
-    subpackage included: the code that computes keys."""
-    paths = []
-    for d, subdirs, files in os.walk(_PACKAGE):
-        subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))
-        paths.append(d)  # a module added or removed changes its directory
-        paths += [os.path.join(d, n) for n in sorted(files) if n.endswith(".py")]
-    return [_stamps.stamp(p) for p in paths]
-
-
 def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
     """Record what these inputs keyed to. ``stamps``: the parts taken when the key was computed
     (request.Keyed.stamps); None (the toolchain is not stamped) writes nothing. A read-only
@@ -109,7 +96,7 @@ def save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | 
         "arch": arch,
         "target": target,
         "count": count,
-        "stamps": _stamps.merge(stamps + [_stamps.take(package_stamps())]),
+        "stamps": _stamps.merge(stamps + [_stamps.take(_stamps.package_stamps())]),
     }
     from ..store.sizebound import publish  # not imported on a hit
 

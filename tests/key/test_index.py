@@ -204,7 +204,7 @@ def _restore_touched_files():
 
 def _stamp_changed(monkeypatch, module):
     """As if ``module`` had been edited: its recorded stamp no longer matches."""
-    real = index.package_stamps
+    real = stamps.package_stamps
     suffix = os.sep + os.path.join("cupy_rawcode", *module.split("/"))
     assert any(p.endswith(suffix) for p, *_ in real()), f"{module} is not stamped"
 
@@ -214,7 +214,7 @@ def _stamp_changed(monkeypatch, module):
             for p, size, mtime, *rest in real()
         ]
 
-    monkeypatch.setattr(index, "package_stamps", edited)
+    monkeypatch.setattr(stamps, "package_stamps", edited)
 
 
 def _entries():

@@ -377,10 +377,10 @@ HIT_PATH = {
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",
     "cupy_rawcode.key.index",
-    "cupy_rawcode.store",  # with MemoryStore, the top level (memory.py names it too)
-    "cupy_rawcode.store.base",  # the Store interface, Levels (the store a compile reads through)
+    "cupy_rawcode.store",  # with Levels, the store a compile reads through
+    "cupy_rawcode.store.base",  # the Store interface, MemoryStore, each level's tally
     "cupy_rawcode.store.directory",
-    "cupy_rawcode.store.entry",  # with zstd's decode (its C backend alone), not compression.py
+    "cupy_rawcode.store.entry",  # the entry format, with zstd (its C backend alone)
     "cupy_rawcode.store.layout",  # is the directory a cache (CACHEDIR.TAG)? once per process
 }
 

@@ -14,8 +14,7 @@ import sys
 import pytest
 
 from cupy_rawcode import cli
-from cupy_rawcode.store import Levels, ReadOnly, Store, counters, open_store
-from cupy_rawcode.store.base import Counts
+from cupy_rawcode.store import Counts, Levels, ReadOnly, Store, counters, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import encode

@@ -242,6 +242,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             "arch": req.arch,
             "symbols": made.symbols,
             "created": time.time(),
+            "compile_seconds": round(t2 - t1, 4),  # what a hit saves (cache stats)
             "nvrtc": ctx.toolchain.nvrtc_version_str,
             "headers": count,
             "made": made.made,
@@ -290,7 +291,7 @@ def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, 
             if error is not None:
                 raise error
         return None
-    failures.count_hit(store)
+    failures.count_hit(store, layer, meta)
     return found
 
 

@@ -32,18 +32,24 @@ def _found(key: str) -> bytes | dict | None:
     found = failures.look_up(store, key)
     if found is None:
         return None
-    code, meta, _ = found
+    code, meta, layer = found
     if failures.is_failure(meta):
         return failures.read(code, CUPY_FAILURE)
     if meta.get("target") != PAYLOAD:
         return None
-    failures.count_hit(store)
+    failures.count_hit(store, layer, meta)
     return code
 
 
-def save(key: str, arch: str, payload: bytes) -> None:
-    """Store CuPy's payload under our key."""
-    meta = {"target": PAYLOAD, "arch": arch, "created": time.time()}
+def save(key: str, arch: str, payload: bytes, seconds: float) -> None:
+    """Store CuPy's payload under our key; ``seconds``: how long CuPy's compile took (what a
+    hit saves, in cache stats)."""
+    meta = {
+        "target": PAYLOAD,
+        "arch": arch,
+        "created": time.time(),
+        "compile_seconds": round(seconds, 4),
+    }
     store = default_store()
     store.record(False)
     store.put(key, encode(key, payload, meta))
@@ -88,6 +94,7 @@ def serve(
         mod = load(found)
         if mod is not None:
             return mod
+    t0 = time.perf_counter()
     try:
         mod, captured = compile()
     except Exception as e:
@@ -98,7 +105,7 @@ def serve(
         return mod
     path = changed()
     if path is None:
-        save(key, arch, captured)
+        save(key, arch, captured, time.perf_counter() - t0)
     else:
         warnings.warn(
             f"cupy-rawcode: {path} changed while CuPy compiled a kernel that includes it; "
@@ -133,6 +140,7 @@ def ahead(
     one raised again, as serve does."""
     if _held(key, failing) is not None:
         return True
+    t0 = time.perf_counter()
     try:
         payload = compile()
     except Exception as e:
@@ -141,5 +149,5 @@ def ahead(
         raise
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, arch, payload)
+    save(key, arch, payload, time.perf_counter() - t0)
     return False

@@ -1,7 +1,16 @@
 """Each store level's counts in this process (``tally``): a plain dict per level name, kept
 here, on the warm-hit path's imports, and written out by counters.py."""
 
-FIELDS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+FIELDS = (
+    "hits",
+    "misses",
+    "errors",
+    "timeouts",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "saved_ms",  # the compile time its hits saved: each entry's compile_seconds (wrappers.py)
+)
 
 _tallies: dict[str, dict[str, int]] = {}  # level name -> its counts, not written yet
 

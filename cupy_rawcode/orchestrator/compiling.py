@@ -11,6 +11,7 @@ import warnings
 
 from ..compiler import early
 from ..compiler.early import Early
+from ..compiler.signals import taken_by_keeper
 from ..ground import config, errors  # errors' CuPy-based classes are built on first use
 from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarning
 from ..ground.stamps import changed_since, first_changed
@@ -156,10 +157,12 @@ def compile_request(
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
     its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
     early is abandoned when resolution fails or the store has the entry. Everything the compile
-    writes goes to the directory of the store's disk layer (using_cache_dir)."""
+    writes goes to the directory of the store's disk layer (using_cache_dir). Ctrl-C and
+    SIGTERM reach Python's handler while the headers are scanned beside an early compile
+    (compiler/signals.py: taken_by_keeper)."""
     store = store if store is not None else default_store()
     try:
-        with using_cache_dir(store_dir(store)):
+        with using_cache_dir(store_dir(store)), taken_by_keeper():
             return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():

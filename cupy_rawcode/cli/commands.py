@@ -11,7 +11,7 @@ import time
 from ..ground import deferred
 from ..ground.config import check_workers
 from ..ground.inputs import read_source
-from ..store import maintenance
+from ..store import maintenance, transfer
 from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
 from ..store.counters import zero_tallies
 from ..store.entry import EntryError, decode
@@ -274,9 +274,14 @@ def _cmd_bundle(args, options) -> int:
         else:
             keys = [e.key for e in disk.entries()]
         entries, skipped = maintenance.exportable(disk, keys)
-        n = write_bundle(args.out, entries)
+        # the closure records the entries name (key/portable.py): a new process keys them
+        # without resolving headers (a whole export holds them already)
+        named = transfer.records_named(entries, set(keys))
+        records, _ = maintenance.exportable(disk, named)
+        n = write_bundle(args.out, entries + records)
         print(
-            f"wrote {n} entries to {args.out}"
+            f"wrote {n - len(records)} entries to {args.out}"
+            + (f" with {len(records)} closure records" if records else "")
             + (f" ({skipped} missing or broken skipped)" if skipped else "")
         )
         return EXIT_OK

@@ -20,6 +20,7 @@ from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
 from ..store.layout import using_cache_dir
+from ..store.transfer import CLOSURE_RECORD
 from . import failures
 
 
@@ -252,6 +253,8 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             "log": made.log,
             "program": req.program_name,  # what the log calls the source (entry_log)
         }
+        if keyed.record:  # carried along by a bundle export or a pull (store/transfer.py)
+            meta[CLOSURE_RECORD] = keyed.record
         code = bytes(made.code)
         if not code:  # never cache nothing as a kernel
             raise RawcodeRuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")

@@ -276,12 +276,13 @@ def _cmd_bundle(args, options) -> int:
         entries, skipped = maintenance.exportable(disk, keys)
         # the closure records the entries name (key/portable.py): a new process keys them
         # without resolving headers (a whole export holds them already)
-        named = transfer.records_named(entries, set(keys))
-        records, _ = maintenance.exportable(disk, named)
-        n = write_bundle(args.out, entries + records)
+        named = transfer.records_named(entries)
+        extra, _ = maintenance.exportable(disk, [k for k in named if k not in set(keys)])
+        n = write_bundle(args.out, entries + extra)
+        records = len(set(named) & {key for key, _ in entries + extra})
         print(
-            f"wrote {n - len(records)} entries to {args.out}"
-            + (f" with {len(records)} closure records" if records else "")
+            f"wrote {n - records} entries to {args.out}"
+            + (f" with {records} closure records" if records else "")
             + (f" ({skipped} missing or broken skipped)" if skipped else "")
         )
         return EXIT_OK

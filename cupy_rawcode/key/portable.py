@@ -12,6 +12,9 @@ file must still be absent, and no header may be shadowed by a file of the same n
 earlier search directory (``validate``). Its entry is an ordinary one (store/entry.py: JSON
 bytes, meta ``target`` TARGET), never unpickled; a damaged or foreign one is a miss.
 
+Only a closure of MIN_HEADERS headers or more gets a record: a smaller one resolves in about the
+time a record takes to read and check, and would only add an entry to every level.
+
 A look-up or a put of a record is no kernel's: it is left out of every count ``cache stats``
 shows (``uncounted``).
 """
@@ -36,6 +39,7 @@ scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the s
 
 SCHEMA = "cupy-rawcode-closure-1"
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
+MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 _COUNTED = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
 
 
@@ -60,7 +64,10 @@ def _roots(ctx) -> dict[str, str]:
 
 def make(closure, facts: dict, ctx) -> dict | None:
     """A record of a fresh closure (``facts``: a manifest's closure, count, file, floor and
-    specialized fields), or None when a header is not where its tag points (not portable)."""
+    specialized fields), or None for a closure of fewer than MIN_HEADERS headers or one with a
+    header that is not where its tag points (not portable)."""
+    if len(closure.headers) < MIN_HEADERS:
+        return None
     roots = _roots(ctx)
     headers = []
     for h in closure.headers:

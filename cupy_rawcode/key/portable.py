@@ -53,29 +53,39 @@ def record_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
     return digest_fields(fields)
 
 
-def _roots(ctx) -> dict[str, str]:
-    """Each tag's directory in this process: the search list's, the source's own, and "abs"."""
-    roots = {d.tag: d.path for d in ctx.dirs}
-    roots["abs"] = "/"
-    if ctx.source_dir:
-        roots["src"] = ctx.source_dir
-    return roots
+def _special(ctx) -> dict[str, str]:
+    """The directories of the tags that are no search directory: the source's own, and "abs"."""
+    return {"abs": "/", "src": ctx.source_dir} if ctx.source_dir else {"abs": "/"}
+
+
+def _where(header, rel: str, ctx) -> int | None:
+    """The index in the search list of the directory ``header`` lies in under its name ``rel``
+    (a tag may name several: CuPy's CCCL is three), -1 for a tag of ``_special``, None when it
+    lies in none (not portable)."""
+    special = _special(ctx).get(header.root)
+    if special is not None:
+        return -1 if os.path.normpath(os.path.join(special, rel)) == header.path else None
+    for i, d in enumerate(ctx.dirs):
+        if d.tag == header.root and os.path.normpath(os.path.join(d.path, rel)) == header.path:
+            return i
+    return None
 
 
 def make(closure, facts: dict, ctx) -> dict | None:
     """A record of a fresh closure (``facts``: a manifest's closure, count, file, floor and
     specialized fields), or None for a closure of fewer than MIN_HEADERS headers or one with a
-    header that is not where its tag points (not portable)."""
+    header that lies in no directory of its tag (not portable). Each header is [its tag, the
+    index of its directory in the search list (-1: the source's own, or an absolute path), its
+    name in that directory, its content digest]."""
     if len(closure.headers) < MIN_HEADERS:
         return None
-    roots = _roots(ctx)
     headers = []
     for h in closure.headers:
         rel = h.logical[len(h.root) + 1 :]
-        root = roots.get(h.root)
-        if root is None or os.path.normpath(os.path.join(root, rel)) != h.path:
+        where = _where(h, rel, ctx)
+        if where is None:
             return None
-        headers.append([h.root, rel, h.digest])
+        headers.append([h.root, where, rel, h.digest])
     gone = []
     for path in closure.absent:
         if not ctx.source_dir:
@@ -140,12 +150,18 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         return None
     if not isinstance(floor[1], str):
         return None
-    roots, order = _roots(ctx), {d.tag: i for i, d in enumerate(ctx.dirs)}
+    special, dirs = _special(ctx), ctx.dirs
     ids, names, seen_dirs, digest_of = [], [], dict[str, bool](), scan.digest_bytes
-    for tag, rel, digest in data["headers"]:
-        if not (isinstance(tag, str) and isinstance(rel, str) and tag in roots):
+    for tag, where, rel, digest in data["headers"]:
+        if not (isinstance(tag, str) and isinstance(rel, str) and type(where) is int):
             return None
-        path = os.path.normpath(os.path.join(roots[tag], rel))
+        if where < 0:
+            root = special[tag]  # KeyError: no such tag here
+        elif dirs[where].tag == tag:  # IndexError: no such directory here
+            root = dirs[where].path
+        else:
+            return None
+        path = os.path.normpath(os.path.join(root, rel))
         fd, st = open_regular(path)  # OSError: missing, or no regular file
         try:
             text = read_fd(fd, st, path=path)
@@ -154,7 +170,7 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         if digest_of(text) != digest:
             return None
         # found through the search list: a file of that name in an earlier directory now wins
-        if any(_shadowed(d.path, rel, seen_dirs) for d in ctx.dirs[: order.get(tag, 0)]):
+        if any(_shadowed(d.path, rel, seen_dirs) for d in dirs[: max(where, 0)]):
             return None
         ids.append((path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
         names.append((f"{tag}:{rel}", digest))

@@ -97,7 +97,7 @@ def test_a_record_round_trips_and_names_headers_by_tag(layout, tmp_path):
     assert list(records) == [keyed.record]
     data = records[keyed.record]
     assert data["schema"] == portable.SCHEMA and data["count"] == N + 2  # local.h, the shim's
-    assert ["user1", "lib/h0.h"] in [h[:2] for h in data["headers"]]
+    assert ["user1", 1, "lib/h0.h"] in [h[:3] for h in data["headers"]]
     assert all(str(tmp_path) not in json.dumps(h) for h in data["headers"])  # no paths
     assert data["absent"] == ["cupy_rawcode/workaround.h", "local.h"]  # looked for in src/
     ctx = context(_request(paths))
@@ -175,8 +175,13 @@ STALE = [
     ("a record of another schema", _tamper("schema", "cupy-rawcode-closure-0"), False),
     ("a record whose digest is not its headers'", _tamper("closure", "0" * 64), False),
     ("a record whose count is not its headers'", _tamper("count", 3), False),
-    ("a record whose headers are not a list of triples", _tamper("headers", [["x"]]), False),
+    (
+        "a record whose headers are not a list of triples",
+        _tamper("headers", [["x", 0, "a.h"]]),
+        False,
+    ),
     ("a record whose floor is no floor", _tamper("floor", "c++17"), False),
+    ("a header in a directory not searched here", _tamper("headers", [["user1", 9, "a", ""]]), 0),
 ]
 
 

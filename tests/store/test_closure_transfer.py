@@ -89,3 +89,6 @@ def test_a_prebuilt_bundle_carries_the_records(tmp_path, capsys):
     assert cli.main(["bundle", "export", str(out), "--prebuilt"]) == 0
     assert f"wrote 3 entries to {out} with 1 closure records" in capsys.readouterr().out
     assert BundleStore(out).keys() == sorted([*keys, RECORD])
+    assert cli.main(["bundle", "info", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{RECORD}  closure record" in shown and "3 entries and 1 closure records" in shown

@@ -213,7 +213,8 @@ def save(rid: str, record: dict) -> None:
     store = default_store()
     if store.read_only:
         return
-    raw = encode(rid, json.dumps(record, separators=(",", ":")).encode(), {"target": TARGET})
+    meta = {"target": TARGET, "headers": record["count"]}  # as `cache list -l` shows them
+    raw = encode(rid, json.dumps(record, separators=(",", ":")).encode(), meta)
     with uncounted(store):
         store.put(rid, raw)
 

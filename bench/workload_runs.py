@@ -89,6 +89,22 @@ def prebuild(record: str, work: str, arch: str) -> dict:
     }
 
 
+def cache_stats(cache_dir: str) -> dict:
+    """What ``cache stats --json`` says of a cache directory: its entries stored and
+    uncompressed (the compression ratio of the workload's entries), hits, misses and the
+    compile time they saved; {"error": ...} when the command fails."""
+    out = subprocess.run(
+        CLI + ["cache", "stats", "--json"], env=env_for(CUPY_RAWCODE_CACHE_DIR=cache_dir),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    try:
+        got = json.loads(out.stdout)
+    except ValueError:
+        return {"error": (out.stderr or out.stdout).strip()[-500:]}
+    keep = ("entries", "hits", "misses", "compile_seconds_saved")
+    return {k: got.get(k) for k in keep}
+
+
 def pull_missing() -> str | None:
     """Why ``cupy-rawcode cache pull`` cannot be run here, or None when it can."""
     out = subprocess.run(

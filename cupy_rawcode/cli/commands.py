@@ -11,7 +11,8 @@ import time
 from ..ground import deferred
 from ..ground.config import check_workers
 from ..ground.inputs import read_source
-from ..store import maintenance
+from ..key import portable
+from ..store import maintenance, transfer
 from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
 from ..store.counters import zero_tallies
 from ..store.entry import EntryError, decode
@@ -265,6 +266,14 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
     return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
+def _is_record(key: str, data: bytes) -> bool:
+    """Whether an entry's bytes are a closure record's (key/portable.py), not a kernel's."""
+    try:
+        return decode(key, data)[1].get("target") == portable.TARGET
+    except EntryError:
+        return False
+
+
 @_uncounted
 def _cmd_bundle(args, options) -> int:
     if args.action == "export":
@@ -274,9 +283,15 @@ def _cmd_bundle(args, options) -> int:
         else:
             keys = [e.key for e in disk.entries()]
         entries, skipped = maintenance.exportable(disk, keys)
-        n = write_bundle(args.out, entries)
+        # the closure records the entries name (key/portable.py): a new process keys them
+        # without resolving headers (a whole export holds them already)
+        named = transfer.records_named(entries)
+        extra, _ = maintenance.exportable(disk, [k for k in named if k not in set(keys)])
+        n = write_bundle(args.out, entries + extra)
+        records = sum(_is_record(key, data) for key, data in entries + extra)
         print(
-            f"wrote {n} entries to {args.out}"
+            f"wrote {n - records} entries to {args.out}"
+            + (f" with {records} closure records" if records else "")
             + (f" ({skipped} missing or broken skipped)" if skipped else "")
         )
         return EXIT_OK
@@ -284,18 +299,23 @@ def _cmd_bundle(args, options) -> int:
         found = read_index(args.out)
     except BundleError as e:
         raise InputError(f"{args.out}: {e}") from None
-    store, broken = BundleStore(args.out, found.entries), len(found.cut)
+    store, broken, records = BundleStore(args.out, found.entries), len(found.cut), 0
     for key in sorted(found.entries):
         try:
             _code, meta = decode(key, store.get(key) or b"")
-            print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
+            if meta.get("target") == portable.TARGET:
+                records += 1
+                print(f"{key}  closure record")
+            else:
+                print(f"{key}  {meta.get('arch', '?')} {meta.get('target', '?')}")
         except EntryError as e:
             broken += 1
             print(f"{key}  BROKEN ({e})")
     for key in found.cut:
         print(f"{key}  BROKEN (beyond the end of the file)")
-    total = len(found.entries) + len(found.cut)
-    print(f"{total} entries, {_human(found.size)}, {broken} broken")
+    total = len(found.entries) + len(found.cut) - records
+    kept = f" and {records} closure records" if records else ""
+    print(f"{total} entries{kept}, {_human(found.size)}, {broken} broken")
     cut = truncation(found)
     if cut:
         _report(f"cupy-rawcode: error: {args.out}: {cut}")

@@ -4,7 +4,8 @@ and a summary on stdout (``--json``: the summary as one object).
 
 ``pull --manifest app.rec`` fetches every entry the record needs (keyed without compiling,
 parallel/keys.py) that the local cache lacks; ``push`` sends the record's entries, or every
-local entry without ``--manifest``. Entries no level holds are no error, and a level that fails
+local entry without ``--manifest``; either takes along the closure records the entries name
+(key/portable.py), counted apart. Entries no level holds are no error, and a level that fails
 is a warning: the exit status is 0 for both. No remote level at all is a usage error (2).
 """
 
@@ -155,6 +156,8 @@ def _pull(store: Any, keys: list[str], as_json: bool) -> int:
         for where, n in summary.fetched.items():
             print(f"  fetched from {where}: {n}")
         print(f"  missing everywhere: {summary.missing} (damaged copies seen: {summary.damaged})")
+        if summary.records:
+            print(f"  closure records fetched with them: {summary.records}")
     return _summed(summary, "pull", f"{got} fetched", got, as_json)
 
 
@@ -167,6 +170,8 @@ def _push(store: Any, keys: list[str] | None, as_json: bool) -> int:
             print(f"  sent to {where}: {n} ({summary.present[where]} already there)")
         for where in summary.read_only:
             print(f"  {where}: read-only, not written")
+        if summary.records:
+            print(f"  closure records sent with them: {summary.records}")
     return _summed(summary, "push", f"{sent} sent", summary.asked, as_json)
 
 

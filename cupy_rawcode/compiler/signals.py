@@ -22,17 +22,26 @@ SIGTERM; a program's handler runs as written). The call it was waiting for is le
 its thread. Another thread waits without taking signals: Python handles them in the main
 thread.
 
-A thread that is not waiting here (the main thread scanning headers while an early compile
-runs, or a thread of the program's) takes signals through the process-wide disposition. So
-while any guarded call runs, a keeper thread (signals blocked) puts the kept handlers back
-every KEEPER_STEP: NVRTC's handler stays in force at most that long after it installs it.
+A thread that is not waiting here takes signals through the process-wide disposition. So
+while any guarded call runs, a keeper thread puts the kept handlers back every KEEPER_STEP:
+NVRTC's handler stays in force at most that long after it installs it. The keeper waits for
+the two signals in ``sigtimedwait`` between its steps, so that a signal no other thread can
+take comes to it: it hands it to Python's handler in the main thread
+(``_thread.interrupt_main``), or, for SIG_DFL or a handler set outside Python, puts the kept
+disposition back and raises the signal again in its own thread.
 
-What stays open: a signal that reaches such a thread in that instant, between NVRTC installing
-its handler and the keeper's next step, still meets NVRTC's.
+The main thread scans headers while an early compile runs (orchestrator/compiling.py): it does
+so inside ``taken_by_keeper()``, with the two signals blocked, so a signal then goes to the
+keeper, never through NVRTC's handler, and still interrupts the scan as Python's would.
+
+What stays open: a thread of the program's that takes signals, in the instant between NVRTC
+installing its handler and the keeper's next step (a few milliseconds under heavy load: the
+keeper needs the GIL), still meets NVRTC's.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import functools
@@ -40,7 +49,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 from . import early
@@ -140,7 +148,8 @@ def _handlers_kept() -> Iterator[None]:
 
 def _keep() -> None:
     """The keeper: while a guarded call runs, put the kept handlers back every KEEPER_STEP, for
-    the threads that take signals outside the guard (module docstring)."""
+    the threads that take signals outside the guard, and take a signal no other thread takes
+    (module docstring)."""
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     while True:
         with _lock:  # checked and put back at once: never after the last call ended
@@ -148,7 +157,44 @@ def _keep() -> None:
                 _keeper.clear()
                 return
             _put_back()
-        time.sleep(KEEPER_STEP)
+        info = signal.sigtimedwait(SIGNALS, KEEPER_STEP)
+        if info is not None:
+            _forward(info.si_signo)
+
+
+def _forward(signum: int) -> None:
+    """A signal the keeper took, to where it would have gone: Python's handler runs in the main
+    thread; SIG_IGN drops it; otherwise (SIG_DFL, a handler set outside Python) the kept
+    disposition is put back and the signal raised again in this thread, where it acts."""
+    handler = signal.getsignal(signum)
+    if callable(handler):
+        _thread.interrupt_main(signal.Signals(signum))
+        return
+    if handler == signal.SIG_IGN:
+        return
+    with _lock:
+        _put_back()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    signal.pthread_kill(threading.get_ident(), signum)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})  # a handler set outside Python ran
+
+
+@contextlib.contextmanager
+def taken_by_keeper() -> Iterator[None]:
+    """In the main thread: SIGINT and SIGTERM blocked while the block runs, and taken by the
+    keeper instead, which hands them to Python's handler here (module docstring): for work
+    done beside an early compile, which may put NVRTC's handler in force at any instant. Does
+    nothing in another thread, or where calls are not guarded."""
+    if not usable() or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with _handlers_kept():
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            yield
+        finally:
+            restore()  # before unblocking: a pending signal meets Python's handler
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def steps() -> Iterator[float]:

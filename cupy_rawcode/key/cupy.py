@@ -21,8 +21,9 @@ KEY_KIND = "cupy-compile-1"  # change when the fields below change
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
-# (directives, options) -> (closure digest, its files' stamps as stamps.take gave them)
-_closures: dict[tuple[str, tuple[str, ...]], tuple[str, tuple]] = {}
+# (directives, options) -> (closure digest, its files' stamps as stamps.take gave them, the key
+# of its portable record or "")
+_closures: dict[tuple[str, tuple[str, ...]], tuple[str, tuple, str]] = {}
 
 
 def extra_digest(extra: str | None) -> str:
@@ -77,8 +78,16 @@ def _closure(source: str, options: tuple[str, ...]) -> tuple[Any, str]:
     known = _closures.get(memo)
     if known is None:
         facts, _ = closure_digests(skeleton, ctx)
-        known = _closures[memo] = (facts.digest, facts.stamps)
+        known = _closures[memo] = (facts.digest, facts.stamps, facts.record)
     return opts, known[0]
+
+
+def closure_record(source: str, options: tuple[str, ...]) -> str:
+    """The key of the portable record of a keyed source's closure (key/portable.py), which its
+    entry names so that a bundle or a pull carries it along; "" when there is none (or the
+    source was not keyed in this process)."""
+    known = _closures.get((directives(source), options))
+    return known[2] if known is not None else ""
 
 
 def changed_header(source: str, options: tuple[str, ...]) -> str | None:

@@ -7,7 +7,10 @@ absolute search directories) and holds the closure's digest, whether the source 
 closure file had when it was read, plus each file a quoted include of the source looked for in
 the source's own directory and did not find there, stamped absent.
 If every file still stats the same, the stored digest is used; otherwise the closure is
-resolved again and the manifest replaced. A new file shadowing a header earlier in the search
+resolved again and the manifest replaced. With no manifest here, a portable closure record
+(portable.py: found in any level of the store, a bundle's or a remote one's, and checked by
+content) answers in its place and a manifest is written from it; after a fresh resolve one is
+put in the store. A new file shadowing a header earlier in the search
 path (a -I directory) is not seen by ``stat`` validation (ccache has the same limit):
 ``cupy-rawcode cache clear``.
 """
@@ -21,7 +24,7 @@ from ..ground import StampedRecord, deferred, digest_fields
 from ..ground.stamps import absent, take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned
-from . import closure_digest
+from . import closure_digest, portable
 
 # resolving and writing: a source without a manifest only, never a hit
 headers_closure = deferred("cupy_rawcode.headers.closure")
@@ -29,11 +32,12 @@ fast = deferred("cupy_rawcode.headers.fast")
 filename = deferred("cupy_rawcode.headers.filename")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 
-SCHEMA = "cupy-rawcode-manifest-10"  # 6: the stamps' digest covers values only; 7: "file",
+SCHEMA = "cupy-rawcode-manifest-11"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
-#                                        entries (toolkit/jitify_names.py)
+#                                        entries (toolkit/jitify_names.py); 11: the key
+#                                        of the closure's portable record (portable.py)
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 
@@ -80,8 +84,9 @@ def _is_names(value) -> bool:
 class Facts(NamedTuple):
     """What keying needs to know of a closure, from a manifest or a fresh resolve: its digest,
     header count, the headers' stamps (as stamps.take gives them), whether the source can expand
-    ``__FILE__`` (filename.py), its standard Floor and the std templates its own files
-    specialize (toolkit/specializable.py)."""
+    ``__FILE__`` (filename.py), its standard Floor, the std templates its own files
+    specialize (toolkit/specializable.py) and the key of its portable record (portable.py;
+    "" for none)."""
 
     digest: str
     header_count: int
@@ -89,6 +94,7 @@ class Facts(NamedTuple):
     expands_file: bool
     floor: Floor
     specialized: tuple[str, ...]
+    record: str = ""
 
 
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
@@ -98,6 +104,7 @@ def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
 
 
 def _facts(data: dict, values) -> Facts:
+    record = data.get("record")
     return Facts(
         data["closure"],
         data["count"],
@@ -105,6 +112,7 @@ def _facts(data: dict, values) -> Facts:
         data["file"],
         Floor(*data["floor"]),
         tuple(data["specialized"]),
+        record if isinstance(record, str) else "",
     )
 
 
@@ -129,6 +137,13 @@ def closure_digests(
     if known is not None:
         return known, None
     mid = manifest_id(source, ctx, pre_includes)
+    rid = portable.record_id(source, ctx, pre_includes)
+    carried = portable.load(rid, ctx)  # the closure as a bundle or a remote level holds it
+    if carried is not None:
+        fields, (rec, values) = carried
+        fields = {**fields, "stamps": rec, "record": rid}
+        data = _RECORD.save(cache_location().path, mid, fields, sizebound.publish)
+        return _facts(data, values), None
     closure = fast.resolve_fast(source, ctx, pre_includes, main_name or headers_closure.MAIN)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
@@ -136,10 +151,13 @@ def closure_digests(
     fields = {
         "closure": closure_digest(closure.digests()),
         "count": len(ids),
-        "stamps": rec,
         "file": filename.expands_file(source, closure.scans.values(), ctx.opts.macros),
         "floor": list(closure.floor),
         "specialized": list(closure.specialized),
     }
+    record = portable.make(closure, fields, ctx)
+    if record is not None:
+        portable.save(rid, record)
+    fields = {**fields, "stamps": rec, "record": rid if record is not None else ""}
     data = _RECORD.save(cache_location().path, mid, fields, sizebound.publish)
     return _facts(data, values), closure

@@ -107,16 +107,24 @@ class Keyed:
     """What keying a request gave: ``key`` (hex), ``closure`` (the resolved Closure, or None when
     a manifest answered), ``count`` (headers), ``context``, the closure headers' stamps
     (``closure_stamps``, as stamps.take gives them) and ``options``, what NVRTC gets (the
-    request's, at the standard the closure needs). (A slotted class, not a NamedTuple: a
+    request's, at the standard the closure needs), and ``record``, the key of the closure's
+    portable record (key/portable.py; "" for none). (A slotted class, not a NamedTuple: a
     field named ``count`` would shadow tuple.count.)"""
 
-    __slots__ = ("closure", "closure_stamps", "context", "count", "key", "options")
+    __slots__ = ("closure", "closure_stamps", "context", "count", "key", "options", "record")
 
     def __init__(
-        self, key: str, closure, count: int, context, closure_stamps: tuple, options: Options
+        self,
+        key: str,
+        closure,
+        count: int,
+        context,
+        closure_stamps: tuple,
+        options: Options,
+        record: str = "",
     ):
         self.key, self.closure, self.count, self.context = key, closure, count, context
-        self.closure_stamps, self.options = closure_stamps, options
+        self.closure_stamps, self.options, self.record = closure_stamps, options, record
 
     @property
     def stamps(self) -> list | None:
@@ -161,7 +169,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
             link_field(req.options.passthrough),
         ],
     )
-    return Keyed(digest_fields(fields), closure, count, ctx, part, options)
+    return Keyed(digest_fields(fields), closure, count, ctx, part, options, facts.record)
 
 
 def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:

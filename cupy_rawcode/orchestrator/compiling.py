@@ -11,6 +11,7 @@ import warnings
 
 from ..compiler import early
 from ..compiler.early import Early
+from ..compiler.signals import taken_by_keeper
 from ..ground import config, errors  # errors' CuPy-based classes are built on first use
 from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarning
 from ..ground.stamps import changed_since, first_changed
@@ -19,6 +20,7 @@ from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import encode, entry_log
 from ..store.layout import using_cache_dir
+from ..store.transfer import CLOSURE_RECORD
 from . import failures
 
 
@@ -156,10 +158,12 @@ def compile_request(
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
     its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
     early is abandoned when resolution fails or the store has the entry. Everything the compile
-    writes goes to the directory of the store's disk layer (using_cache_dir)."""
+    writes goes to the directory of the store's disk layer (using_cache_dir). Ctrl-C and
+    SIGTERM reach Python's handler while the headers are scanned beside an early compile
+    (compiler/signals.py: taken_by_keeper)."""
     store = store if store is not None else default_store()
     try:
-        with using_cache_dir(store_dir(store)):
+        with using_cache_dir(store_dir(store)), taken_by_keeper():
             return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
@@ -242,12 +246,15 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             "arch": req.arch,
             "symbols": made.symbols,
             "created": time.time(),
+            "compile_seconds": round(t2 - t1, 4),  # what a hit saves (cache stats)
             "nvrtc": ctx.toolchain.nvrtc_version_str,
             "headers": count,
             "made": made.made,
             "log": made.log,
             "program": req.program_name,  # what the log calls the source (entry_log)
         }
+        if keyed.record:  # carried along by a bundle export or a pull (store/transfer.py)
+            meta[CLOSURE_RECORD] = keyed.record
         code = bytes(made.code)
         if not code:  # never cache nothing as a kernel
             raise RawcodeRuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
@@ -290,7 +297,7 @@ def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, 
             if error is not None:
                 raise error
         return None
-    failures.count_hit(store)
+    failures.count_hit(store, layer, meta)
     return found
 
 

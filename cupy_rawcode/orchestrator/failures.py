@@ -95,9 +95,9 @@ def look_up(store: Levels, key: str) -> tuple[bytes, dict, str] | None:
     return code, meta, layer
 
 
-def count_hit(store: Levels) -> None:
-    """A kernel served from the store: counted as Levels.fetch counts it."""
-    store.record(True)
+def count_hit(store: Levels, level: str, meta: dict) -> None:
+    """A kernel served from the store's level ``level``: counted as Levels.fetch counts it."""
+    store.served(level, meta)
 
 
 def renamed(text: str, compiled_as: Any, program: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from ..ground.errors import RawcodeRuntimeError
 from ..store import default_store
 from ..store.entry import encode
+from ..store.transfer import CLOSURE_RECORD
 from . import failures
 from .compiling import HeaderChangedWarning
 
@@ -32,18 +33,27 @@ def _found(key: str) -> bytes | dict | None:
     found = failures.look_up(store, key)
     if found is None:
         return None
-    code, meta, _ = found
+    code, meta, layer = found
     if failures.is_failure(meta):
         return failures.read(code, CUPY_FAILURE)
     if meta.get("target") != PAYLOAD:
         return None
-    failures.count_hit(store)
+    failures.count_hit(store, layer, meta)
     return code
 
 
-def save(key: str, arch: str, payload: bytes) -> None:
-    """Store CuPy's payload under our key."""
-    meta = {"target": PAYLOAD, "arch": arch, "created": time.time()}
+def save(key: str, arch: str, payload: bytes, seconds: float, record: str = "") -> None:
+    """Store CuPy's payload under our key; ``seconds``: how long CuPy's compile took (what a
+    hit saves, in cache stats); ``record``: the key of its closure's portable record
+    (key/portable.py), named in the entry so that a bundle or a pull carries it along."""
+    meta: dict = {
+        "target": PAYLOAD,
+        "arch": arch,
+        "created": time.time(),
+        "compile_seconds": round(seconds, 4),
+    }
+    if record:
+        meta[CLOSURE_RECORD] = record
     store = default_store()
     store.record(False)
     store.put(key, encode(key, payload, meta))
@@ -77,17 +87,20 @@ def serve(
     compile: Callable[[], tuple[Any, bytes | None]],
     changed: Callable[[], str | None],
     failing: Failing | None = None,
+    record: str = "",
 ):
     """CuPy's compile of one call through the store: the stored payload ``load``-ed (None from
     it: not one CuPy can use), else ``compile()`` (CuPy's result and the payload it saved, or
     None) stored unless ``changed()`` names a header that changed while CuPy compiled (then one
     warning, as compiling.py gives). With ``failing``, a compile error CuPy raised is kept
-    under the key (unless a header changed) and raised again from the store next time."""
+    under the key (unless a header changed) and raised again from the store next time.
+    ``record``: the closure record the entry names (``save``)."""
     found = _held(key, failing)
     if found is not None:
         mod = load(found)
         if mod is not None:
             return mod
+    t0 = time.perf_counter()
     try:
         mod, captured = compile()
     except Exception as e:
@@ -98,7 +111,7 @@ def serve(
         return mod
     path = changed()
     if path is None:
-        save(key, arch, captured)
+        save(key, arch, captured, time.perf_counter() - t0, record)
     else:
         warnings.warn(
             f"cupy-rawcode: {path} changed while CuPy compiled a kernel that includes it; "
@@ -126,13 +139,15 @@ def ahead(
     compile: Callable[[], bytes | None],
     changed: Callable[[], str | None] = lambda: None,
     failing: Failing | None = None,
+    record: str = "",
 ) -> bool:
     """A call compiled into the store ahead of its launch, unless held already: whether the
     store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
     ``failing``, CuPy's compile error is kept (unless ``changed()`` names a header) and a kept
-    one raised again, as serve does."""
+    one raised again, as serve does; ``record``: as serve's."""
     if _held(key, failing) is not None:
         return True
+    t0 = time.perf_counter()
     try:
         payload = compile()
     except Exception as e:
@@ -141,5 +156,5 @@ def ahead(
         raise
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, arch, payload)
+    save(key, arch, payload, time.perf_counter() - t0, record)
     return False

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import config, deferred
-from .base import FIELDS, MemoryStore, Store, tally
+from .base import MemoryStore, Store, tally
 from .entry import decode
 from .layout import cache_location
 
@@ -39,6 +39,9 @@ __all__ = [
     "open_remote",
     "open_store",
 ]
+
+
+_COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
 
 
 class _Count:
@@ -78,7 +81,7 @@ class Counts:
     bytes_written = _Count("bytes_written")
 
     def __init__(self, also: dict[str, int] | None = None) -> None:
-        self._own = dict.fromkeys(FIELDS, 0)
+        self._own = dict.fromkeys(_COUNTS, 0)
         self._also = also
 
     def as_dict(self) -> dict[str, int]:
@@ -178,9 +181,18 @@ class Levels(Store):
         found = self.find(key, lambda data: decode(key, data))
         if found is None:
             return None
-        self.record(True)
         (code, meta), name = found
+        self.served(name, meta)
         return code, meta, name
+
+    def served(self, level: str, meta: dict) -> None:
+        """A kernel served from the level called ``level``: a hit (``record``), and the compile
+        time its entry recorded (``compile_seconds``) added to that level's ``saved_ms``."""
+        self.record(True)
+        seconds = meta.get("compile_seconds")
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            if 0 < seconds < 86400:  # neither NaN nor nonsense
+                tally(level)["saved_ms"] += round(seconds * 1000)
 
     def _up(self, i: int) -> bool:
         """Whether level ``i`` may be asked now (neither it nor this Levels rests it)."""

@@ -27,7 +27,16 @@ from collections.abc import Iterable, Mapping
 
 # each store level's counts in this process: a plain dict per level name, written out by
 # counters.py
-FIELDS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+FIELDS = (
+    "hits",
+    "misses",
+    "errors",
+    "timeouts",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "saved_ms",  # the compile time its hits saved: each entry's compile_seconds (Levels.served)
+)
 
 _tallies: dict[str, dict[str, int]] = {}  # level name -> its counts, not written yet
 

@@ -7,6 +7,10 @@ answer is a miss, never bytes on disk. A level that fails mid-transfer warns onc
 (remote.warn_failed) and is left for the rest of the transfer; the others go on. ``pull_into``
 and ``push_from`` take the layered store a compile uses (make_store) and pick the disk level and
 the remote ones from it.
+
+An entry may name its closure record (key/portable.py) in its metadata (CLOSURE_RECORD): a pull
+or a push of entries takes the records they name along with them (``PullSummary.records``,
+``PushSummary.records``), so that a new process keys them without resolving headers.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from .entry import decode
 
 CHUNK = 128  # keys asked of a level in one bulk call (also how often progress is told)
 LOCAL = ("memory", "disk")  # level names that are no source of a pull nor target of a push
+CLOSURE_RECORD = "closure_record"  # an entry's metadata field: the key of its closure record
 
 Progress = Callable[[int, int], None]  # (done, total): keys settled so far, keys asked
 
@@ -30,7 +35,8 @@ Progress = Callable[[int, int], None]  # (done, total): keys settled so far, key
 class PullSummary:
     """What a pull did: keys asked (distinct), already held locally, fetched from each level
     (by location, in look-up order), missing everywhere (damaged copies count as missing),
-    damaged copies seen, bytes written locally, seconds taken, levels that failed."""
+    damaged copies seen, bytes written locally, seconds taken, levels that failed, and the
+    closure records the entries name that were fetched along with them (counted apart)."""
 
     asked: int = 0
     local: int = 0
@@ -40,6 +46,7 @@ class PullSummary:
     bytes: int = 0
     seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
+    records: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for JSON."""
@@ -50,7 +57,8 @@ class PullSummary:
 class PushSummary:
     """What a push did: keys asked (distinct, valid locally), entries sent to each level and
     entries it already held (by location), levels skipped as read-only, levels that failed,
-    local entries missing or damaged (not sent), bytes sent, seconds taken."""
+    local entries missing or damaged (not sent), bytes sent, seconds taken, and the closure
+    records the entries name that were sent along with them (to any level, counted apart)."""
 
     asked: int = 0
     sent: dict[str, int] = field(default_factory=dict)
@@ -60,6 +68,7 @@ class PushSummary:
     unreadable: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    records: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for JSON."""
@@ -72,6 +81,28 @@ def _valid(key: str, data: bytes) -> bool:
         return True
     except ValueError:
         return False
+
+
+def named_record(key: str, data: bytes) -> str | None:
+    """The key of the closure record the entry of ``key`` names (CLOSURE_RECORD), or None: it
+    names none, or the bytes are no valid entry of ``key``."""
+    try:
+        _code, meta = decode(key, data)
+    except ValueError:
+        return None
+    name = meta.get(CLOSURE_RECORD)
+    if not isinstance(name, str) or len(name) != 64 or name == key:
+        return None
+    return name if all(c in "0123456789abcdef" for c in name) else None
+
+
+def records_named(
+    entries: Iterable[tuple[str, bytes]], skip: set[str] | frozenset = frozenset()
+) -> list[str]:
+    """The closure records the ``(key, bytes)`` entries name, each once, in order, but those in
+    ``skip`` (keys transferred already)."""
+    names = (named_record(key, data) for key, data in entries)
+    return [n for n in dict.fromkeys(names) if n is not None and n not in skip]
 
 
 def _chunks(keys: Sequence[str]) -> Iterable[list[str]]:
@@ -102,15 +133,19 @@ def pull(
     sources: Iterable[Store],
     destination: Store,
     progress: Progress | None = None,
+    records: bool = True,
 ) -> PullSummary:
     """Fetch every one of ``keys`` that ``destination`` (the local disk store) does not hold
-    valid from ``sources`` in order, and write it there. ``progress(done, total)`` is called
-    with non-decreasing counts, the last time with ``done == total``."""
+    valid from ``sources`` in order, and write it there, with the closure records the entries
+    name (``records``). ``progress(done, total)`` is called with non-decreasing counts, the
+    last time with ``done == total``."""
     start = time.monotonic()
     wanted = list(dict.fromkeys(keys))
     summary = PullSummary(asked=len(wanted))
     total = len(wanted)
     held = _held(destination, wanted)
+    asked = set(wanted)
+    named = records_named(held.items(), asked) if records else []
     remaining = [key for key in wanted if key not in held]
     summary.local = done = total - len(remaining)
     if progress:
@@ -131,6 +166,8 @@ def pull(
                     # one that handles its own failures (Redis) warned, and rests now
                     summary.failed.append(level.location)
             good = {key: data for key, data in got.items() if _valid(key, data)}
+            if records:
+                named += records_named(good.items(), asked)
             summary.damaged += len(got) - len(good)
             if good:
                 destination.put_many(good)
@@ -142,6 +179,8 @@ def pull(
                 progress(done, total)
         remaining = lacking
     summary.missing = len(remaining)
+    if named:  # the closure records the entries name: those the destination lacks
+        summary.records = sum(pull(named, sources, destination, records=False).fetched.values())
     if progress:
         progress(total, total)
     summary.seconds = time.monotonic() - start
@@ -161,11 +200,13 @@ def push(
     source: Store,
     destinations: Iterable[Store],
     progress: Progress | None = None,
+    records: bool = True,
 ) -> PushSummary:
     """Send the valid entries of ``keys`` (None: every entry of ``source``, a directory store)
     from ``source`` to every writable level of ``destinations``; a read-only level is never
     written, and an entry a level already holds with the same size (where it can tell cheaply,
-    Store.sizes) is not sent again. ``progress(done, total)`` counts keys, as pull's does."""
+    Store.sizes) is not sent again; the closure records the entries name go too (``records``).
+    ``progress(done, total)`` counts keys, as pull's does."""
     start = time.monotonic()
     wanted = list(dict.fromkeys(_all_keys(source) if keys is None else keys))
     summary = PushSummary()
@@ -177,8 +218,12 @@ def push(
             targets.append(level)
             summary.sent[level.location] = summary.present[level.location] = 0
     total = len(wanted)
+    named: list[str] = []
+    asked = set(wanted)
     for n, chunk in enumerate(_chunks(wanted)):
         held = _held(source, chunk)
+        if records:
+            named += records_named(held.items(), asked)
         summary.unreadable += len(chunk) - len(held)
         summary.asked += len(held)
         for level in targets:
@@ -199,6 +244,9 @@ def push(
             summary.bytes += sum(map(len, send.values()))
         if progress:
             progress(min(total, (n + 1) * CHUNK), total)
+    if named:
+        done = push(list(dict.fromkeys(named)), source, targets, records=False)
+        summary.records = sum(done.sent.values())
     if progress and not wanted:
         progress(0, 0)
     summary.seconds = time.monotonic() - start

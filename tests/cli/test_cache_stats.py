@@ -23,6 +23,7 @@ pytest.importorskip("zstandard")
 
 CODE = b"".join(i.to_bytes(4, "little") * 3 + b"\x00\x01\x02\x03SASS" for i in range(2000))
 LEVEL_KEYS = {"hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written"}
+SAVED = "saved_ms"  # a level's saved compile time: in its tally, not in a Levels' Counts
 TOP_KEYS = {
     "schema",
     "location",
@@ -106,7 +107,7 @@ def test_json_schema_is_stable_and_counts_every_local_level(capsys, tmp_path):
     assert set(got["levels"]) == {"local", "remote"} and got["levels"]["remote"] == {}
     local = got["levels"]["local"]
     assert set(local) == {"memory", "disk", "bundle:app.bundle"}
-    assert all(set(c) == LEVEL_KEYS for c in local.values())
+    assert all(set(c) == LEVEL_KEYS | {SAVED} for c in local.values())
     entry_bytes = len(encode(key_of(1), CODE, {}))
     assert local["memory"] == {
         "hits": 1,
@@ -116,6 +117,7 @@ def test_json_schema_is_stable_and_counts_every_local_level(capsys, tmp_path):
         "writes": 2,
         "bytes_read": entry_bytes,
         "bytes_written": entry_bytes + len(encode(key_of(7), CODE, {})),
+        SAVED: 0,  # its entries recorded no compile time
     }
     assert (local["disk"]["hits"], local["disk"]["misses"], local["disk"]["writes"]) == (0, 2, 1)
     assert (local["bundle:app.bundle"]["hits"], local["bundle:app.bundle"]["misses"]) == (1, 1)
@@ -143,6 +145,34 @@ def test_zero_clears_every_count(capsys):
     assert all(v == 0 for c in after["levels"]["local"].values() for v in c.values())
 
 
+@pytest.mark.parametrize(
+    "recorded, saved_ms",
+    [
+        (1.5, 1500),  # an entry's compile_seconds, saved by each hit
+        (0.0004, 0),  # under half a millisecond: nothing to show
+        (None, 0),  # written before entries recorded it
+        ("1.5", 0),  # not a number
+        (True, 0),  # a bool is no duration
+        (-2.0, 0),
+        (float("nan"), 0),
+        (float("inf"), 0),
+        (1e9, 0),  # more than a day: not a compile time
+    ],
+)
+def test_each_hit_adds_the_compile_time_its_entry_recorded(capsys, recorded, saved_ms):
+    disk = DirectoryStore(cache_dir())
+    meta = {} if recorded is None else {"compile_seconds": recorded}
+    disk.put(key_of(3), encode(key_of(3), CODE, meta))
+    for _ in range(2):  # two processes' worth of hits: each served from the disk level
+        assert Levels([open_store("memory:"), disk]).fetch(key_of(3))[2] == "disk"
+    got = stats_json(capsys)
+    assert got["levels"]["local"]["disk"][SAVED] == 2 * saved_ms
+    assert got["totals"][SAVED] == 2 * saved_ms
+    assert got["compile_seconds_saved"] == 2 * saved_ms / 1000
+    _, out, _ = run(capsys, "cache", "stats")
+    assert ("saved     3.0 s of compiling" in out) == (saved_ms == 1500)
+
+
 @pytest.mark.parametrize("action", ["list", "clear", "prune"])
 def test_json_goes_with_stats_only(capsys, action):
     rc, _, err = run(capsys, "cache", action, "--json")
@@ -156,11 +186,11 @@ def test_merge_levels_takes_dicts_and_level_counts():
         {"disk": {"hits": 1, "bytes_read": 10}, "redis": {"timeouts": 2, "junk": 5}},
         {"disk": c, "redis": {"hits": -3, "misses": "x"}},  # nonsense counts as 0
     )
-    assert merged["disk"] == {**dict.fromkeys(LEVEL_KEYS, 0), "hits": 3, "errors": 1} | {
+    assert merged["disk"] == {**dict.fromkeys(LEVEL_KEYS | {SAVED}, 0), "hits": 3, "errors": 1} | {
         "writes": 3,
         "bytes_read": 10,
     }
-    assert merged["redis"] == {**dict.fromkeys(LEVEL_KEYS, 0), "timeouts": 2}
+    assert merged["redis"] == {**dict.fromkeys(LEVEL_KEYS | {SAVED}, 0), "timeouts": 2}
 
 
 @pytest.mark.parametrize(
@@ -191,7 +221,7 @@ def test_merge_levels_takes_what_levels_stats_gives(tmp_path):
     merged = counters.merge_levels(levels.stats())
     assert list(merged) == ["memory", "disk"]
     for name, c in zip(merged, levels.counts, strict=True):
-        assert merged[name] == {f: getattr(c, f) for f in LEVEL_KEYS}
+        assert merged[name] == {f: getattr(c, f) for f in LEVEL_KEYS} | {SAVED: 0}
     assert merged["memory"]["hits"] == 1 and merged["disk"]["misses"] == 1
 
 

@@ -214,3 +214,55 @@ def test_the_keeper_puts_the_handlers_back_while_the_waiter_sleeps(monkeypatch):
     finally:
         waiter.join()
     assert handler() == kept
+
+
+BESIDE = """\
+import os, signal, sys, time
+from cupy_rawcode.compiler import signals as sig
+if not sig.usable():
+    print("UNUSABLE", flush=True)
+    sys.exit(0)
+{handler}
+nvrtc = sig._Sigaction()
+nvrtc.handler = 1  # SIG_IGN: what NVRTC puts in force for an instant as a compile starts
+try:
+    with sig.taken_by_keeper():  # the main thread scanning headers beside an early compile
+        sig._write(signal.{name}, bytes(nvrtc))
+        os.kill(os.getpid(), signal.{name})
+        t = time.monotonic()
+        while time.monotonic() - t < 10:  # Python work, as a header scan is
+            pass
+        print("NOT INTERRUPTED", flush=True)
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+print("MASK", sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), flush=True)
+print("HANDLER", sig._Sigaction.from_buffer_copy(sig._read(signal.{name})).handler != 1)
+"""
+
+
+@pytest.mark.parametrize(
+    "name, handler, rc, said",
+    [
+        ("SIGINT", "", 0, ["INTERRUPTED", "MASK []", "HANDLER True"]),  # KeyboardInterrupt
+        ("SIGTERM", "", -signal.SIGTERM, []),  # SIG_DFL: ends the process by the signal
+        ("SIGTERM", TERM_RAISES.replace("143", "7"), 7, []),  # the program's handler runs
+    ],
+    ids=["sigint", "sigterm-default", "sigterm-handler"],
+)
+def test_a_signal_beside_an_early_compile_never_meets_nvrtcs_disposition(
+    tmp_path, name, handler, rc, said
+):
+    """While the main thread works beside an early compile (taken_by_keeper: the signals
+    blocked there), a signal sent as NVRTC's disposition is in force is taken by the keeper
+    and handed to Python's handler in the main thread; after the block the mask and the
+    handler are as they were (compiler/signals.py)."""
+    path = tmp_path / "child.py"
+    path.write_text(BESIDE.format(name=name, handler=textwrap.dedent(handler)))
+    out = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    if "UNUSABLE" in out.stdout:
+        pytest.skip("no sigaction here")
+    assert out.returncode == rc, out.stdout + out.stderr
+    assert out.stdout.split("\n")[: len(said)] == said, out.stdout + out.stderr
+    assert "NOT INTERRUPTED" not in out.stdout

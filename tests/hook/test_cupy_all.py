@@ -19,6 +19,7 @@ from cupy_rawcode.hook import compiles as cupy_compiles  # noqa: E402
 from cupy_rawcode.hook import install as hook  # noqa: E402
 from cupy_rawcode.hook import recording  # noqa: E402
 from cupy_rawcode.key import cupy as cupy_key  # noqa: E402
+from cupy_rawcode.key.portable import TARGET as RECORD  # noqa: E402
 from cupy_rawcode.parallel.task import Task  # noqa: E402
 from cupy_rawcode.store import default_store  # noqa: E402
 
@@ -110,11 +111,15 @@ def test_cupy_compiles_go_through_the_store_with_cupys_own_result(
     assert counts() == (1, 1)  # a hit: the store answered
     if names:
         assert first.mapping == again.mapping and set(first.mapping) == set(names)
-    [(key, data)] = [(k, d) for k, d in _entries()]
     from cupy_rawcode.store.entry import decode
 
-    payload, meta = decode(key, data)
+    stored = {k: decode(k, d) for k, d in _entries()}
+    [(key, (payload, meta))] = [(k, e) for k, e in stored.items() if e[1]["target"] != RECORD]
     assert meta["target"] == "cupy-payload"
+    # it names its closure's record (key/portable.py), which a bundle or a pull carries along
+    # (made in this cache unless an earlier test of this process keyed the same closure)
+    record = meta["closure_record"]
+    assert record not in stored or stored[record][1]["target"] == RECORD
     hook.uninstall()
     assert payload == cupy_own_payload(tmp_path, source, names)  # byte for byte CuPy's
 

@@ -85,3 +85,47 @@ def test_the_warm_index_gets_a_key_unless_a_retry_answered_a_header(what, src, i
     found = index.lookup(iid)
     assert (found is not None) == indexed, what
     assert found is None or found.key == result.key
+
+
+def test_a_compile_records_its_time_and_each_hit_counts_it_saved(tmp_path):
+    """An entry keeps how long NVRTC took (``compile_seconds``); a hit served from it adds
+    that to its level's ``saved_ms`` (``cache stats``' compile time saved)."""
+    from cupy_rawcode.key.request import make_request
+    from cupy_rawcode.store import Levels, counters, default_store
+    from cupy_rawcode.store.directory import DirectoryStore
+    from cupy_rawcode.store.layout import cache_location
+
+    src = PLAIN.replace("2.0f", "3.5f")  # a kernel no other test compiled
+    req, result = flow.compile_for(make_request(src, arch=ARCH))
+    assert not result.hit and result.compile_seconds > 0
+    code, meta, _ = default_store().fetch(result.key)
+    assert meta["compile_seconds"] == round(result.compile_seconds, 4)
+    counters.zero_tallies()
+    disk = DirectoryStore(cache_location().path)
+    assert Levels([disk]).fetch(result.key)[2] == "disk"
+    assert counters.tally("disk")["saved_ms"] == round(meta["compile_seconds"] * 1000)
+
+
+def test_cupy_compiles_record_their_time_and_a_hit_counts_it_saved():
+    """CuPy's own compiles (payloads.serve, install(scope="all")) keep the time CuPy's compile
+    took, and a hit counts it saved, as the package's own compiles do."""
+    import time
+
+    from cupy_rawcode.orchestrator import payloads
+    from cupy_rawcode.store import counters, default_store
+
+    key = "c0ffee" + "0" * 58
+    compiled = []
+
+    def compile():
+        time.sleep(0.03)
+        compiled.append(1)
+        return "module", b"CuPy's payload bytes"
+
+    assert payloads.serve(key, "90", lambda b: ("loaded", b), compile, lambda: None) == "module"
+    meta = default_store().fetch(key)[1]
+    assert 0.03 <= meta["compile_seconds"] < 5
+    counters.zero_tallies()
+    again = payloads.serve(key, "90", lambda b: ("loaded", b), compile, lambda: None)
+    assert again == ("loaded", b"CuPy's payload bytes") and compiled == [1]
+    assert counters.tally("memory")["saved_ms"] == round(meta["compile_seconds"] * 1000)

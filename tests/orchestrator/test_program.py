@@ -148,9 +148,13 @@ def test_eight_processes_compile_at_once(tmp_path):
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     results = [json.loads(o) for o, _ in outs]
     assert len({r["key"] for r in results}) == 1
-    entries = [p for p in (tmp_path / "c" / "entries").rglob("*") if p.is_file()]
-    assert len(entries) == 1 and not any(p.name.endswith(".tmp") for p in entries)
     from cupy_rawcode.store.entry import decode
+
+    files = [p for p in (tmp_path / "c" / "entries").rglob("*") if p.is_file()]
+    assert not any(p.name.endswith(".tmp") for p in files)
+    # the kernel's entry, and its closure's record (key/portable.py)
+    entries = [p for p in files if decode(p.name, p.read_bytes())[1].get("target") == "cubin"]
+    assert len(entries) == 1 and len(files) == 2
 
     code, meta = decode(results[0]["key"], entries[0].read_bytes())
     assert len(code) == results[0]["size"]

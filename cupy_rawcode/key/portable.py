@@ -1,0 +1,256 @@
+"""Portable closure records: a source's header closure kept as a store entry, so that it travels
+with the cache (bundles, remote levels) where a manifest (manifest.py), tied to this machine's
+paths and inodes, cannot.
+
+A record is keyed by everything that decides the closure apart from absolute paths (``record_id``:
+the source, its pre-includes, the options, whether it has a directory of its own, and the search
+directories as tags) and holds what a manifest's Facts hold plus, for each header, the tag of the
+search directory it was found under, its name relative to that directory and its content digest,
+and the files looked for and absent (relative to the source's directory). It is trusted by
+*content*: every header is read where its tag points in this process and digested, each absent
+file must still be absent, and no header may be shadowed by a file of the same name in an
+earlier search directory (``validate``). Its entry is an ordinary one (store/entry.py: JSON
+bytes, meta ``target`` TARGET), never unpickled; a damaged or foreign one is a miss.
+
+Only a closure of MIN_HEADERS headers or more gets a record: a smaller one resolves in about the
+time a record takes to read and check, and would only add an entry to every level.
+
+A look-up or a put of a record is no kernel's: it is left out of every count ``cache stats``
+shows (``uncounted``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..ground import deferred, digest_fields, open_regular, read_fd
+from ..ground.stamps import absent, take
+from ..store import default_store
+from ..store.entry import decode, encode
+from . import closure_digest
+
+scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
+
+SCHEMA = "cupy-rawcode-closure-1"
+TARGET = "closure-record"  # the entry's "target": no kernel, no payload
+MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
+_COUNTED = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+
+
+def record_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
+    """The record's key: manifest_id's fields with the search directories as tags, and only
+    whether the source has a directory of its own (its headers are named ``src:``)."""
+    fields = [("schema", SCHEMA), ("source", source), ("has_dir", "1" if ctx.source_dir else "")]
+    fields += [("pre_include", p) for p in pre_includes]
+    fields += ctx.opts.key_fields()
+    fields += [("dir", d.tag) for d in ctx.dirs]
+    return digest_fields(fields)
+
+
+def _special(ctx) -> dict[str, str]:
+    """The directories of the tags that are no search directory: the source's own, and "abs"."""
+    return {"abs": "/", "src": ctx.source_dir} if ctx.source_dir else {"abs": "/"}
+
+
+def _where(header, rel: str, ctx) -> int | None:
+    """The index in the search list of the directory ``header`` lies in under its name ``rel``
+    (a tag may name several: CuPy's CCCL is three), -1 for a tag of ``_special``, None when it
+    lies in none (not portable)."""
+    special = _special(ctx).get(header.root)
+    if special is not None:
+        return -1 if os.path.normpath(os.path.join(special, rel)) == header.path else None
+    for i, d in enumerate(ctx.dirs):
+        if d.tag == header.root and os.path.normpath(os.path.join(d.path, rel)) == header.path:
+            return i
+    return None
+
+
+def make(closure, facts: dict, ctx) -> dict | None:
+    """A record of a fresh closure (``facts``: a manifest's closure, count, file, floor and
+    specialized fields), or None for a closure of fewer than MIN_HEADERS headers or one with a
+    header that lies in no directory of its tag (not portable). Each header is [its tag, the
+    index of its directory in the search list (-1: the source's own, or an absolute path), its
+    name in that directory, its content digest]."""
+    if len(closure.headers) < MIN_HEADERS:
+        return None
+    headers = []
+    for h in closure.headers:
+        rel = h.logical[len(h.root) + 1 :]
+        where = _where(h, rel, ctx)
+        if where is None:
+            return None
+        headers.append([h.root, where, rel, h.digest])
+    gone = []
+    for path in closure.absent:
+        if not ctx.source_dir:
+            return None
+        gone.append(os.path.relpath(path, ctx.source_dir))
+    return {"schema": SCHEMA, **facts, "headers": headers, "absent": gone}
+
+
+def _is_file(path: str) -> bool:
+    """Whether the search would take ``path``: it exists and is no directory (search.py)."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _shadowed(root: str, rel: str, dirs: dict[str, bool]) -> bool:
+    """Whether the search directory ``root`` holds a file ``rel``; ``dirs`` memoizes whether
+    each directory on the way exists, so that a closure of a thousand headers under a few top
+    directories costs about a stat per directory, not one per header and search directory."""
+    head = rel.rpartition("/")[0]
+    if head and _has_dir(root, head, dirs) is False:
+        return False
+    return _is_file(os.path.join(root, rel))
+
+
+def _has_dir(root: str, head: str, dirs: dict[str, bool]) -> bool:
+    """Whether ``root``/``head`` is a directory, asked of its parents first (memoized)."""
+    where = f"{root}/{head}"
+    there = dirs.get(where)
+    if there is None:
+        up = head.rpartition("/")[0]
+        parent = not up or up.endswith("..") or _has_dir(root, up, dirs)
+        there = dirs[where] = parent and os.path.isdir(where)
+    return there
+
+
+def validate(data: Any, ctx) -> tuple[dict, list] | None:
+    """(the record's facts, the ids (path, stamp values) of its headers and absent files, stamped
+    before each was read) when it holds in this process, else None: a record of another shape,
+    a header missing, changed or shadowed by an earlier search directory, or an absent file
+    that is there now."""
+    try:
+        return _validate(data, ctx)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
+        return None
+
+
+def _validate(data: Any, ctx) -> tuple[dict, list] | None:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return None
+    facts = {k: data[k] for k in ("closure", "count", "file", "floor", "specialized")}
+    if not (
+        isinstance(facts["closure"], str)
+        and isinstance(facts["file"], bool)
+        and isinstance(facts["specialized"], list)
+        and all(isinstance(s, str) for s in facts["specialized"])
+    ):
+        return None
+    floor = facts["floor"]
+    if not (isinstance(floor, list) and len(floor) == 2 and isinstance(floor[0], int)):
+        return None
+    if not isinstance(floor[1], str):
+        return None
+    special, dirs = _special(ctx), ctx.dirs
+    ids, names, seen_dirs, digest_of = [], [], dict[str, bool](), scan.digest_bytes
+    for tag, where, rel, digest in data["headers"]:
+        if not (isinstance(tag, str) and isinstance(rel, str) and type(where) is int):
+            return None
+        if where < 0:
+            root = special[tag]  # KeyError: no such tag here
+        elif dirs[where].tag == tag:  # IndexError: no such directory here
+            root = dirs[where].path
+        else:
+            return None
+        path = os.path.normpath(os.path.join(root, rel))
+        fd, st = open_regular(path)  # OSError: missing, or no regular file
+        try:
+            text = read_fd(fd, st, path=path)
+        finally:
+            os.close(fd)
+        if digest_of(text) != digest:
+            return None
+        # found through the search list: a file of that name in an earlier directory now wins
+        if any(_shadowed(d.path, rel, seen_dirs) for d in dirs[: max(where, 0)]):
+            return None
+        ids.append((path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
+        names.append((f"{tag}:{rel}", digest))
+    if facts["count"] != len(ids) or facts["closure"] != closure_digest(sorted(names)):
+        return None  # its facts are not those of its own headers
+    for rel in data["absent"]:
+        if not ctx.source_dir or not isinstance(rel, str):
+            return None
+        path = os.path.normpath(os.path.join(ctx.source_dir, rel))
+        if _is_file(path):
+            return None
+        ids.append(absent(path))
+    return facts, ids
+
+
+def load(rid: str, ctx) -> tuple[dict, tuple] | None:
+    """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
+    holds here (``validate``); None for a miss: none stored, damaged, foreign or stale."""
+    store = default_store()
+    with uncounted(store):
+        raw = store.get(rid)
+    if raw is None:
+        return None
+    try:
+        text, meta = decode(rid, raw)
+        if meta.get("target") != TARGET:
+            return None
+        data = json.loads(text)
+    except ValueError:
+        return None
+    found = validate(data, ctx)
+    if found is None:
+        return None
+    facts, ids = found
+    return facts, take(ids)
+
+
+def save(rid: str, record: dict) -> None:
+    """Put a record in every writable level of the store (none: nothing is written)."""
+    store = default_store()
+    if store.read_only:
+        return
+    meta = {"target": TARGET, "headers": record["count"]}  # as `cache list -l` shows them
+    raw = encode(rid, json.dumps(record, separators=(",", ":")).encode(), meta)
+    with uncounted(store):
+        store.put(rid, raw)
+
+
+def _counters(store) -> list:
+    """Every count a look-up in ``store`` adds to: each level's own tally (memory, disk,
+    bundles: store/base.py) and the Levels' counts of each level (store/__init__.py)."""
+    found: list = list(getattr(store, "counts", []))
+    for level in getattr(store, "levels", [store]):
+        own = getattr(level, "tally", None)
+        own = getattr(getattr(level, "inner", None), "tally", None) if own is None else own
+        if isinstance(own, dict):
+            found.append(own)
+    return found
+
+
+def _read(counter, field: str) -> int:
+    value = counter.get(field, 0) if isinstance(counter, dict) else getattr(counter, field, 0)
+    return value if type(value) is int else 0
+
+
+@contextmanager
+def uncounted(store) -> Iterator[None]:
+    """Take back what the block adds to ``store``'s counts: a closure record is no kernel, and
+    ``cache stats`` counts kernels. (Best effort, as the counts are: a thread counting on
+    the same level meanwhile may lose its increments.)"""
+    counters = _counters(store)
+    before = [{f: _read(c, f) for f in _COUNTED} for c in counters]
+    try:
+        yield
+    finally:
+        for counter, was in zip(counters, before, strict=True):
+            for field, n in was.items():
+                added = _read(counter, field) - n
+                if not added:
+                    continue
+                if isinstance(counter, dict):
+                    counter[field] -= added
+                else:
+                    setattr(counter, field, _read(counter, field) - added)

@@ -1,0 +1,303 @@
+"""Portable closure records (key/portable.py): a closure kept as a store entry, trusted by
+content where no manifest answers, so that a bundle or a remote level spares a new process the
+header resolve."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cupy_rawcode.headers import fast
+from cupy_rawcode.key import manifest, portable
+from cupy_rawcode.key.request import compute_key, context, make_request
+from cupy_rawcode.store import Levels, ReadOnly, default_store, set_store
+from cupy_rawcode.store.base import _tallies
+from cupy_rawcode.store.directory import DirectoryStore
+from cupy_rawcode.store.entry import decode, encode
+
+N = 20  # headers in the chain: over portable.MIN_HEADERS, so that the closure gets a record
+SOURCE = '#include "local.h"\n#include <lib/h0.h>\nextern "C" __global__ void k() {}\n'
+
+
+def _files() -> dict:
+    """lib/h0.h .. lib/h{N-1}.h, each including the next; local.h (found in the source's own
+    directory? no: in the -I directory, so the source's directory is searched and stamped
+    absent first)."""
+    files = {f"lib/h{i}.h": f'#include "h{i + 1}.h"\nint v{i};\n' for i in range(N - 1)}
+    files[f"lib/h{N - 1}.h"] = f"int v{N - 1};\n"
+    files["local.h"] = "int local;\n"
+    return files
+
+
+@pytest.fixture
+def layout(tree, tmp_path):
+    """A root with an empty -I directory (first), the headers' -I directory and the source's
+    own directory: {"first", "inc", "src"} paths, under ``base`` (another base: a copy)."""
+
+    def make(base):
+        tree({".keep": ""}, base / "first")
+        tree(_files(), base / "inc")
+        tree({"k.cu": SOURCE}, base / "src")
+        return {name: base / name for name in ("first", "inc", "src")}
+
+    return make
+
+
+def _request(paths):
+    return make_request(
+        SOURCE,
+        arch="sm_90",
+        options=("-I", str(paths["first"]), "-I", str(paths["inc"])),
+        source_dir=str(paths["src"]),
+        source_name="k.cu",
+    )
+
+
+def _key(paths) -> str:
+    return compute_key(_request(paths)).key
+
+
+def _new_process() -> None:
+    """What a new process lacks: the manifests (on disk and in memory) and the memory level."""
+    manifest._memo.clear()
+    shutil.rmtree(os.path.join(os.environ["CUPY_RAWCODE_CACHE_DIR"], "manifests"), True)
+    memory = default_store().level("memory")
+    if memory is not None:
+        memory.clear()
+
+
+@pytest.fixture
+def resolves(monkeypatch):
+    """How many times the fast resolver ran since the fixture was made."""
+    calls = []
+    real = fast.resolve_fast
+    monkeypatch.setattr(fast, "resolve_fast", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def _record_entries() -> dict:
+    """The records in the cache directory: key -> their JSON data."""
+    disk = default_store().level("disk")
+    found = {}
+    for info in disk.entries():
+        code, meta = decode(info.key, disk.get(info.key))
+        if meta.get("target") == portable.TARGET:
+            found[info.key] = json.loads(code)
+    return found
+
+
+def test_a_record_round_trips_and_names_headers_by_tag(layout, tmp_path):
+    paths = layout(tmp_path / "a")
+    keyed = compute_key(_request(paths))
+    records = _record_entries()
+    assert list(records) == [keyed.record]
+    data = records[keyed.record]
+    assert data["schema"] == portable.SCHEMA and data["count"] == N + 2  # local.h, the shim's
+    assert ["user1", 1, "lib/h0.h"] in [h[:3] for h in data["headers"]]
+    assert all(str(tmp_path) not in json.dumps(h) for h in data["headers"])  # no paths
+    assert data["absent"] == ["cupy_rawcode/workaround.h", "local.h"]  # looked for in src/
+    ctx = context(_request(paths))
+    facts, ids = portable.validate(data, ctx)
+    assert facts["closure"] == data["closure"] and len(ids) == N + 2 + 2
+
+
+def test_a_valid_record_keys_without_resolving(layout, tmp_path, resolves):
+    paths = layout(tmp_path / "a")
+    key = _key(paths)
+    assert len(resolves) == 1
+    _new_process()
+    again = compute_key(_request(paths))
+    assert again.key == key and again.closure is None and len(resolves) == 1
+    # and it wrote the local manifest: the next look-up is a stat check
+    assert manifest.lookup(SOURCE, context(_request(paths)), _request(paths).pre_includes)
+
+
+def _change_header(paths):
+    (paths["inc"] / "lib" / "h7.h").write_text('#include "h8.h"\nint changed;\n')
+
+
+def _shadow(paths):
+    (paths["first"] / "lib").mkdir()
+    (paths["first"] / "lib" / "h0.h").write_text("#include <lib/h1.h>\nint shadow;\n")
+
+
+def _present(paths):
+    (paths["src"] / "local.h").write_text("int here;\n")
+
+
+def _remove(paths):
+    (paths["inc"] / "lib" / "h19.h").unlink()
+    (paths["inc"] / "lib" / "h18.h").write_text("int v18;\n")  # no longer includes it
+
+
+def _damage(paths):
+    disk = default_store().level("disk")
+    [rid] = _record_entries()
+    raw = bytearray(disk.path(rid).read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    disk.path(rid).write_bytes(bytes(raw))
+
+
+def _foreign(shape):
+    def put(paths):
+        disk = default_store().level("disk")
+        [rid] = _record_entries()
+        disk.path(rid).write_bytes(encode(rid, json.dumps(shape).encode(), {"target": "x"}))
+
+    return put
+
+
+def _tamper(field, value):
+    """A record whose own fields lie: its entry is whole, its facts are not its headers'."""
+
+    def put(paths):
+        disk = default_store().level("disk")
+        [(rid, data)] = _record_entries().items()
+        data[field] = value
+        raw = encode(rid, json.dumps(data).encode(), {"target": portable.TARGET})
+        disk.path(rid).write_bytes(raw)
+
+    return put
+
+
+# (what happens between the two keys, whether the key changes): each resolves again
+STALE = [
+    ("a header's content changed", _change_header, True),
+    ("a header shadowed in an earlier -I directory", _shadow, True),
+    ("a file looked for and absent is there now", _present, True),
+    ("a header gone from the closure", _remove, True),
+    ("the record's entry damaged", _damage, False),
+    ("another entry under the record's key", _foreign({"schema": portable.SCHEMA}), False),
+    ("a record of another schema", _tamper("schema", "cupy-rawcode-closure-0"), False),
+    ("a record whose digest is not its headers'", _tamper("closure", "0" * 64), False),
+    ("a record whose count is not its headers'", _tamper("count", 3), False),
+    (
+        "a record whose headers are not a list of triples",
+        _tamper("headers", [["x", 0, "a.h"]]),
+        False,
+    ),
+    ("a record whose floor is no floor", _tamper("floor", "c++17"), False),
+    ("a header in a directory not searched here", _tamper("headers", [["user1", 9, "a", ""]]), 0),
+]
+
+
+@pytest.mark.parametrize("change, differs", [s[1:] for s in STALE], ids=[s[0] for s in STALE])
+def test_a_record_that_does_not_hold_is_a_miss_and_the_closure_is_resolved(
+    change, differs, layout, tmp_path, resolves
+):
+    paths = layout(tmp_path / "a")
+    before = _key(paths)
+    change(paths)
+    _new_process()
+    after = _key(paths)
+    assert len(resolves) == 2  # resolved again, never an exception
+    _new_process()
+    resolves.clear()
+    assert _key(paths) == after and (after != before) == differs  # the fresh key's
+    assert resolves == []  # the record put after the fresh resolve holds
+
+
+def test_a_record_made_under_one_root_serves_another(layout, tmp_path, resolves):
+    a, b = layout(tmp_path / "a"), layout(tmp_path / "b")
+    key = _key(a)
+    assert _key(b) == key and len(resolves) == 1  # b's paths: no manifest, the record
+    assert len(_record_entries()) == 1
+
+
+def test_record_look_ups_and_puts_are_not_counted(layout, tmp_path, resolves):
+    paths = layout(tmp_path / "a")
+    tallies = {name: dict(t) for name, t in _tallies.items()}
+    _key(paths)  # a miss, then a put
+    _new_process()
+    _key(paths)  # a hit
+    assert len(resolves) == 1  # the record answered
+    assert [r for r in default_store().stats()["levels"] if any(r[f] for f in _FIELDS)] == []
+    assert {name: dict(t) for name, t in _tallies.items() if any(t.values())} == {
+        name: t for name, t in tallies.items() if any(t.values())
+    }
+
+
+_FIELDS = ("hits", "misses", "errors", "writes", "bytes_read", "bytes_written")
+
+
+def test_a_read_only_store_keys_and_serves_records(layout, tmp_path, resolves):
+    paths = layout(tmp_path / "a")
+    key = _key(paths)  # the record, in the cache directory
+    _new_process()
+    cache = os.environ["CUPY_RAWCODE_CACHE_DIR"]
+    set_store(Levels([ReadOnly(DirectoryStore(cache))]))
+    try:
+        assert _key(paths) == key and len(resolves) == 1  # served by the record
+        _change_header(paths)
+        _new_process()
+        assert _key(paths) != key and len(resolves) == 2  # resolved: nothing to write
+    finally:
+        set_store(None)
+
+
+def test_an_unwritable_cache_directory_still_keys(layout, tmp_path, monkeypatch, resolves):
+    paths = layout(tmp_path / "a")
+    blocker = tmp_path / "file"
+    blocker.write_text("no directory")
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(blocker / "c"))
+    assert _key(paths) == _key(paths) and len(resolves) >= 1
+
+
+_SERVED = r"""
+import json, sys
+from cupy_rawcode.headers import fast
+from cupy_rawcode.key.request import compute_key, make_request
+
+def refuse(*args, **kw):
+    raise AssertionError("resolve_fast called")
+
+fast.resolve_fast = refuse
+paths = json.loads(sys.argv[1])
+req = make_request(
+    open(sys.argv[2]).read(),
+    arch="sm_90",
+    options=("-I", paths["first"], "-I", paths["inc"]),
+    source_dir=paths["src"],
+    source_name="k.cu",
+)
+print(compute_key(req).key)
+"""
+
+
+def test_a_bundle_serves_a_new_process_with_an_empty_cache(layout, tmp_path):
+    """One process keys (and puts the record) and exports a bundle; a new process, another
+    root and an empty cache directory, keys from the bundle's record without resolving."""
+    a, b = layout(tmp_path / "a"), layout(tmp_path / "b")
+    key = _key(a)
+    bundle = tmp_path / "app.bundle"
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": os.environ["CUPY_RAWCODE_CACHE_DIR"]}
+    subprocess.run(
+        [sys.executable, "-m", "cupy_rawcode.cli", "bundle", "export", str(bundle)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    env = {
+        **os.environ,
+        "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "empty"),
+        "CUPY_RAWCODE_BUNDLES": str(bundle),
+    }
+    served = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(_SERVED),
+            json.dumps({k: str(v) for k, v in b.items()}),
+            str(b["src"] / "k.cu"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.split() == [key]
+    assert list((tmp_path / "empty" / "manifests").rglob("*.json"))  # stat from now on

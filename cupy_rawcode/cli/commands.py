@@ -12,9 +12,8 @@ from ..ground import deferred
 from ..ground.config import check_workers
 from ..ground.inputs import read_source
 from ..key import portable
-from ..store import maintenance, transfer
+from ..store import maintenance, transfer, uncounted
 from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
-from ..store.counters import zero_tallies
 from ..store.entry import EntryError, decode
 from ..store.layout import cache_location, refusal
 from ..store.usage import CacheFilesError, failure
@@ -148,15 +147,12 @@ def _cache_disk():
 
 def _uncounted(command):
     """A maintenance command's own reads (``cache list -l``, ``bundle export`` and ``info``)
-    are no look-ups: the level tallies they made are dropped, never kept with the compiles'
-    (store/counters.py)."""
+    are no look-ups: counted nowhere (store.uncounted), never kept with the compiles'."""
 
     @functools.wraps(command)
     def run(args, options) -> int:
-        try:
+        with uncounted():
             return command(args, options)
-        finally:
-            zero_tallies()
 
     return run
 

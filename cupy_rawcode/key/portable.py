@@ -16,7 +16,7 @@ Only a closure of MIN_HEADERS headers or more gets a record: a smaller one resol
 time a record takes to read and check, and would only add an entry to every level.
 
 A look-up or a put of a record is no kernel's: it is left out of every count ``cache stats``
-shows (``uncounted``).
+shows (store.uncounted).
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from ..ground import deferred, digest_fields, open_regular, read_fd
 from ..ground.stamps import absent, take
-from ..store import default_store
+from ..store import default_store, uncounted
 from ..store.entry import decode, encode
 from . import closure_digest
 
@@ -39,7 +37,6 @@ scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the s
 SCHEMA = "cupy-rawcode-closure-1"
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
-_COUNTED = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
 
 
 def record_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
@@ -189,7 +186,7 @@ def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
     holds here (``validate``); None for a miss: none stored, damaged, foreign or stale."""
     store = default_store()
-    with uncounted(store):
+    with uncounted():
         raw = store.get(rid)
     if raw is None:
         return None
@@ -214,43 +211,5 @@ def save(rid: str, record: dict) -> None:
         return
     meta = {"target": TARGET, "headers": record["count"]}  # as `cache list -l` shows them
     raw = encode(rid, json.dumps(record, separators=(",", ":")).encode(), meta)
-    with uncounted(store):
+    with uncounted():
         store.put(rid, raw)
-
-
-def _counters(store) -> list:
-    """Every count a look-up in ``store`` adds to: each level's own tally (memory, disk,
-    bundles: store/base.py) and the Levels' counts of each level (store/__init__.py)."""
-    found: list = list(getattr(store, "counts", []))
-    for level in getattr(store, "levels", [store]):
-        own = getattr(level, "tally", None)
-        own = getattr(getattr(level, "inner", None), "tally", None) if own is None else own
-        if isinstance(own, dict):
-            found.append(own)
-    return found
-
-
-def _read(counter, field: str) -> int:
-    value = counter.get(field, 0) if isinstance(counter, dict) else getattr(counter, field, 0)
-    return value if type(value) is int else 0
-
-
-@contextmanager
-def uncounted(store) -> Iterator[None]:
-    """Take back what the block adds to ``store``'s counts: a closure record is no kernel, and
-    ``cache stats`` counts kernels. (Best effort, as the counts are: a thread counting on
-    the same level meanwhile may lose its increments.)"""
-    counters = _counters(store)
-    before = [{f: _read(c, f) for f in _COUNTED} for c in counters]
-    try:
-        yield
-    finally:
-        for counter, was in zip(counters, before, strict=True):
-            for field, n in was.items():
-                added = _read(counter, field) - n
-                if not added:
-                    continue
-                if isinstance(counter, dict):
-                    counter[field] -= added
-                else:
-                    setattr(counter, field, _read(counter, field) - added)

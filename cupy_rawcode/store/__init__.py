@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import config, deferred
-from .base import MemoryStore, Store, tally
+from .base import MemoryStore, Store, counting, tally, uncounted
 from .entry import decode
 from .layout import cache_location
 
@@ -38,6 +38,7 @@ __all__ = [
     "make_store",
     "open_remote",
     "open_store",
+    "uncounted",
 ]
 
 
@@ -58,6 +59,8 @@ class _Count:
         return self if counts is None else counts._own[self.name]
 
     def __set__(self, counts: Counts, value: int) -> None:
+        if not counting():
+            return
         if counts._also is not None:
             counts._also[self.name] += value - counts._own[self.name]
         counts._own[self.name] = value
@@ -290,6 +293,8 @@ class Levels(Store):
 
     def record(self, hit: bool) -> None:
         """Count a hit or a miss in the levels that keep counts of their own (the directory)."""
+        if not counting():
+            return
         for level in self.levels:
             rec = getattr(level, "record", None)
             if rec is not None:

@@ -21,6 +21,7 @@ give raw bytes: the caller validates each entry, so a damaged one is a miss.
 from __future__ import annotations
 
 import abc
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -38,16 +39,47 @@ FIELDS = (
     "saved_ms",  # the compile time its hits saved: each entry's compile_seconds (Levels.served)
 )
 
-_tallies: dict[str, dict[str, int]] = {}  # level name -> its counts, not written yet
+_quiet = threading.local()  # depth > 0: this thread's reads are no look-ups (``uncounted``)
 
 
-def tally(name: str) -> dict[str, int]:
+class Tally(dict):
+    """A level's counts in this process: a dict of FIELDS whose changes are dropped while the
+    thread making them is ``uncounted``."""
+
+    __slots__ = ()
+
+    def __setitem__(self, field: str, value: int) -> None:
+        if not getattr(_quiet, "depth", 0):
+            dict.__setitem__(self, field, value)
+
+
+_tallies: dict[str, Tally] = {}  # level name -> its counts, not written yet
+
+
+def tally(name: str) -> Tally:
     """The counts of the level ``name`` in this process (one dict per name, shared by every
     store of that name): a store adds to its FIELDS, e.g. ``tally("redis")["timeouts"] += 1``."""
     found = _tallies.get(name)
     if found is None:
-        found = _tallies.setdefault(name, dict.fromkeys(FIELDS, 0))
+        found = _tallies.setdefault(name, Tally(dict.fromkeys(FIELDS, 0)))
     return found
+
+
+def counting() -> bool:
+    """Whether this thread's store reads and writes are counted now (not ``uncounted``)."""
+    return not getattr(_quiet, "depth", 0)
+
+
+@contextlib.contextmanager
+def uncounted():
+    """Store reads and writes of this thread, in the block, that are no look-ups of a kernel (a
+    closure record, a maintenance command's listing): they change no count ``cache stats``
+    shows (the levels' tallies, a Levels' Counts)."""
+    _quiet.depth = getattr(_quiet, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _quiet.depth -= 1
 
 
 class Store(abc.ABC):

@@ -75,7 +75,7 @@ def zero_tallies() -> None:
     """Start this process's tallies again from 0 (``cache stats -z``)."""
     for t in list(_tallies.values()):
         for field in t:
-            t[field] = 0
+            dict.__setitem__(t, field, 0)  # bookkeeping: even when uncounted
 
 
 def counts_of(value) -> dict[str, int]:
@@ -154,7 +154,7 @@ def keep_tallies(root: Path) -> None:
     for name, t in pending.items():  # taken: counted again from 0 here
         row = _tallies[name]
         for field, n in t.items():
-            row[field] -= n
+            dict.__setitem__(row, field, row[field] - n)  # bookkeeping: even when uncounted
     try:
         _update(root, lambda counts: {**counts, "levels": merge_levels(read_levels(root), pending)})
     except (OSError, ValueError):

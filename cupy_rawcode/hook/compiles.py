@@ -157,7 +157,7 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         lambda: capture(original, args, kwargs),
         lambda: changed_header(call),
         _failing(call),
-        cupy_key.closure_record(call.source, call.options),
+        lambda: cupy_key.closure_record(call.source, call.options),
     )
 
 
@@ -331,7 +331,7 @@ def compile_ahead(call: Call) -> tuple[str, bool]:
         lambda: _captured(compiler, call),
         lambda: changed_header(call),
         _failing(call),
-        cupy_key.closure_record(call.source, call.options),
+        lambda: cupy_key.closure_record(call.source, call.options),
     )
 
 

@@ -49,11 +49,20 @@ def cupy_fields(version: str, payload: str, nvrtc: str, debug: bool) -> list[tup
     ]
 
 
+_skeletons: dict[str, str] = {}  # source -> its directives: a CuPy call's source comes again
+SKELETONS = 4096  # sources remembered at most (CuPy keeps its kernels' sources itself)
+
+
 def directives(source: str) -> str:
     """The source's preprocessor lines (with their continuations): all that decides its header
     closure in fast mode, which reads every branch (CuPy's kernels differ in their code and
-    share their includes)."""
-    return "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
+    share their includes). Remembered per source: every call of a kernel asks again."""
+    found = _skeletons.get(source)
+    if found is None:
+        if len(_skeletons) >= SKELETONS:
+            _skeletons.clear()
+        found = _skeletons[source] = "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
+    return found
 
 
 def _context(options: tuple[str, ...]):

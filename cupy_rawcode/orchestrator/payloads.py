@@ -87,14 +87,14 @@ def serve(
     compile: Callable[[], tuple[Any, bytes | None]],
     changed: Callable[[], str | None],
     failing: Failing | None = None,
-    record: str = "",
+    record: Callable[[], str] = lambda: "",
 ):
     """CuPy's compile of one call through the store: the stored payload ``load``-ed (None from
     it: not one CuPy can use), else ``compile()`` (CuPy's result and the payload it saved, or
     None) stored unless ``changed()`` names a header that changed while CuPy compiled (then one
     warning, as compiling.py gives). With ``failing``, a compile error CuPy raised is kept
     under the key (unless a header changed) and raised again from the store next time.
-    ``record``: the closure record the entry names (``save``)."""
+    ``record()``: the closure record the entry names (``save``), asked on a miss only."""
     found = _held(key, failing)
     if found is not None:
         mod = load(found)
@@ -111,7 +111,7 @@ def serve(
         return mod
     path = changed()
     if path is None:
-        save(key, arch, captured, time.perf_counter() - t0, record)
+        save(key, arch, captured, time.perf_counter() - t0, record())
     else:
         warnings.warn(
             f"cupy-rawcode: {path} changed while CuPy compiled a kernel that includes it; "
@@ -139,7 +139,7 @@ def ahead(
     compile: Callable[[], bytes | None],
     changed: Callable[[], str | None] = lambda: None,
     failing: Failing | None = None,
-    record: str = "",
+    record: Callable[[], str] = lambda: "",
 ) -> bool:
     """A call compiled into the store ahead of its launch, unless held already: whether the
     store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
@@ -156,5 +156,5 @@ def ahead(
         raise
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, arch, payload, time.perf_counter() - t0, record)
+    save(key, arch, payload, time.perf_counter() - t0, record())
     return False

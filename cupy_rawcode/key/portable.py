@@ -9,8 +9,11 @@ search directory it was found under, its name relative to that directory and its
 and the files looked for and absent (relative to the source's directory). It is trusted by
 *content*: every header is read where its tag points in this process and digested, each absent
 file must still be absent, and no header may be shadowed by a file of the same name in an
-earlier search directory (``validate``). Its entry is an ordinary one (store/entry.py: JSON
-bytes, meta ``target`` TARGET), never unpickled; a damaged or foreign one is a miss.
+earlier search directory, and no include the resolve looked for and did not find (a
+``__has_include`` probe, an include in a branch) may be found now in a directory it searched:
+another machine's directories may hold a header this one's lacked (``validate``). Its entry
+is an ordinary one (store/entry.py: JSON bytes, meta ``target`` TARGET), never unpickled; a
+damaged or foreign one is a miss.
 
 Only a closure of MIN_HEADERS headers or more gets a record: a smaller one resolves in about the
 time a record takes to read and check, and would only add an entry to every level.
@@ -34,7 +37,7 @@ from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
 
-SCHEMA = "cupy-rawcode-closure-1"
+SCHEMA = "cupy-rawcode-closure-2"  # 2: the includes looked for and not found ("missing")
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 
@@ -87,7 +90,34 @@ def make(closure, facts: dict, ctx) -> dict | None:
         if not ctx.source_dir:
             return None
         gone.append(os.path.relpath(path, ctx.source_dir))
-    return {"schema": SCHEMA, **facts, "headers": headers, "absent": gone}
+    missing = set()
+    for m in closure.missing:
+        places = [_place(d, ctx) for d in m.searched]
+        if None in places or not places:  # nowhere to look again (an absolute path)
+            return None
+        missing.update((m.name, *p) for p in places)  # type: ignore[misc]
+    return {
+        "schema": SCHEMA,
+        **facts,
+        "headers": headers,
+        "absent": gone,
+        "missing": sorted(missing),
+    }
+
+
+def _place(path: str, ctx) -> tuple[int, str, str] | None:
+    """A directory an include searched, as (the index in the search list of the directory it
+    lies in, -1 for the source's own; that directory's tag; its path under it), or None where
+    it lies in none (not portable)."""
+    path = os.path.normpath(path)
+    bases = [(i, d.tag, d.path) for i, d in enumerate(ctx.dirs)]
+    if ctx.source_dir:
+        bases.append((-1, "src", ctx.source_dir))
+    for i, tag, base in bases:
+        base = os.path.normpath(base)
+        if path == base or path.startswith(base.rstrip(os.sep) + os.sep):
+            return i, tag, os.path.relpath(path, base)
+    return None
 
 
 def _is_file(path: str) -> bool:
@@ -179,6 +209,17 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         if _is_file(path):
             return None
         ids.append(absent(path))
+    for name, where, tag, sub in data["missing"]:  # an include not found there: still not
+        if not (isinstance(name, str) and isinstance(sub, str) and type(where) is int):
+            return None
+        if where < 0:
+            root = special[tag]  # KeyError: no such tag here
+        elif dirs[where].tag == tag:  # IndexError: no such directory here
+            root = dirs[where].path
+        else:
+            return None
+        if _shadowed(os.path.normpath(os.path.join(root, sub)), name, seen_dirs):
+            return None
     return facts, ids
 
 

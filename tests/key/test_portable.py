@@ -30,6 +30,9 @@ def _files() -> dict:
     files = {f"lib/h{i}.h": f'#include "h{i + 1}.h"\nint v{i};\n' for i in range(N - 1)}
     files[f"lib/h{N - 1}.h"] = f"int v{N - 1};\n"
     files["local.h"] = "int local;\n"
+    # includes looked for and not found: a probe, and a quoted include in a branch
+    files["lib/h3.h"] += "#if __has_include(<lib/extra.h>)\n#include <lib/extra.h>\n#endif\n"
+    files["lib/h5.h"] += '#ifdef WANT_OPT\n#include "opt.h"\n#endif\n'
     return files
 
 
@@ -129,6 +132,14 @@ def _present(paths):
     (paths["src"] / "local.h").write_text("int here;\n")
 
 
+def _probe_found(paths):
+    (paths["inc"] / "lib" / "extra.h").write_text("int extra;\n")
+
+
+def _branch_found(paths):
+    (paths["inc"] / "lib" / "opt.h").write_text("int opt;\n")  # beside h5.h, which looks there
+
+
 def _remove(paths):
     (paths["inc"] / "lib" / "h19.h").unlink()
     (paths["inc"] / "lib" / "h18.h").write_text("int v18;\n")  # no longer includes it
@@ -170,6 +181,8 @@ STALE = [
     ("a header shadowed in an earlier -I directory", _shadow, True),
     ("a file looked for and absent is there now", _present, True),
     ("a header gone from the closure", _remove, True),
+    ("a header a __has_include probe looked for is there now", _probe_found, True),
+    ("a header an include in a branch looked for is there now", _branch_found, True),
     ("the record's entry damaged", _damage, False),
     ("another entry under the record's key", _foreign({"schema": portable.SCHEMA}), False),
     ("a record of another schema", _tamper("schema", "cupy-rawcode-closure-0"), False),

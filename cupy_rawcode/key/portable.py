@@ -90,12 +90,15 @@ def make(closure, facts: dict, ctx) -> dict | None:
         if not ctx.source_dir:
             return None
         gone.append(os.path.relpath(path, ctx.source_dir))
-    missing = set()
+    missing: set[tuple[str, int, str, str]] = set()
     for m in closure.missing:
         places = [_place(d, ctx) for d in m.searched]
-        if None in places or not places:  # nowhere to look again (an absolute path)
+        if not places:  # nowhere to look again (an absolute path)
             return None
-        missing.update((m.name, *p) for p in places)  # type: ignore[misc]
+        for place in places:
+            if place is None:
+                return None
+            missing.add((m.name, *place))
     return {
         "schema": SCHEMA,
         **facts,

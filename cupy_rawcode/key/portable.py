@@ -182,13 +182,8 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
     special, dirs = _special(ctx), ctx.dirs
     ids, names, seen_dirs, digest_of = [], [], dict[str, bool](), scan.digest_bytes
     for tag, where, rel, digest in data["headers"]:
-        if not (isinstance(tag, str) and isinstance(rel, str) and type(where) is int):
-            return None
-        if where < 0:
-            root = special[tag]  # KeyError: no such tag here
-        elif dirs[where].tag == tag:  # IndexError: no such directory here
-            root = dirs[where].path
-        else:
+        root = _root(where, tag, rel, special, dirs)
+        if root is None:
             return None
         path = os.path.normpath(os.path.join(root, rel))
         fd, st = open_regular(path)  # OSError: missing, or no regular file
@@ -213,17 +208,23 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
             return None
         ids.append(absent(path))
     for name, where, tag, sub in data["missing"]:  # an include not found there: still not
-        if not (isinstance(name, str) and isinstance(sub, str) and type(where) is int):
-            return None
-        if where < 0:
-            root = special[tag]  # KeyError: no such tag here
-        elif dirs[where].tag == tag:  # IndexError: no such directory here
-            root = dirs[where].path
-        else:
+        root = _root(where, tag, sub, special, dirs)
+        if root is None or not isinstance(name, str):
             return None
         if _shadowed(os.path.normpath(os.path.join(root, sub)), name, seen_dirs):
             return None
     return facts, ids
+
+
+def _root(where: Any, tag: Any, rel: Any, special: dict[str, str], dirs) -> str | None:
+    """The directory here of a record's place (the index of a search directory, -1 for a tag of
+    ``_special``; its tag), or None for a place of the wrong types or one this search list does
+    not have; raises KeyError/IndexError for a tag or an index it does not have."""
+    if not (isinstance(tag, str) and isinstance(rel, str) and type(where) is int):
+        return None
+    if where < 0:
+        return special[tag]
+    return dirs[where].path if dirs[where].tag == tag else None
 
 
 def load(rid: str, ctx) -> tuple[dict, tuple] | None:

@@ -67,6 +67,27 @@ def corpus(name: str) -> str:
     return (CORPUS / name).read_text()
 
 
+def json_runs(script: str, kernel: str, cache: Path, n: int = 2) -> list:
+    """What ``script`` printed as JSON, run ``n`` times in a row as new processes on
+    ``CORPUS/kernel`` with the cache directory ``cache`` (a fill, then hits)."""
+    import json
+    import os
+
+    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(cache)}
+    return [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script, str(CORPUS / kernel)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for _ in range(n)
+    ]
+
+
 HANG = """\
 import os
 

@@ -388,21 +388,9 @@ HIT_PATH = {
 def test_a_warm_process_imports_only_the_hit_path(tmp_path):
     """Each module costs ~0.1-0.6 ms to import on the device host: a warm RawKernel keys
     through the index, without options, request, search, toolchain, manifest or program."""
-    from conftest import CORPUS
+    from conftest import json_runs
 
-    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    runs = [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", _WARM, str(CORPUS / "radix_sort.cu")],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
-        for _ in range(2)
-    ]
+    runs = json_runs(_WARM, "radix_sort.cu", tmp_path / "c")
     assert "cupy_rawcode.key.request" in runs[0]["modules"]  # the first process keys the full way
     assert set(runs[1]["modules"]) == HIT_PATH
     assert runs[0]["size"] == runs[1]["size"] > 0

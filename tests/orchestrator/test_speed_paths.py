@@ -190,26 +190,9 @@ print(json.dumps({"hit": r.hit, "modules": sorted(m for m in sys.modules if m.st
 def test_a_warm_hit_imports_nothing_only_a_miss_needs(tmp_path):
     """Each module costs ~0.1-0.5 ms to import on the device host: the hit path keeps to the
     ones keying and reading the store need (NVRTC, stripping, resolving and writing stay out)."""
-    import json
-    import os
-    import subprocess
-    import sys
+    from conftest import json_runs
 
-    from conftest import CORPUS
-
-    env = {**os.environ, "CUPY_RAWCODE_CACHE_DIR": str(tmp_path / "c")}
-    runs = [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-c", _HIT_MODULES, str(CORPUS / "block_reduce.cu")],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
-        for _ in range(2)
-    ]
+    runs = json_runs(_HIT_MODULES, "block_reduce.cu", tmp_path / "c")
     assert [r["hit"] for r in runs] == [False, True]
     assert "cupy_rawcode.compiler.nvrtc" in runs[0]["modules"]
     # NVRTC through its own API: importing cuda.core cost 50-100 ms of a cold start

@@ -68,6 +68,21 @@ def _use(cache: Path, **more: str) -> subprocess.CompletedProcess:
     return _run(["-c", _USE, SMALL], _env(cache, **more))
 
 
+def _start_users(env: dict, n: int) -> list[subprocess.Popen]:
+    """``n`` children using the cache at once (each compiles SMALL), not waited for."""
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", _USE, SMALL],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_limit_memory,
+        )
+        for _ in range(n)
+    ]
+
+
 def _cli(cache: Path, *argv: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     return _run(["-m", "cupy_rawcode.cli", *argv], _env(cache), timeout)
 
@@ -167,17 +182,7 @@ def test_processes_meeting_a_fifo_entry_all_finish(tmp_path):
         path.unlink()
         os.mkfifo(path)
     env = _env(cache)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _USE, SMALL],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=_limit_memory,
-        )
-        for _ in range(3)
-    ]
+    procs = _start_users(env, 3)
     try:
         outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     except subprocess.TimeoutExpired:
@@ -341,17 +346,7 @@ def test_a_new_or_empty_directory_is_claimed_with_a_cachedir_tag(tmp_path):
 def test_processes_claiming_one_new_directory_together_all_use_it(tmp_path):
     cache = tmp_path / "c"
     env = _env(cache)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _USE, SMALL],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=_limit_memory,
-        )
-        for _ in range(4)
-    ]
+    procs = _start_users(env, 4)
     outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     assert not any("not a cupy-rawcode cache" in e for _, e in outs)

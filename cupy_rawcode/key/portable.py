@@ -230,22 +230,21 @@ def _root(where: Any, tag: Any, rel: Any, special: dict[str, str], dirs) -> str 
 def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
     holds here (``validate``); None for a miss: none stored, damaged, foreign or stale."""
-    store = default_store()
-    with uncounted():
-        raw = store.get(rid)
-    if raw is None:
+    with uncounted():  # decoded once, as the store checks it
+        found = default_store().find(rid, lambda raw: decode(rid, raw))
+    if found is None:
+        return None
+    (text, meta), _level = found
+    if meta.get("target") != TARGET:
         return None
     try:
-        text, meta = decode(rid, raw)
-        if meta.get("target") != TARGET:
-            return None
         data = json.loads(text)
     except ValueError:
         return None
-    found = validate(data, ctx)
-    if found is None:
+    held = validate(data, ctx)
+    if held is None:
         return None
-    facts, ids = found
+    facts, ids = held
     return facts, take(ids)
 
 

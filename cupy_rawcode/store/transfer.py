@@ -75,34 +75,43 @@ class PushSummary:
         return dict(self.__dict__)
 
 
-def _valid(key: str, data: bytes) -> bool:
+def _meta(key: str, data: bytes) -> dict | None:
+    """The metadata of the entry of ``key`` in ``data``, or None: no valid entry of ``key``."""
     try:
-        decode(key, data)
-        return True
-    except ValueError:
-        return False
-
-
-def named_record(key: str, data: bytes) -> str | None:
-    """The key of the closure record the entry of ``key`` names (CLOSURE_RECORD), or None: it
-    names none, or the bytes are no valid entry of ``key``."""
-    try:
-        _code, meta = decode(key, data)
+        return decode(key, data)[1]
     except ValueError:
         return None
+
+
+def _record_of(key: str, meta: dict) -> str | None:
+    """The key of the closure record an entry's metadata names (CLOSURE_RECORD), or None."""
     name = meta.get(CLOSURE_RECORD)
     if not isinstance(name, str) or len(name) != 64 or name == key:
         return None
     return name if all(c in "0123456789abcdef" for c in name) else None
 
 
+def named_record(key: str, data: bytes) -> str | None:
+    """The key of the closure record the entry of ``key`` names, or None: it names none, or the
+    bytes are no valid entry of ``key``."""
+    meta = _meta(key, data)
+    return None if meta is None else _record_of(key, meta)
+
+
+def _named(metas: dict[str, dict], skip: set[str] | frozenset) -> list[str]:
+    """The closure records the entries of ``metas`` (key -> metadata) name, each once, in
+    order, but those in ``skip`` (keys transferred already)."""
+    names = (_record_of(key, meta) for key, meta in metas.items())
+    return [n for n in dict.fromkeys(names) if n is not None and n not in skip]
+
+
 def records_named(
     entries: Iterable[tuple[str, bytes]], skip: set[str] | frozenset = frozenset()
 ) -> list[str]:
     """The closure records the ``(key, bytes)`` entries name, each once, in order, but those in
-    ``skip`` (keys transferred already)."""
-    names = (named_record(key, data) for key, data in entries)
-    return [n for n in dict.fromkeys(names) if n is not None and n not in skip]
+    ``skip``."""
+    metas = {key: meta for key, data in entries if (meta := _meta(key, data)) is not None}
+    return _named(metas, skip)
 
 
 def _chunks(keys: Sequence[str]) -> Iterable[list[str]]:
@@ -118,13 +127,17 @@ def _failed(level: Store, error: BaseException, names: list[str]) -> None:
     names.append(level.location)
 
 
-def _held(store: Store, keys: Sequence[str]) -> dict[str, bytes]:
-    """The valid entries of ``keys`` that ``store`` holds (a damaged one is not held)."""
+def _held(store: Store, keys: Sequence[str], metas: dict | None = None) -> dict[str, bytes]:
+    """The valid entries of ``keys`` that ``store`` holds (a damaged one is not held); their
+    metadata go to ``metas`` when given (each entry is decoded once)."""
     held: dict[str, bytes] = {}
     for chunk in _chunks(keys):
         for key, data in store.get_many(chunk).items():
-            if _valid(key, data):
+            meta = _meta(key, data)
+            if meta is not None:
                 held[key] = data
+                if metas is not None:
+                    metas[key] = meta
     return held
 
 
@@ -143,9 +156,10 @@ def pull(
     wanted = list(dict.fromkeys(keys))
     summary = PullSummary(asked=len(wanted))
     total = len(wanted)
-    held = _held(destination, wanted)
+    metas: dict[str, dict] = {}
+    held = _held(destination, wanted, metas)
     asked = set(wanted)
-    named = records_named(held.items(), asked) if records else []
+    named = _named(metas, asked) if records else []
     remaining = [key for key in wanted if key not in held]
     summary.local = done = total - len(remaining)
     if progress:
@@ -165,9 +179,10 @@ def pull(
                 if not level.up() and level.location not in summary.failed:
                     # one that handles its own failures (Redis) warned, and rests now
                     summary.failed.append(level.location)
-            good = {key: data for key, data in got.items() if _valid(key, data)}
+            metas = {k: m for k, data in got.items() if (m := _meta(k, data)) is not None}
+            good = {key: got[key] for key in metas}
             if records:
-                named += records_named(good.items(), asked)
+                named += _named(metas, asked)
             summary.damaged += len(got) - len(good)
             if good:
                 destination.put_many(good)
@@ -221,9 +236,10 @@ def push(
     named: list[str] = []
     asked = set(wanted)
     for n, chunk in enumerate(_chunks(wanted)):
-        held = _held(source, chunk)
+        metas: dict[str, dict] = {}
+        held = _held(source, chunk, metas)
         if records:
-            named += records_named(held.items(), asked)
+            named += _named(metas, asked)
         summary.unreadable += len(chunk) - len(held)
         summary.asked += len(held)
         for level in targets:

@@ -68,6 +68,8 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.launch": "reading a kernel's C++ signature: its first call with arguments",
     "cupy_rawcode.key.request": "keying the full way: the first key of a source",
     "cupy_rawcode.key.manifest": "a source's header manifest: the first key in a process",
+    "cupy_rawcode.key.cupy": "the key of CuPy's own compile: a served or compiled call only, "
+    "not reading one (every wrapped CuPy compile reads its call)",
     "cupy_rawcode.store.sizebound": "writing to the cache (publish, the size bound): a miss only",
     "cupy_rawcode.store.eviction": "pruning and clearing the cache only",
     "cupy_rawcode.store.usage": "scanning the cache: pruning, stats only",

@@ -24,15 +24,18 @@ import os
 import sys
 import threading
 import types
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..ground import config
+from ..ground import config, deferred
 from ..ground.errors import MissingHeaderError
-from ..kernel.building import load_bytes
-from ..key import cupy as cupy_key
-from ..key.cupy import changed_header as _changed
-from ..key.cupy import extra_digest
-from ..orchestrator import payloads
+
+# the store, the key and the loader: a served or compiled call's, never the reading of a call
+# (call_from), which every wrapped CuPy compile does whatever the scope
+building = deferred("cupy_rawcode.kernel.building")
+cupy_key = deferred("cupy_rawcode.key.cupy")
+payloads = deferred("cupy_rawcode.orchestrator.payloads")
+if TYPE_CHECKING:
+    from ..orchestrator.payloads import Failing
 
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
 _fixed: dict[str, list[tuple[str, str]]] = {}  # CUPY_CUDA_COMPILE_WITH_DEBUG -> CuPy's fields
@@ -98,13 +101,13 @@ def _cupy_fields(call: Call) -> list[tuple[str, str]]:
         )
     return fixed + [
         ("cooperative", "1" if call.cooperative else "0"),
-        ("extra_source", extra_digest(call.extra_source)),
+        ("extra_source", cupy_key.extra_digest(call.extra_source)),
     ]
 
 
 def changed_header(call: Call) -> str | None:
     """A header of the call's closure that changed since its key was computed (key/cupy.py)."""
-    return _changed(call.source, call.options)
+    return cupy_key.changed_header(call.source, call.options)
 
 
 def key_of(call: Call) -> str:
@@ -122,13 +125,13 @@ def load(call: Call, payload: bytes):
 
     module = compiler.function.Module  # as CuPy's compile makes it (unloaded() replaces it)
     if not call.name_expressions:
-        return load_bytes(payload, None, module)
+        return building.load_bytes(payload, None, module)
     decoded = compiler._decode_cache_payload(payload, len(call.name_expressions))
     if decoded is None:
         return None
     mangled, cubin = decoded
     mapping = dict(zip(sorted(call.name_expressions), mangled, strict=True))
-    return load_bytes(cubin, mapping, module)
+    return building.load_bytes(cubin, mapping, module)
 
 
 def cached(call: Call) -> bool:
@@ -161,7 +164,7 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
     )
 
 
-def _failing(call: Call) -> payloads.Failing:
+def _failing(call: Call) -> Failing:
     """How the orchestrator keeps and rebuilds CuPy's compile errors for ``call``."""
     return payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r))
 

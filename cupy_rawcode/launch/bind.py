@@ -9,12 +9,15 @@ import math
 
 import numpy
 
+from ..ground import deferred
 from ..ground.errors import RawcodeOverflowError, RawcodeTypeError
 from ..ground.regular import read_bytes
-from ..headers.scan import scan_bytes
-from ..headers.search import find
-from ..toolkit.discovery import SearchDir
 from .signature import NO_DEFAULT, Param, Signature, parse_signature
+
+# a user's headers read for their declarations: only with a source directory or -I
+scan = deferred("cupy_rawcode.headers.scan")
+search = deferred("cupy_rawcode.headers.search")
+discovery = deferred("cupy_rawcode.toolkit.discovery")
 
 _MISSING = object()
 
@@ -139,19 +142,21 @@ def _pointer(t, v, where: str, check: bool):
 def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
     """Texts of the user's own headers the source includes (from its directory and ``-I``),
     followed transitively; system roots are not read. Unreadable files are skipped."""
-    dirs = tuple(SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs))
+    dirs = tuple(
+        discovery.SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs)
+    )
     out, seen = [], set()
     pending: list = [(source.encode(), None)]
     while pending:
         data, includer = pending.pop()
         try:
-            scan = scan_bytes(data)
+            scanned = scan.scan_bytes(data)
         except Exception:
             continue
-        for inc in scan.includes:
+        for inc in scanned.includes:
             if inc.kind not in ("include", "next"):
                 continue
-            found = find(
+            found = search.find(
                 inc.name, angled=inc.angled, includer=includer, source_dir=source_dir, dirs=dirs
             )
             if found is None or found.path in seen:

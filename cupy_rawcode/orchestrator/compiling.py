@@ -4,6 +4,7 @@ around it."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -160,10 +161,10 @@ def compile_request(
     early is abandoned when resolution fails or the store has the entry. Everything the compile
     writes goes to the directory of the store's disk layer (using_cache_dir). Ctrl-C and
     SIGTERM reach Python's handler while the headers are scanned beside an early compile
-    (compiler/signals.py: taken_by_keeper)."""
+    (compiler/signals.py: taken_by_keeper, around the keying only)."""
     store = store if store is not None else default_store()
     try:
-        with using_cache_dir(store_dir(store)), taken_by_keeper():
+        with using_cache_dir(store_dir(store)):
             return _compile_request(req, store, dump)
     except Exception as e:
         if hasattr(e, "dump") and hasattr(e, "source") and config.cupy_dump_on_error():
@@ -197,7 +198,9 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
     if known is None and _worth_overlapping(req) and config.overlap():
         early = _speculate(req, ctx, dump)
     try:
-        keyed = compute_key(req, ctx, known)
+        # headers scanned beside an early compile, which may put NVRTC's handler in force
+        with taken_by_keeper() if early is not None else contextlib.nullcontext():
+            keyed = compute_key(req, ctx, known)
     except BaseException as e:
         _forget(req, early)
         if isinstance(e, MissingHeaderError):

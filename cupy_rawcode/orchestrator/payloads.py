@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..ground.errors import RawcodeRuntimeError
-from ..store import default_store
+from ..store import default_store, uncounted
 from ..store.entry import encode
 from ..store.transfer import CLOSURE_RECORD
 from . import failures
@@ -21,8 +21,10 @@ CUPY_FAILURE = "CompileException"  # the class of CuPy's failures kept (failures
 
 
 def stored(key: str) -> bytes | None:
-    """CuPy's payload stored under ``key``, or None (a miss, or an entry that is not one)."""
-    found = _found(key)
+    """CuPy's payload stored under ``key``, or None (a miss, or an entry that is not one): a
+    probe, counted nowhere (no kernel is served)."""
+    with uncounted():
+        found = _found(key)
     return None if found is None or isinstance(found, dict) else found
 
 
@@ -100,26 +102,40 @@ def serve(
         mod = load(found)
         if mod is not None:
             return mod
+    return _compiled(key, arch, compile, changed, failing, record)[0]
+
+
+def _compiled(
+    key: str,
+    arch: str,
+    compile: Callable[[], tuple[Any, bytes | None]],
+    changed: Callable[[], str | None],
+    failing: Failing | None,
+    record: Callable[[], str],
+) -> tuple[Any, bytes | None]:
+    """``compile()`` (CuPy's result and the payload it saved, or None), its payload stored
+    unless ``changed()`` names a header that changed while CuPy compiled (then one warning,
+    as compiling.py gives); a compile error kept as ``failing`` says (``_keep``)."""
     t0 = time.perf_counter()
     try:
-        mod, captured = compile()
+        result, payload = compile()
     except Exception as e:
         if failing is not None:
             _keep(key, arch, failing.fields(e), changed)
         raise
-    if captured is None:
-        return mod
+    if payload is None:
+        return result, payload
     path = changed()
     if path is None:
-        save(key, arch, captured, time.perf_counter() - t0, record())
+        save(key, arch, payload, time.perf_counter() - t0, record())
     else:
         warnings.warn(
             f"cupy-rawcode: {path} changed while CuPy compiled a kernel that includes it; "
             "the module is used but not cached",
             HeaderChangedWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
-    return mod
+    return result, payload
 
 
 def _keep(key: str, arch: str, fields: dict | None, changed: Callable[[], str | None]) -> None:
@@ -144,17 +160,12 @@ def ahead(
     """A call compiled into the store ahead of its launch, unless held already: whether the
     store held it. ``compile()`` gives CuPy's payload, None when it saved none. With
     ``failing``, CuPy's compile error is kept (unless ``changed()`` names a header) and a kept
-    one raised again, as serve does; ``record``: as serve's."""
-    if _held(key, failing) is not None:
-        return True
-    t0 = time.perf_counter()
-    try:
-        payload = compile()
-    except Exception as e:
-        if failing is not None:
-            _keep(key, arch, failing.fields(e), changed)
-        raise
+    one raised again, as serve does; ``record``: as serve's. A held entry is no kernel served:
+    counted nowhere."""
+    with uncounted():
+        if _held(key, failing) is not None:
+            return True
+    _, payload = _compiled(key, arch, lambda: (None, compile()), changed, failing, record)
     if payload is None:
         raise RawcodeRuntimeError("CuPy compiled but saved nothing (CUPY_CACHE_IN_MEMORY=1?)")
-    save(key, arch, payload, time.perf_counter() - t0, record())
     return False

@@ -129,3 +129,26 @@ def test_cupy_compiles_record_their_time_and_a_hit_counts_it_saved():
     again = payloads.serve(key, "90", lambda b: ("loaded", b), compile, lambda: None)
     assert again == ("loaded", b"CuPy's payload bytes") and compiled == [1]
     assert counters.tally("memory")["saved_ms"] == round(meta["compile_seconds"] * 1000)
+
+
+@pytest.mark.parametrize("changed, stored", [(None, True), ("inc/h.cuh", False)])
+def test_a_payload_compiled_ahead_is_stored_only_when_no_header_changed(changed, stored):
+    """prebuild and warmup (payloads.ahead) store CuPy's payload as a served call does: not
+    when a header changed while CuPy compiled (one warning); a held entry found again is a
+    probe, no kernel served, and counted nowhere."""
+    from cupy_rawcode.orchestrator import payloads
+    from cupy_rawcode.orchestrator.compiling import HeaderChangedWarning
+    from cupy_rawcode.store import counters, default_store, uncounted
+
+    key = "beef" + "0" * 60
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert payloads.ahead(key, "90", lambda: b"payload", lambda: changed) is False
+    assert [w.category for w in caught] == ([] if stored else [HeaderChangedWarning])
+    with uncounted():
+        assert (default_store().get(key) is not None) == stored
+    if stored:
+        counters.zero_tallies()
+        assert payloads.ahead(key, "90", lambda: b"other", lambda: None) is True
+        assert payloads.stored(key) == b"payload"
+        assert all(v == 0 for t in counters._tallies.values() for v in t.values())

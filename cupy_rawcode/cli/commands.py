@@ -262,14 +262,6 @@ def _prebuild_summary(total: int, failed: int, lost: int, hits: int) -> str:
     return line + (f" ({lost} compiled, but not stored)" if lost else "")
 
 
-def _is_record(key: str, data: bytes) -> bool:
-    """Whether an entry's bytes are a closure record's (key/portable.py), not a kernel's."""
-    try:
-        return decode(key, data)[1].get("target") == portable.TARGET
-    except EntryError:
-        return False
-
-
 @_uncounted
 def _cmd_bundle(args, options) -> int:
     if args.action == "export":
@@ -278,13 +270,12 @@ def _cmd_bundle(args, options) -> int:
             keys = maintenance.prebuilt_keys(disk.root)
         else:
             keys = [e.key for e in disk.entries()]
-        entries, skipped = maintenance.exportable(disk, keys)
+        entries, skipped, metas = maintenance.exportable(disk, keys)
         # the closure records the entries name (key/portable.py): a new process keys them
         # without resolving headers (a whole export holds them already)
-        named = transfer.records_named(entries)
-        extra, _ = maintenance.exportable(disk, [k for k in named if k not in set(keys)])
+        extra, _, more = maintenance.exportable(disk, transfer.named_in(metas, set(keys)))
         n = write_bundle(args.out, entries + extra)
-        records = sum(_is_record(key, data) for key, data in entries + extra)
+        records = sum(m.get("target") == portable.TARGET for m in (*metas.values(), *more.values()))
         print(
             f"wrote {n - records} entries to {args.out}"
             + (f" with {records} closure records" if records else "")

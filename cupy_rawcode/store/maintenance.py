@@ -55,15 +55,16 @@ def prebuilt_keys(root) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def exportable(disk, keys: list[str]) -> tuple[list[tuple[str, bytes]], int]:
-    """(the (key, bytes) of ``keys`` a bundle ships, how many were missing or broken)."""
-    entries, skipped = [], 0
+def exportable(disk, keys: list[str]) -> tuple[list[tuple[str, bytes]], int, dict[str, dict]]:
+    """(the (key, bytes) of ``keys`` a bundle ships, how many were missing or broken, and each
+    shipped entry's metadata: read once, as its check decoded it)."""
+    entries, skipped, metas = [], 0, {}
     for key in keys:
         data = disk.get(key)
         try:
-            decode(key, data or b"")
+            metas[key] = decode(key, data or b"")[1]
         except EntryError:
             skipped += 1  # missing (evicted) or broken: never shipped
             continue
         entries.append((key, data))
-    return entries, skipped
+    return entries, skipped, metas

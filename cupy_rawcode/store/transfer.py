@@ -98,7 +98,7 @@ def named_record(key: str, data: bytes) -> str | None:
     return None if meta is None else _record_of(key, meta)
 
 
-def _named(metas: dict[str, dict], skip: set[str] | frozenset) -> list[str]:
+def named_in(metas: dict[str, dict], skip: set[str] | frozenset) -> list[str]:
     """The closure records the entries of ``metas`` (key -> metadata) name, each once, in
     order, but those in ``skip`` (keys transferred already)."""
     names = (_record_of(key, meta) for key, meta in metas.items())
@@ -111,7 +111,7 @@ def records_named(
     """The closure records the ``(key, bytes)`` entries name, each once, in order, but those in
     ``skip``."""
     metas = {key: meta for key, data in entries if (meta := _meta(key, data)) is not None}
-    return _named(metas, skip)
+    return named_in(metas, skip)
 
 
 def _chunks(keys: Sequence[str]) -> Iterable[list[str]]:
@@ -159,7 +159,7 @@ def pull(
     metas: dict[str, dict] = {}
     held = _held(destination, wanted, metas)
     asked = set(wanted)
-    named = _named(metas, asked) if records else []
+    named = named_in(metas, asked) if records else []
     remaining = [key for key in wanted if key not in held]
     summary.local = done = total - len(remaining)
     if progress:
@@ -182,7 +182,7 @@ def pull(
             metas = {k: m for k, data in got.items() if (m := _meta(k, data)) is not None}
             good = {key: got[key] for key in metas}
             if records:
-                named += _named(metas, asked)
+                named += named_in(metas, asked)
             summary.damaged += len(got) - len(good)
             if good:
                 destination.put_many(good)
@@ -239,7 +239,7 @@ def push(
         metas: dict[str, dict] = {}
         held = _held(source, chunk, metas)
         if records:
-            named += _named(metas, asked)
+            named += named_in(metas, asked)
         summary.unreadable += len(chunk) - len(held)
         summary.asked += len(held)
         for level in targets:

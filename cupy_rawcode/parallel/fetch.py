@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import transfer
-from ..store.entry import decode
 from .keys import RecordKeys, keys_of_jobs
 from .prebuild import Job
 
@@ -42,18 +41,6 @@ def pull_jobs(jobs: Iterable[Job], store: Any, progress: transfer.Progress | Non
     """Pull the entries of ``jobs`` from the remote levels of ``store`` into its disk level."""
     keys = keys_of_jobs(jobs)
     summary = transfer.pull_into(store, keys.keys, progress)
-    held = set(keys.keys) if not summary.missing else _held(store, keys.keys)
-    return Pulled(summary, keys, held)
-
-
-def _held(store: Any, keys: list[str]) -> set[str]:
-    """The keys whose entry the disk level of ``store`` holds valid (a damaged one is not)."""
     disk = transfer.split_levels(store)[0]
-    held = set()
-    for key, data in disk.get_many(keys).items():
-        try:
-            decode(key, data)
-        except ValueError:
-            continue
-        held.add(key)
-    return held
+    held = set(keys.keys) if not summary.missing else set(transfer.held_entries(disk, keys.keys))
+    return Pulled(summary, keys, held)

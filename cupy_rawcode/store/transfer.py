@@ -127,7 +127,7 @@ def _failed(level: Store, error: BaseException, names: list[str]) -> None:
     names.append(level.location)
 
 
-def _held(store: Store, keys: Sequence[str], metas: dict | None = None) -> dict[str, bytes]:
+def held_entries(store: Store, keys: Sequence[str], metas: dict | None = None) -> dict[str, bytes]:
     """The valid entries of ``keys`` that ``store`` holds (a damaged one is not held); their
     metadata go to ``metas`` when given (each entry is decoded once)."""
     held: dict[str, bytes] = {}
@@ -157,7 +157,7 @@ def pull(
     summary = PullSummary(asked=len(wanted))
     total = len(wanted)
     metas: dict[str, dict] = {}
-    held = _held(destination, wanted, metas)
+    held = held_entries(destination, wanted, metas)
     asked = set(wanted)
     named = named_in(metas, asked) if records else []
     remaining = [key for key in wanted if key not in held]
@@ -237,7 +237,7 @@ def push(
     asked = set(wanted)
     for n, chunk in enumerate(_chunks(wanted)):
         metas: dict[str, dict] = {}
-        held = _held(source, chunk, metas)
+        held = held_entries(source, chunk, metas)
         if records:
             named += named_in(metas, asked)
         summary.unreadable += len(chunk) - len(held)

@@ -23,7 +23,6 @@ from .base import Store
 
 T = TypeVar("T")
 READ_ONLY = "read-only"
-REMOTE_SCHEMES = ("memcached", "http", "https", "s3")  # with redis's: the backends given a URL
 
 
 class RemoteLevelWarning(RawcodeWarning, UserWarning):

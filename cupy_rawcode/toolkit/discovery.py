@@ -33,12 +33,11 @@ from typing import NamedTuple
 from ..ground import config
 from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
 from ..ground.regular import read_bytes
-from ..ground.sources import HEADER_ROOT_KINDS, HEADER_SOURCE_NAMES, parse_header_sources
+from ..ground.sources import HEADER_ROOT_KINDS, parse_header_sources
 from ..store.layout import cache_location, claim
 from .cudaheaders import LIBRARY_ROOTS, WHEEL_INCLUDE_DIRS, offered
 
 DEFAULT_SOURCES = ("cupy", "wheel", "nvrtc", "toolkit")
-KNOWN_SOURCES = HEADER_SOURCE_NAMES
 ROOT_KINDS = HEADER_ROOT_KINDS  # system roots before the shims, in search order
 BUNDLED_MIN = (13, 3)  # the first NVRTC that bundles headers (nvrtcInstallBundledHeaders)
 

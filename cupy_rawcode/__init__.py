@@ -25,7 +25,7 @@ _EXPORTS = {
     "CompileError": "compiler.nvrtc:CompileError",
     "RawKernel": "kernel:RawKernel",
     "RawModule": "kernel:RawModule",
-    "SignatureWarning": "kernel:SignatureWarning",
+    "SignatureWarning": "ground.errors:SignatureWarning",
     "StandardRaisedWarning": "headers.standard:StandardRaisedWarning",
     "HeaderChangedWarning": "orchestrator.compiling:HeaderChangedWarning",
     "DroppedIncludeWarning": "orchestrator.jitify:DroppedIncludeWarning",

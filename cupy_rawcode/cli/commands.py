@@ -10,11 +10,12 @@ import time
 
 from ..ground import deferred
 from ..ground.config import check_workers
+from ..ground.errors import EntryError
 from ..ground.inputs import read_source
 from ..key import portable
 from ..store import maintenance, transfer, uncounted
 from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
-from ..store.entry import EntryError, decode
+from ..store.entry import decode
 from ..store.layout import cache_location, refusal
 from ..store.usage import CacheFilesError, failure
 from . import stats

@@ -18,6 +18,7 @@ import errno
 import os
 import stat
 import sys
+import threading
 import time
 
 try:
@@ -78,21 +79,72 @@ def deferred(name: str) -> Any:
 
 
 # The roots of the package's exceptions and warnings, named and pickled as errors.py's
-# (cupy_rawcode.ground.errors): defined here, so that a module that raises or subclasses them
-# (the cache's readers, a warm hit's) loads no other class; errors.py has them all.
+# (cupy_rawcode.ground.errors), and the two errors of the file readers below: here, so that a
+# module that raises or subclasses them (the cache's readers, a warm hit's) loads no other
+# class; errors.py has them all. Built the first time one is asked for (``__getattr__``): a
+# warm hit raises nothing and builds none (a class costs its imports ~25 us).
 _ERRORS = __name__ + ".errors"
 
+if TYPE_CHECKING:  # the classes as the type checker sees them; _classes() builds them
 
-class RawcodeError(Exception):
-    """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches them all."""
+    class RawcodeError(Exception): ...
 
-    __module__ = _ERRORS
+    class RawcodeWarning(Warning): ...
+
+    class NotRegularFileError(RawcodeError, OSError): ...
+
+    class TooLargeError(RawcodeError, OSError): ...
 
 
-class RawcodeWarning(Warning):
-    """Root of every warning cupy_rawcode emits: one filter silences or raises them all."""
+_built: dict[str, type] = {}
+_building = threading.Lock()
 
-    __module__ = _ERRORS
+
+def _classes() -> dict[str, type]:
+    """The four classes, built once per process (under a lock: two threads must never get two
+    different RawcodeError classes)."""
+    with _building:
+        if _built:
+            return _built
+
+        class RawcodeError(Exception):
+            """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches
+            them all."""
+
+        class RawcodeWarning(Warning):
+            """Root of every warning cupy_rawcode emits: one filter silences or raises them
+            all."""
+
+        class NotRegularFileError(RawcodeError, OSError):
+            """A path that names something other than a regular file; ``strerror`` says what
+            it is."""
+
+        class TooLargeError(RawcodeError, OSError):
+            """A file larger than its reader's limit (a cache file cannot be that big)."""
+
+        built = {}
+        for cls, module in (
+            (RawcodeError, _ERRORS),
+            (RawcodeWarning, _ERRORS),
+            (NotRegularFileError, __name__),
+            (TooLargeError, __name__),
+        ):
+            cls.__module__, cls.__qualname__ = module, cls.__name__  # where pickles find them
+            built[cls.__name__] = cls
+        _built.update(built)  # all four at once: a reader never sees some of them
+        return _built
+
+
+def __getattr__(name: str) -> type:
+    """RawcodeError, RawcodeWarning, NotRegularFileError and TooLargeError, on first use."""
+    value = _classes().get(name) if name in _CLASS_NAMES else None
+    if value is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # the next look-up is a plain global
+    return value
+
+
+_CLASS_NAMES = ("RawcodeError", "RawcodeWarning", "NotRegularFileError", "TooLargeError")
 
 
 hashlib = deferred("hashlib")  # 2-3 ms where CuPy has not loaded it: the first digest only
@@ -132,17 +184,9 @@ _KINDS = (
 )
 
 
-class NotRegularFileError(RawcodeError, OSError):
-    """A path that names something other than a regular file; ``strerror`` says what it is."""
-
-
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words ('a FIFO (named pipe)', ...)."""
     return next((words for test, words in _KINDS if test(mode)), "not a regular file")
-
-
-class TooLargeError(RawcodeError, OSError):
-    """A file larger than its reader's limit (a cache file cannot be that big)."""
 
 
 # the cache's limits: an entry is code (CUB kernels are < 1 MiB), a record is a JSON object
@@ -159,7 +203,9 @@ def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
         fd = os.open(path, _FLAGS if follow else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
         if e.errno == errno.ELOOP and not follow:
-            raise NotRegularFileError(errno.ELOOP, "a symbolic link", os.fspath(path)) from None
+            raise _classes()["NotRegularFileError"](
+                errno.ELOOP, "a symbolic link", os.fspath(path)
+            ) from None
         raise
     try:
         st = os.fstat(fd)
@@ -168,7 +214,7 @@ def open_regular(path: str, follow: bool = True) -> tuple[int, os.stat_result]:
         raise
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise NotRegularFileError(
+        raise _classes()["NotRegularFileError"](
             errno.EINVAL, f"{kind_of(st.st_mode)}, not a regular file", os.fspath(path)
         )
     return fd, st
@@ -178,7 +224,7 @@ def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") 
     """A whole open file of at most ``limit`` bytes (TooLargeError past it, even when it grows
     while read): one read when it is no larger than fstat said."""
     if st.st_size > limit:
-        raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+        raise _classes()["TooLargeError"](errno.EFBIG, f"larger than {limit} bytes", path)
     data = os.read(fd, st.st_size + 1)
     if len(data) <= st.st_size:
         return data
@@ -186,7 +232,7 @@ def read_fd(fd: int, st: os.stat_result, limit: int = NO_LIMIT, path: str = "") 
     while chunk := os.read(fd, 1 << 16):
         total += len(chunk)
         if total > limit:
-            raise TooLargeError(errno.EFBIG, f"larger than {limit} bytes", path)
+            raise _classes()["TooLargeError"](errno.EFBIG, f"larger than {limit} bytes", path)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -204,7 +250,7 @@ def warned(path) -> bool:
 def refused(path, e: OSError) -> None:
     """Warn once per path that a cache file is a symlink, not a regular file or too large: a
     miss (a missing or unreadable one is a plain miss, silently)."""
-    if isinstance(e, (NotRegularFileError, TooLargeError)):
+    if _built and isinstance(e, (_built["NotRegularFileError"], _built["TooLargeError"])):
         _log.warn_once(
             _refused_key(path),
             "cupy-rawcode: ignoring %s in the cache: %s (a miss)",

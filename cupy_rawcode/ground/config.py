@@ -47,14 +47,9 @@ if TYPE_CHECKING:
     class _Typed(Generic[T]):
         """Var's base as the type checker sees it: a row parses to a T."""
 
-else:  # at run time a plain base: subclassing Generic cost a warm hit's imports ~0.15 ms
-    T = None
-
-    class _Typed:
-        __slots__ = ()
-
-        def __class_getitem__(cls, item):
-            return cls
+else:  # at run time ``_Typed[T]`` is object: subclassing Generic cost a warm hit's imports
+    T = None  # ~0.15 ms, a base class of its own ~25 us
+    _Typed = {None: object}
 
 
 _rows: list[Var] = []  # every Var, in the order they are made: the table
@@ -404,9 +399,9 @@ def validate() -> None:
     os.environ."""
     global _validated
     problems = []
-    for name, value in os.environ.items():
-        if not name.startswith(PREFIX):
-            continue
+    # names only, then the values of ours: decoding every value costs a warm hit ~0.1 ms
+    for name in [n for n in os.environ if n.startswith(PREFIX)]:
+        value = os.environ.get(name)
         row = VARIABLES.get(name)
         if row is None:
             problems.append(_unknown(name))

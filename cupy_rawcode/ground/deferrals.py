@@ -89,6 +89,8 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.ground.error_types": "those classes themselves, through errors.py: raised, "
     "caught, imported or unpickled only",
     "cupy_rawcode.ground.log": "logging (see above): a message only",
+    "cupy_rawcode.ground.stamps": "taking file stamps: a miss's key and the warm index's save "
+    "only (a hit checks stamps through the ground package)",
     "cupy_rawcode.ground.sources": "a header search policy checked: when one is given, or on a "
     "miss's discovery",
     "cupy_rawcode.ground.regular": "reading a source or a record, opening a cache file to write: "

@@ -9,7 +9,7 @@ import functools
 import math
 from typing import Any
 
-from . import RawcodeError, deferred
+from . import RawcodeError, RawcodeWarning, deferred
 
 nvrtclog = deferred("cupy_rawcode.ground.nvrtclog")  # its regular expressions: a failed compile
 
@@ -35,6 +35,23 @@ class RawcodeOverflowError(RawcodeError, OverflowError):
 
 class RawcodeTimeoutError(RawcodeError, TimeoutError):
     """A wait that ran past its timeout (a TimeoutError, as it was before the root)."""
+
+
+class NotACacheError(RawcodeError, OSError):
+    """A write refused: the directory is not the cache's, or a link stands in its layout (the
+    refusal was warned about once already)."""
+
+
+class CacheNotADirectoryError(RawcodeError, NotADirectoryError):
+    """The cache directory's path names something other than a directory (a file)."""
+
+
+class EntryError(RawcodeError, ValueError):
+    """Bytes that are no valid entry of the key asked for: a miss."""
+
+
+class SignatureWarning(RawcodeWarning, UserWarning):
+    """A kernel's parameters could not be parsed; its launch() is positional-only."""
 
 
 class ConfigError(RawcodeValueError):

@@ -115,7 +115,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_r
 
 def package_stamps() -> list:
     """The stamps (``stamp``) of this package's directories and modules, every subpackage
-    included: the code that computes keys (the warm index holds them, key/index.py)."""
+    included: the code that computes keys (the warm index holds them, key/__init__.py)."""
     paths = []
     for d, subdirs, files in os.walk(_PACKAGE):
         subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))

@@ -14,7 +14,7 @@ import os
 import threading
 import warnings
 
-from ..ground import RawcodeWarning, deferred
+from ..ground import deferred
 from .building import (
     Code,
     _arch_target,
@@ -38,7 +38,7 @@ strip = deferred("cupy_rawcode.compiler.strip")  # entry functions: compile() on
 inputs = deferred("cupy_rawcode.ground.inputs")
 pickling = deferred("cupy_rawcode.kernel.pickling")  # off the hit path: pickling only
 
-__all__ = ["Code", "RawKernel", "RawModule", "SignatureWarning", "build"]
+__all__ = ["Code", "RawKernel", "RawModule", "build"]
 
 
 _UNPARSED = object()
@@ -87,30 +87,26 @@ def _set_attr(name: str):
     return set_
 
 
-class _FromBuild:
-    """What a RawKernel and a RawModule read from their build, as CuPy's classes have it (once,
-    here: the properties of both classes)."""
-
-    _build: _Build
-
-    code = property(lambda self: self._build.code, doc="The CUDA source (None for a file).")
-    options = property(lambda self: self._build.options, doc="The options as given.")
-    file_path = property(lambda self: self._build.path)
-    name_expressions = property(lambda self: self._build.name_expressions)
-    translate_cucomplex = property(lambda self: self._build.translate)
+# what a RawKernel and a RawModule read from their build, as CuPy's classes have it: one set of
+# properties shared by both classes (a base class of its own cost a warm hit's imports more)
+_FROM_BUILD = (
+    property(lambda self: self._build.code, doc="The CUDA source (None for a file)."),
+    property(lambda self: self._build.options, doc="The options as given."),
+    property(lambda self: self._build.path, doc="The file compiled or loaded (None for code)."),
+    property(lambda self: self._build.name_expressions, doc="The name expressions given."),
+    property(lambda self: self._build.translate, doc="Whether cuComplex is translated."),
+)
 
 
-class SignatureWarning(RawcodeWarning, UserWarning):
-    """A kernel's parameters could not be parsed; its launch() is positional-only."""
-
-
-class RawKernel(_FromBuild):
+class RawKernel:
     """``cupy.RawKernel`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``k(grid, block, args, *, shared_mem=0, stream=None)`` launches exactly as CuPy does.
     ``jitify=True`` compiles as Jitify did (errors are also JitifyException, an include in a
     header that matches no file is dropped with a warning); ``backend='nvcc'`` returns CuPy's
     own ``cupy.RawKernel``."""
+
+    code, options, file_path, name_expressions, translate_cucomplex = _FROM_BUILD
 
     def __new__(cls, *args, **kwargs):
         return _cupy_for_nvcc("RawKernel", args, kwargs, 3) or super().__new__(cls)
@@ -205,7 +201,7 @@ class RawKernel(_FromBuild):
             warnings.warn(
                 f"cupy_rawcode: cannot parse the parameters of {self._entry!r} ({e}); "
                 "launch() takes positional arguments only and converts nothing",
-                SignatureWarning,
+                errors.SignatureWarning,
                 stacklevel=3,
             )
             return None
@@ -293,12 +289,14 @@ def _check_defined(code: Code, name: str) -> None:
     )
 
 
-class RawModule(_FromBuild):
+class RawModule:
     """``cupy.RawModule`` with cupy-rawcode's header resolution, shim headers and cache.
 
     ``path=`` loads a cubin, PTX or fatbin file as CuPy does, and also compiles a ``.cu`` file
     (with the options and name expressions, which CuPy ignores for paths). ``jitify`` and
     ``backend='nvcc'`` as for RawKernel."""
+
+    code, options, file_path, name_expressions, translate_cucomplex = _FROM_BUILD
 
     def __new__(cls, *args, **kwargs):
         return _cupy_for_nvcc("RawModule", args, kwargs, None) or super().__new__(cls)

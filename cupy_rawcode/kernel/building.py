@@ -11,8 +11,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from .. import (
+    key as keys,  # the warm index: keys.index_lookup (a module attribute: benches wrap it)
+)
 from ..ground import deferred
-from ..key import index, program_name
 from ..store import default_store
 from ..store.entry import entry_log
 
@@ -106,7 +108,7 @@ def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=
     return Code(req.target, result.code, dict(result.symbols))
 
 
-# Compiles a background warmup() is running in its worker processes: plan id (index.index_id of
+# Compiles a background warmup() is running in its worker processes: plan id (key.index_id of
 # the inputs, with 'ccNN' or the explicit arch) -> an Event set when that compile has ended.
 # A first launch of one of them waits for it instead of compiling a second time. Empty unless
 # a background warmup is running: a launch then pays one truth test.
@@ -126,24 +128,24 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
     store; None when the index does not know them (or the store lost the entry). ``names``:
     (source, source directory, file name), what NVRTC's replayed log calls the source."""
     t0 = time.perf_counter()
-    found = index.lookup(iid)
+    found = keys.index_lookup(iid)
     if found is None:
         return None
     t1 = time.perf_counter()
-    got = default_store().fetch(found.key)
+    got = default_store().fetch(found["key"])
     if got is None:
         return None
     code, meta, layer = got
     if log_stream is not None and meta.get("log"):
-        replay(log_stream, entry_log(meta, program_name(*names) if names else None))
+        replay(log_stream, entry_log(meta, keys.program_name(*names) if names else None))
     report(
         "hit",
-        found.arch,
-        found.target,
-        found.key,
-        f"{found.count} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
+        found["arch"],
+        found["target"],
+        found["key"],
+        f"{found['count']} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
     )
-    return found.arch, Code(found.target, code, dict(meta.get("symbols", {})))
+    return found["arch"], Code(found["target"], code, dict(meta.get("symbols", {})))
 
 
 def _note(build: _Build) -> None:
@@ -229,7 +231,7 @@ class _Build:
             text, where = source or self.source()
             names = self.name_expressions or ()
             if pending:
-                _await_warmup(index.index_id(text, self.compile_options, arch, names, where))
+                _await_warmup(keys.index_id(text, self.compile_options, arch, names, where))
             req = flow.request(
                 text,
                 arch=arch,
@@ -246,15 +248,16 @@ class _Build:
 
     def device_code(self, cc: int, log_stream=None) -> Code:
         """Compiled code for a device of compute capability ``cc``. A warm process finds it
-        through the index (index.py: no options, toolchain or key module imported); otherwise
-        the options or the toolchain choose the arch and code_for compiles through the cache."""
+        through the warm index (key/__init__.py: no options, toolchain or request module
+        imported); otherwise the options or the toolchain choose the arch and code_for compiles
+        through the cache."""
         with self.lock:
             arch = self.device_arch.get(cc)
             if arch is not None:
                 return self.compiled[arch]
             source, where = self.source()
             names = self.name_expressions or ()
-            iid = index.index_id(source, self.compile_options, f"cc{cc}", names, where)
+            iid = keys.index_id(source, self.compile_options, f"cc{cc}", names, where)
             if pending:
                 _await_warmup(iid)
             hit = _indexed(iid, log_stream, (source, where, self.source_name))

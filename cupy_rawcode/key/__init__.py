@@ -1,8 +1,8 @@
 """Stage 3, the key: takes a normalized request and its header closure (request.py) and gives
-the cache key; the warm index (index.py) maps a kernel's inputs as given straight to it, checked
-by file stamps (ground/stamps.py); a source's header manifest (manifest.py) keys it again
-in a new process without re-scanning. The key itself is built here, so that a warm hit loads no more
-modules than it needs.
+the cache key; the warm index (below) maps a kernel's inputs as given straight to it, checked by
+file stamps (ground/stamps.py); a source's header manifest (manifest.py) keys it again in a new
+process without re-scanning. The key's fields and the warm index are here, in the package
+itself, so that a warm hit loads no more modules than it needs.
 
 The cache key: labelled, length-prefixed fields, schema version first, hashed with SHA-256.
 
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Iterable
 
-from ..ground import config, digest_fields
+from ..ground import VERSION, StampedRecord, config, deferred, digest_fields
+from ..store.layout import cache_location, owned
 
 SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
 #                                 hold NVRTC's log, CuPy's default options, program name; 5: the
@@ -78,3 +80,87 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
     for logical, digest in closure:
         fields += [("header", logical), ("digest", digest)]
     return digest_fields(fields)
+
+
+# ------------------------------------------------------------------ the warm index
+# The warm index: a kernel's inputs as given -> the cache key they compiled under, so that a new
+# process finds its entry without importing the key path (options, search, toolchain, manifest,
+# request, program).
+#
+# An index entry is keyed by the raw inputs (source as compiled, options as given, the device's
+# compute capability or an explicit arch, name expressions, source directory) and by everything
+# else the key path reads: the environment variables of config.KEY_ENV, the Python environment
+# (executable, prefix, site-packages directories), this package's version and key schema. It holds
+# the key, the arch and target chosen, and the stamps (stamps.py) of every file the key depended
+# on: the toolchain record's, each closure header's, and this package's own modules. A hit needs
+# every stamp to hold; anything else (a missing, damaged or foreign entry, a changed file) is a
+# miss, and the caller keys the full way (request.compute_key) and writes the entry again.
+#
+# Like a manifest, stamps cannot see a new header that would now shadow a recorded one earlier in
+# the search path; ``cupy-rawcode cache clear`` removes the index with everything else.
+
+_stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
+_sizebound = deferred("cupy_rawcode.store.sizebound")  # publishing it: saving an entry only
+
+INDEX_SCHEMA = "cupy-rawcode-index-3"  # 2: stamps digest the values only; 3: stamps hold the ctime
+
+
+def index_id(
+    source: str,
+    options: tuple[str, ...],
+    device: str,
+    name_expressions: tuple[str, ...],
+    source_dir: str | None,
+) -> str:
+    """The id of an index entry (pure but for the environment it reads: see module docstring).
+    ``options`` exactly as compiled; ``device`` is 'cc90' or an explicit arch such as 'sm_90'."""
+    fields = [
+        ("schema", INDEX_SCHEMA),
+        ("package", VERSION),
+        ("key_schema", SCHEMA),
+        strip_field(),
+        ("device", device),
+        ("source", source),
+        ("source_dir", source_dir or ""),
+    ]
+    fields += [("option", o) for o in options]
+    fields += [("name_expression", n) for n in name_expressions]
+    fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
+    fields += [("python", sys.executable), ("prefix", sys.prefix)]
+    fields += [("site", p) for p in config.site_dirs()]
+    return digest_fields(fields)
+
+
+def _valid_index(data: dict) -> bool:
+    """Whether an entry read from disk has the fields a hit needs, of their types."""
+    return all(isinstance(data[f], str) for f in ("key", "arch", "target")) and isinstance(
+        data["count"], int
+    )
+
+
+_INDEX = StampedRecord("index", INDEX_SCHEMA, owned, _valid_index)
+_index_memo = _INDEX.memo  # entry path -> its data, in this process (stamps still checked)
+
+
+def index_lookup(iid: str) -> dict | None:
+    """The entry recorded for these inputs while every stamp still holds, else None: its
+    ``"key"`` and the ``"arch"``/``"target"`` chosen for it, with the closure's header
+    ``"count"`` (types checked: ``_valid_index``)."""
+    loaded = _INDEX.load(cache_location().path, iid)
+    return None if loaded is None else loaded[0]
+
+
+def index_save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:
+    """Record what these inputs keyed to. ``stamps``: the parts taken when the key was computed
+    (request.Keyed.stamps); None (the toolchain is not stamped) writes nothing. A read-only
+    cache writes nothing either: other processes then key the full way."""
+    if stamps is None:
+        return
+    fields = {
+        "key": key,
+        "arch": arch,
+        "target": target,
+        "count": count,
+        "stamps": _stamps.merge(stamps + [_stamps.take(_stamps.package_stamps())]),
+    }
+    _INDEX.save(cache_location().path, iid, fields, _sizebound.publish)

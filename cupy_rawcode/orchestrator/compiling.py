@@ -69,7 +69,7 @@ class Result:
         self.key_seconds, self.compile_seconds = key_seconds, compile_seconds
         self.made = made if isinstance(made, dict) else {}  # nvrtc.compile_program's "how"
         self.log = log if isinstance(log, str) else ""  # NVRTC's log: replayed on every hit
-        self._keyed = keyed  # request.Keyed: its stamps are what index.py records
+        self._keyed = keyed  # request.Keyed: its stamps are what the warm index records
         self.trusted = trusted  # False: a closure file changed while it compiled; not stored
         self._object_code = object_code
 
@@ -81,7 +81,7 @@ class Result:
 
     @property
     def stamps(self) -> list | None:
-        """request.Keyed.stamps (None when unknown): what index.py checks before reusing the key."""
+        """request.Keyed.stamps (None when unknown): what the warm index checks before reusing the key."""
         return None if self._keyed is None else self._keyed.stamps
 
     @property

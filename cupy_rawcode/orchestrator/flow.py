@@ -12,7 +12,7 @@ from typing import Any
 from ..compiler import relocated
 from ..ground import errors
 from ..headers.options import Options, normalize_arch
-from ..key import index
+from ..key import index_save
 from ..key.request import Request, make_request
 from ..store import Levels, default_store
 from ..store.layout import using_cache_dir
@@ -56,7 +56,7 @@ def compile_for(
 ) -> tuple[Request, Result]:
     """Compile a request through the cache as a first launch does: (the request compiled,
     compiling.Result). On a missing header, one retry path (_retrying). With ``index_id``, the
-    key goes in the warm index (index.py) for the next process, unless a retry answered a
+    key goes in the warm index (key/__init__.py) for the next process, unless a retry answered a
     header from a directory that lives as long as this process. ``jitify_mode``: as Jitify
     compiled (jitify.py): includes in headers that match no file dropped, errors also
     JitifyException. warmup()'s worker processes call this too, so they fill the cache with
@@ -70,7 +70,7 @@ def compile_for(
                 raise errors.as_jitify(e) from None
             raise
         if index_id is not None and not retried and result.trusted:
-            index.save(
+            index_save(
                 index_id, result.key, req.arch, req.target, result.header_count, result.stamps
             )
     return req, result

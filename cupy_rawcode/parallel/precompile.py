@@ -32,7 +32,7 @@ from ..ground.errors import (
 from ..hook import compiles as cupy_compiles
 from ..kernel import RawKernel, RawModule, building
 from ..kernel.building import _arch_target, _compute_capability, _device_target
-from ..key import index
+from ..key import index_id, index_lookup
 from ..store import default_store
 from ..store.entry import decode
 from ..store.transfer import PullSummary
@@ -171,10 +171,11 @@ def _archs(arch) -> list[tuple[str, int | None]]:
 
 def _in_cache(plan_id: str) -> bool:
     """Whether the warm index knows these inputs and the store holds a valid entry for them."""
-    found = index.lookup(plan_id)
+    found = index_lookup(plan_id)
     if found is None:
         return False
-    return default_store().find(found.key, lambda data: decode(found.key, data)) is not None
+    key = found["key"]
+    return default_store().find(key, lambda data: decode(key, data)) is not None
 
 
 def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, Task]]]:
@@ -197,7 +198,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, T
                 continue
             args = b.compile_options
             names = b.name_expressions or ()
-            pid = index.index_id(source, args, arch_label, names, where)
+            pid = index_id(source, args, arch_label, names, where)
             if pid in seen or _in_cache(pid):
                 cached.append(item)
                 continue

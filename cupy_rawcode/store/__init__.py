@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..ground import config, deferred
-from .base import MemoryStore, Store, counting, tally, uncounted
+from .base import MemoryStore, Store, Tally, counting, tally, uncounted
 from .entry import decode
 from .layout import cache_location
 
@@ -42,56 +42,17 @@ __all__ = [
 ]
 
 
-_COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
+# a level's counts in a Levels (a Tally of these): what Levels.stats() reports for each level
+COUNTS = ("hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written")
 
 
-class _Count:
-    """One attribute of Counts (a data descriptor per count, a plain slotted object: fewer
-    objects for a warm hit's imports than a property and its two closures): read from its own
-    counts, added to ``also`` as well."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, counts: Counts | None, owner: type | None = None) -> Any:
-        return self if counts is None else counts._own[self.name]
-
-    def __set__(self, counts: Counts, value: int) -> None:
-        if not counting():
-            return
-        if counts._also is not None:
-            counts._also[self.name] += value - counts._own[self.name]
-        counts._own[self.name] = value
-
-
-class Counts:
+def counts(also: dict[str, int] | None = None) -> Tally:
     """One level's counts in a Levels: hits, misses, errors (broken entries and failed calls),
     timeouts, writes, and the bytes read from it and written to it. What is added is added to
     ``also`` too when given: a remote level's tally in this process (``tally``), which the
     process adds to the cache directory's counts as it exits, so that ``cache stats`` shows
     remote levels as well as local ones."""
-
-    _own: dict[str, int]
-    _also: dict[str, int] | None
-    hits = _Count("hits")
-    misses = _Count("misses")
-    errors = _Count("errors")
-    timeouts = _Count("timeouts")
-    writes = _Count("writes")
-    bytes_read = _Count("bytes_read")
-    bytes_written = _Count("bytes_written")
-
-    def __init__(self, also: dict[str, int] | None = None) -> None:
-        self._own = dict.fromkeys(_COUNTS, 0)
-        self._also = also
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self._own)
-
-    def __repr__(self) -> str:
-        return f"Counts({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+    return Tally(dict.fromkeys(COUNTS, 0), also)
 
 
 def _tallies_itself(level: Store) -> bool:
@@ -123,7 +84,7 @@ class Levels(Store):
                     f"a level of Levels must be a Store, not {type(level).__name__}"
                 )
         self.counts = [
-            Counts(None if _tallies_itself(level) else tally(level.name)) for level in self.levels
+            counts(None if _tallies_itself(level) else tally(level.name)) for level in self.levels
         ]
         self.check = check
         self.backoff = BACKOFF
@@ -151,16 +112,16 @@ class Levels(Store):
                 self._failed(i, e)
                 continue
             if data is None:
-                self.counts[i].misses += level.up()  # not when it failed and said nothing
+                self.counts[i]["misses"] += level.up()  # not when it failed and said nothing
                 continue
-            self.counts[i].bytes_read += len(data)
+            self.counts[i]["bytes_read"] += len(data)
             try:
                 value = validate(data)
             except ValueError as e:
-                self.counts[i].errors += 1
+                self.counts[i]["errors"] += 1
                 _warn_broken(key, level.name, e)
                 continue
-            self.counts[i].hits += 1
+            self.counts[i]["hits"] += 1
             nearer: Iterable[int] = range(i)
             if level.on_disk:  # a bundle's hit goes to memory, not to the cache directory
                 nearer = [j for j in nearer if not self.levels[j].on_disk]
@@ -207,9 +168,9 @@ class Levels(Store):
         level, and the level rests ``backoff`` seconds (a dead server must not cost a timeout
         per kernel)."""
         if remote.is_timeout(error):
-            self.counts[i].timeouts += 1
+            self.counts[i]["timeouts"] += 1
         else:
-            self.counts[i].errors += 1
+            self.counts[i]["errors"] += 1
         self._down_until[i] = time.monotonic() + self.backoff
         remote.warn_failed(self.levels[i].name, self.levels[i].location, error)
 
@@ -239,8 +200,8 @@ class Levels(Store):
                 continue
             if not level.up():  # it failed, and handles that itself
                 continue
-            self.counts[i].writes += 1
-            self.counts[i].bytes_written += len(data)
+            self.counts[i]["writes"] += 1
+            self.counts[i]["bytes_written"] += len(data)
 
     def put(self, key: str, data: bytes) -> None:
         self._put(key, data, range(len(self.levels)))
@@ -261,8 +222,8 @@ class Levels(Store):
         ``{"levels": [{"level", "location", "read_only", "hits", "misses", "errors",
         "timeouts", "writes", "bytes_read", "bytes_written"}, ...]}``."""
         rows = []
-        for level, counts in zip(self.levels, self.counts, strict=True):
-            numbers = counts.as_dict()
+        for level, counted in zip(self.levels, self.counts, strict=True):
+            numbers = dict(counted)
             inner = getattr(level, "inner", level)  # a store that keeps its own failures (Redis)
             for kind in ("errors", "timeouts"):
                 own = getattr(inner, kind, 0)

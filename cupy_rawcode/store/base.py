@@ -43,13 +43,20 @@ _quiet = threading.local()  # depth > 0: this thread's reads are no look-ups (``
 
 
 class Tally(dict):
-    """A level's counts in this process: a dict of FIELDS whose changes are dropped while the
-    thread making them is ``uncounted``."""
+    """Counts in this process: a dict of counts whose changes are dropped while the thread
+    making them is ``uncounted``, and added to ``also`` as well when one is given (a level's
+    counts in a Levels, added to its level's tally: see Levels)."""
 
-    __slots__ = ()
+    __slots__ = ("also",)
+
+    def __init__(self, counts: dict[str, int], also: dict[str, int] | None = None) -> None:
+        dict.__init__(self, counts)
+        self.also = also
 
     def __setitem__(self, field: str, value: int) -> None:
         if not getattr(_quiet, "depth", 0):
+            if self.also is not None:
+                self.also[field] += value - self[field]
             dict.__setitem__(self, field, value)
 
 

@@ -79,12 +79,11 @@ def zero_tallies() -> None:
 
 
 def counts_of(value) -> dict[str, int]:
-    """One level's counts with every field of FIELDS: from a mapping, or an object with those
-    attributes (store.Counts); a field missing or not a whole number counts 0."""
-    get = value.get if isinstance(value, dict) else lambda f, d: getattr(value, f, d)
+    """One level's counts with every field of FIELDS, from a mapping of them (a Levels' counts
+    are one); a field missing or not a whole number counts 0."""
     out = {}
     for field in FIELDS:
-        n = get(field, 0)
+        n = value.get(field, 0) if isinstance(value, dict) else 0
         out[field] = n if type(n) is int and n >= 0 else 0
     return out
 
@@ -100,7 +99,7 @@ def _by_name(mapping) -> list:
 
 def merge_levels(*mappings) -> dict[str, dict[str, int]]:
     """Level name -> counts (every FIELDS), summed over ``mappings``: each a mapping of level
-    name -> counts (a dict, or store.Counts) or ``Levels.stats()``'s plain data."""
+    name -> counts (a dict) or ``Levels.stats()``'s plain data."""
     out: dict[str, dict[str, int]] = {}
     for mapping in mappings:
         for name, value in _by_name(mapping):

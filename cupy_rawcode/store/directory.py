@@ -18,7 +18,6 @@ from pathlib import Path
 from ..ground import ENTRY_LIMIT, deferred, read_cache_file
 from .base import Store, tally
 from .layout import (
-    NotACacheError,
     bound,
     claim,
     foreign_message,
@@ -32,6 +31,7 @@ from .layout import (
 fsutil = deferred("cupy_rawcode.ground.fsutil")
 regular = deferred("cupy_rawcode.ground.regular")  # a counter file opened to write
 log = deferred("cupy_rawcode.ground.log")
+errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 sizebound = deferred("cupy_rawcode.store.sizebound")
 eviction = deferred("cupy_rawcode.store.eviction")
 usage = deferred("cupy_rawcode.store.usage")
@@ -91,7 +91,7 @@ class DirectoryStore(Store):
             sizebound.publish(self.root, self.path(key), data, self.max_bytes)
             self.tally["writes"] += 1
             self.tally["bytes_written"] += len(data)
-        except NotACacheError:
+        except errors.NotACacheError:
             pass  # layout.py warned once
         except OSError as e:  # read-only or full: compiling goes on from memory
             log.warn_once(
@@ -169,7 +169,7 @@ class DirectoryStore(Store):
         ``-z``). Counters are append-only files, one byte per event: truncating them loses no
         concurrent append."""
         if not claim(self.root):
-            raise NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
+            raise errors.NotACacheError(f"cannot zero the counts: {foreign_message(self.root)}")
         fsutil.make_private_dirs(self.root / "stats")
         counters.zero_tallies()  # this process's own, not written yet
         try:

@@ -23,15 +23,13 @@ import os
 import sys
 import threading
 
-from ..ground import ENTRY_LIMIT, RawcodeError
+from ..ground import ENTRY_LIMIT, deferred
+
+errors = deferred("cupy_rawcode.ground.errors")  # EntryError: a broken entry only
 
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
 MAGIC_2 = b"CUPY-RAWCODE-ENTRY-2\n"  # read, never written
 _DIGEST = 32
-
-
-class EntryError(RawcodeError, ValueError):
-    """Bytes that are no valid entry of the key asked for: a miss."""
 
 
 def encode(key: str, code: bytes, meta: dict, *, compress: bool = True) -> bytes:
@@ -52,26 +50,26 @@ def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     anything else."""
     version = 3 if data.startswith(MAGIC) else 2 if data.startswith(MAGIC_2) else 0
     if not version:
-        raise EntryError("not a cupy-rawcode entry (or one of another format version)")
+        raise errors.EntryError("not a cupy-rawcode entry (or one of another format version)")
     n = len(MAGIC)  # both magics are this long
     if len(data) < n + 8 + _DIGEST:
-        raise EntryError("truncated")
+        raise errors.EntryError("truncated")
     body, digest = data[:-_DIGEST], data[-_DIGEST:]
     if hashlib.sha256(body).digest() != digest:
-        raise EntryError("contents do not match their checksum")
+        raise errors.EntryError("contents do not match their checksum")
     hlen = int.from_bytes(body[n : n + 8], "little")
     try:
         meta = json.loads(body[n + 8 : n + 8 + hlen])
     except ValueError:
-        raise EntryError("unreadable metadata") from None
+        raise errors.EntryError("unreadable metadata") from None
     if not isinstance(meta, dict):
-        raise EntryError("metadata is not an object")
+        raise errors.EntryError("metadata is not an object")
     stored = body[n + 8 + hlen :]
     if meta.get("key") != key:
-        raise EntryError("entry belongs to another key")
+        raise errors.EntryError("entry belongs to another key")
     if version == 2:
         if meta.get("size") != len(stored):
-            raise EntryError("code length does not match the metadata")
+            raise errors.EntryError("code length does not match the metadata")
         return stored, meta
     return _unpack(stored, meta), meta
 
@@ -80,15 +78,15 @@ def _unpack(stored: bytes, meta: dict) -> bytes:
     """The code of a format-3 entry from its stored bytes, checked against the metadata."""
     size, codec = meta.get("size"), meta.get("codec", "none")
     if meta.get("stored", size) != len(stored) or type(size) is not int or size < 0:
-        raise EntryError("code length does not match the metadata")
+        raise errors.EntryError("code length does not match the metadata")
     if codec == "none":
         if size != len(stored):
-            raise EntryError("code length does not match the metadata")
+            raise errors.EntryError("code length does not match the metadata")
         return stored
     if codec != "zstd":
-        raise EntryError(f"code stored with an unknown codec {codec!r}")
+        raise errors.EntryError(f"code stored with an unknown codec {codec!r}")
     if size > ENTRY_LIMIT:
-        raise EntryError(f"declares {size} bytes of code, more than the limit {ENTRY_LIMIT}")
+        raise errors.EntryError(f"declares {size} bytes of code, more than the limit {ENTRY_LIMIT}")
     return decompress(stored, size)
 
 
@@ -226,20 +224,20 @@ def decompress(packed: bytes, size: int) -> bytes:
     caller), and must give exactly that many bytes; else EntryError."""
     zstd = load_zstd()
     if zstd is None:
-        raise EntryError(
+        raise errors.EntryError(
             f"compressed with zstd, and zstandard cannot be imported ({_missing[0]}): "
             "pip install 'cupy-rawcode[zstd]'"
         )
     try:
         declared = zstd.frame_content_size(packed)
     except Exception as e:  # zstandard's ZstdError: no frame header
-        raise EntryError(f"not a zstd frame ({e})") from None
+        raise errors.EntryError(f"not a zstd frame ({e})") from None
     if declared != size:
-        raise EntryError(f"the zstd frame declares {declared} bytes, not {size}")
+        raise errors.EntryError(f"the zstd frame declares {declared} bytes, not {size}")
     try:
         code = _decompressor(zstd).decompress(packed, max_output_size=size)
     except Exception as e:  # ZstdError: a damaged frame
-        raise EntryError(f"damaged zstd data ({e})") from None
+        raise errors.EntryError(f"damaged zstd data ({e})") from None
     if len(code) != size:
-        raise EntryError(f"zstd data gave {len(code)} bytes, not {size}")
+        raise errors.EntryError(f"zstd data gave {len(code)} bytes, not {size}")
     return code

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..ground import RawcodeError, config, deferred, read_cache_file
+from ..ground import config, deferred, read_cache_file
 
 # off a cache hit's path (ground/deferrals.py): a write, and a warning
 fsutil = deferred("cupy_rawcode.ground.fsutil")
@@ -136,15 +136,6 @@ def bound(root) -> int | None:
     if given is None:
         given = cache_location(root).max_size
     return given or None
-
-
-class NotACacheError(RawcodeError, OSError):
-    """A write refused: the directory is not the cache's, or a link stands in its layout (the
-    refusal was warned about once already)."""
-
-
-class CacheNotADirectoryError(RawcodeError, NotADirectoryError):
-    """The cache directory's path names something other than a directory (a file)."""
 
 
 _owned: set[str] = set()  # cache directories known to be marked, in this process
@@ -340,7 +331,7 @@ def claim(root) -> bool:
         fsutil.make_private_dirs(Path(root))
     empty = _only_marker_temps(root)
     if empty is None:
-        raise CacheNotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
+        raise errors.CacheNotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
     if not empty:
         return False  # foreign: owned warned
     fsutil.atomic_write(Path(root, MARKER), MARKER_TEXT, mode=0o644)

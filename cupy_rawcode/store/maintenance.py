@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 
 from ..ground import RECORD_LIMIT, config, read_cache_file
-from ..ground.errors import RawcodeValueError
+from ..ground.errors import EntryError, RawcodeValueError
 from ..ground.regular import open_own
 from .directory import DirectoryStore
-from .entry import EntryError, decode
+from .entry import decode
 from .layout import cache_location, claim, foreign_message
 
 

@@ -4,7 +4,7 @@ evicts least recently used files first (eviction.py, which counts the directory 
 and folds the hit and miss counters with counters.py).
 
 What a cache directory holds, by kind:
-- ``entries/`` (directory.py), ``manifests/`` (key/manifest.py), ``index/`` (key/index.py),
+- ``entries/`` (directory.py), ``manifests/`` (key/manifest.py), ``index/`` (key/__init__.py),
   ``toolchain/`` (toolkit/record.py): evicted, least recently used first; a reader marks each
   file used (its mtime);
 - ``stats/``: the hit and miss counters (folded into ``stats/counts`` when they grow) and the
@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..ground import refused, warned
+from ..ground import errors, refused, warned
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from . import layout
@@ -112,13 +112,13 @@ def _check_claimed(root: Path, path: Path) -> None:
     """Raise OSError unless ``root`` is the cache's (claimed now when new or empty: layout.py)
     and no directory between it and ``path`` is a link: a write never lands outside."""
     if not layout.claim(root):
-        raise layout.NotACacheError(errno.EPERM, "not a cupy-rawcode cache directory", str(root))
+        raise errors.NotACacheError(errno.EPERM, "not a cupy-rawcode cache directory", str(root))
     for d in path.parents:
         if d == root or root not in d.parents:
             break
         if os.path.islink(d):
             layout.warn_once(d, layout.linked_message(d))
-            raise layout.NotACacheError(errno.ELOOP, "a symbolic link in the cache", str(d))
+            raise errors.NotACacheError(errno.ELOOP, "a symbolic link in the cache", str(d))
 
 
 def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from cupy_rawcode import cli
-from cupy_rawcode.store import Counts, Levels, ReadOnly, Store, counters, open_store
+from cupy_rawcode.store import COUNTS, Levels, ReadOnly, Store, counters, counts, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import encode
@@ -23,7 +23,7 @@ pytest.importorskip("zstandard")
 
 CODE = b"".join(i.to_bytes(4, "little") * 3 + b"\x00\x01\x02\x03SASS" for i in range(2000))
 LEVEL_KEYS = {"hits", "misses", "errors", "timeouts", "writes", "bytes_read", "bytes_written"}
-SAVED = "saved_ms"  # a level's saved compile time: in its tally, not in a Levels' Counts
+SAVED = "saved_ms"  # a level's saved compile time: in its tally, not in a Levels' counts
 TOP_KEYS = {
     "schema",
     "location",
@@ -180,8 +180,8 @@ def test_json_goes_with_stats_only(capsys, action):
 
 
 def test_merge_levels_takes_dicts_and_level_counts():
-    c = Counts()
-    c.hits, c.errors, c.writes = 2, 1, 3
+    c = counts()
+    c["hits"], c["errors"], c["writes"] = 2, 1, 3
     merged = counters.merge_levels(
         {"disk": {"hits": 1, "bytes_read": 10}, "redis": {"timeouts": 2, "junk": 5}},
         {"disk": c, "redis": {"hits": -3, "misses": "x"}},  # nonsense counts as 0
@@ -221,7 +221,7 @@ def test_merge_levels_takes_what_levels_stats_gives(tmp_path):
     merged = counters.merge_levels(levels.stats())
     assert list(merged) == ["memory", "disk"]
     for name, c in zip(merged, levels.counts, strict=True):
-        assert merged[name] == {f: getattr(c, f) for f in LEVEL_KEYS} | {SAVED: 0}
+        assert merged[name] == {f: c[f] for f in LEVEL_KEYS} | {SAVED: 0}
     assert merged["memory"]["hits"] == 1 and merged["disk"]["misses"] == 1
 
 
@@ -333,4 +333,4 @@ def test_a_remote_levels_counts_reach_cache_stats(capsys):
     remote = stats_json(capsys)["levels"]["remote"]
     assert set(remote) == {"team"}
     assert (remote["team"]["hits"], remote["team"]["misses"]) == (1, 1)
-    assert levels.counts[2].as_dict() == {k: remote["team"][k] for k in Counts().as_dict()}
+    assert dict(levels.counts[2]) == {k: remote["team"][k] for k in COUNTS}

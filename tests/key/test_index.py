@@ -1,4 +1,4 @@
-"""The warm index (index.py) and file stamps (stamps.py): an index hit gives exactly the key the
+"""The warm index (key/__init__.py) and file stamps (stamps.py): an index hit gives exactly the key the
 full path computes, any change to what the key depends on is a miss, a broken index is a miss,
 and a warm hit imports only the hit path's modules."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import corpus
 
-from cupy_rawcode import ground
+from cupy_rawcode import ground, key
 from cupy_rawcode.ground import stamps
 from cupy_rawcode.kernel import RawKernel, RawModule
-from cupy_rawcode.key import index, manifest
+from cupy_rawcode.key import index_id, index_lookup, manifest
 from cupy_rawcode.key.request import cache_key
 from cupy_rawcode.store import layout
 from cupy_rawcode.toolkit import record as toolrecord
@@ -28,7 +28,7 @@ def _new_process():
     """What a new process does not know: the in-memory index, manifests and store layer."""
     from cupy_rawcode.store import _store_for
 
-    index._memo.clear()
+    key._index_memo.clear()
     manifest._memo.clear()
     _store_for.cache_clear()
 
@@ -52,7 +52,7 @@ def _full_key(build):
 
 
 def _lookup(build, cc=CC):
-    return index.lookup(index.index_id(*_inputs(build, cc)))
+    return index_lookup(index_id(*_inputs(build, cc)))
 
 
 @pytest.fixture
@@ -103,8 +103,8 @@ def test_an_index_hit_gives_exactly_the_full_paths_key(case, user_headers):
     _new_process()
     found = _lookup(build)
     assert found is not None
-    assert found.key == _full_key(build)
-    assert (found.arch, found.target) == (f"sm_{CC}", "cubin")
+    assert found["key"] == _full_key(build)
+    assert (found["arch"], found["target"]) == (f"sm_{CC}", "cubin")
     again = _cases(user_headers)[case]()
     assert again.device_code(CC) == first  # from the index, the same code and symbols
 
@@ -136,7 +136,7 @@ MISS_WHEN = {
     "sys.path gains a site-packages": lambda r, mp: mp.setattr(
         sys, "path", sys.path + [str(r / "env" / "site-packages")]
     ),
-    "the package's version changes": lambda r, mp: mp.setattr(index, "VERSION", "9.9.9"),
+    "the package's version changes": lambda r, mp: mp.setattr(key, "VERSION", "9.9.9"),
     "a package module changes": lambda r, mp: _stamp_changed(mp, "__init__.py"),
     "a subpackage module changes": lambda r, mp: _stamp_changed(mp, "headers/closure.py"),
     "a subpackage's __init__ changes": lambda r, mp: _stamp_changed(mp, "key/__init__.py"),
@@ -264,7 +264,7 @@ def test_the_index_misses_when(case, user_headers, monkeypatch):
         build.device_code(CC)  # fails, naming the header) the full path writes the entry again
         _new_process()
         found = _lookup(build)
-        assert found is not None and found.key == _full_key(build)
+        assert found is not None and found["key"] == _full_key(build)
 
 
 def test_the_index_misses_when_a_header_appears_in_the_source_directory(user_headers):
@@ -283,7 +283,7 @@ def test_the_index_misses_when_a_header_appears_in_the_source_directory(user_hea
     assert _lookup(build) is None
     build.device_code(CC)
     _new_process()
-    assert _lookup(build).key == _full_key(build)
+    assert _lookup(build)["key"] == _full_key(build)
 
 
 @pytest.mark.parametrize(
@@ -298,8 +298,8 @@ def test_every_raw_input_is_in_the_index_id(change):
         "name expressions": (*base[:3], ("k<1>", "k<2>"), None),
         "source directory": (*base[:4], "/some/dir"),
     }[change]
-    assert index.index_id(*changed) != index.index_id(*base)
-    assert index.index_id(*base) == index.index_id(*base)
+    assert index_id(*changed) != index_id(*base)
+    assert index_id(*base) == index_id(*base)
 
 
 def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
@@ -310,7 +310,7 @@ def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     stamped = {os.path.join(d, n) for d, names in data["stamps"]["dirs"] for n in names}
     tc = toolchain()
     assert set(toolrecord.watched_paths(tc)) <= stamped
-    pkg = Path(index.__file__).parent
+    pkg = Path(key.__file__).parent
     assert {str(p) for p in pkg.glob("*.py")} | {str(p) for p in pkg.glob("store/*.py")} <= stamped
 
     (man,) = (layout.cache_dir() / "manifests").rglob("*.json")
@@ -375,8 +375,7 @@ HIT_PATH = {
     "cupy_rawcode.kernel.building",  # their checks, the warm index hit, the module loader
     "cupy_rawcode.ground",  # deferred(), digests, exception roots, file readers, StampedRecord
     "cupy_rawcode.ground.config",
-    "cupy_rawcode.key",
-    "cupy_rawcode.key.index",
+    "cupy_rawcode.key",  # the key's fields and the warm index
     "cupy_rawcode.store",  # with Levels, the store a compile reads through
     "cupy_rawcode.store.base",  # the Store interface, MemoryStore, each level's tally
     "cupy_rawcode.store.directory",

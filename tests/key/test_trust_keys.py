@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.key import index
+from cupy_rawcode.key import index_lookup
 from cupy_rawcode.key.request import make_request
 from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.orchestrator.compiling import compile_request
@@ -121,7 +121,7 @@ def test_a_changed_header_writes_no_warm_index_record(tree, monkeypatch):
     with pytest.warns(program.HeaderChangedWarning, match="hv.h"):
         _, result = _compile_for(root, "a" * 64)
     assert _value(result) == "2222222"
-    assert index.lookup("a" * 64) is None and _cache_files("index") == []
+    assert index_lookup("a" * 64) is None and _cache_files("index") == []
 
 
 CLI_KERNEL = """#include <cub/block/block_reduce.cuh>
@@ -203,9 +203,9 @@ def test_an_in_place_rewrite_with_mtime_restored_misses(how, truncate, tree):
     root = tree({"hv.h": OLD})
     iid = "b" * 64
     _, first = _compile_for(root, iid)
-    assert _value(first) == "1111111" and index.lookup(iid) is not None
+    assert _value(first) == "1111111" and index_lookup(iid) is not None
     _in_place(root / "hv.h", NEW, truncate)
-    assert index.lookup(iid) is None  # the warm index sees the change
+    assert index_lookup(iid) is None  # the warm index sees the change
     again = _compile(root)  # the manifest sees it: keyed on the new text
     assert _value(again) == "2222222" and not again.hit
 

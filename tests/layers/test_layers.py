@@ -120,7 +120,6 @@ MAX_OWN = 40  # the package's own modules imported inside functions, at most (is
 # fails when a file here has nothing left to convert)
 PENDING = {
     "cupy_rawcode/kernel/building.py",
-    "cupy_rawcode/key/index.py",
     "cupy_rawcode/key/request.py",
     "cupy_rawcode/parallel/sizing.py",
 }

@@ -16,12 +16,13 @@ import pytest
 from conftest import ROOT, corpus, free_port
 
 from cupy_rawcode import cli
+from cupy_rawcode.ground.errors import EntryError
 from cupy_rawcode.key.request import make_request
 from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import Levels, make_store
 from cupy_rawcode.store.bundle import BundleStore, write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
-from cupy_rawcode.store.entry import EntryError, decode, encode
+from cupy_rawcode.store.entry import decode, encode
 
 SMALL = 'extern "C" __global__ void k(int* a) {{ a[0] = {value}; }}\n'
 
@@ -201,13 +202,13 @@ def _read_manifest(tmp_path):
 
 
 def _read_index(tmp_path):
+    from cupy_rawcode import key
     from cupy_rawcode.kernel import RawKernel
-    from cupy_rawcode.key import index
 
     RawKernel(SMALL.format(value=2), "k")._build.device_code(90)
     (path,) = _files(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "index")
     _old(path)
-    index._memo.clear()
+    key._index_memo.clear()
     RawKernel(SMALL.format(value=2), "k")._build.device_code(90)
     return path
 
@@ -733,10 +734,10 @@ def _use_manifest(tmp_path):
 
 
 def _use_index(tmp_path):
+    from cupy_rawcode import key
     from cupy_rawcode.kernel import RawKernel
-    from cupy_rawcode.key import index
 
-    index._memo.clear()
+    key._index_memo.clear()
     RawKernel(SMALL.format(value=42), "k")._build.device_code(90)
 
 

@@ -13,9 +13,10 @@ import os
 import pytest
 
 from cupy_rawcode.ground import ENTRY_LIMIT
+from cupy_rawcode.ground.errors import EntryError
 from cupy_rawcode.store import Levels, entry, open_store
 from cupy_rawcode.store.bundle import write_bundle
-from cupy_rawcode.store.entry import MAGIC, MAGIC_2, EntryError, decode, encode, head_length, sizes
+from cupy_rawcode.store.entry import MAGIC, MAGIC_2, decode, encode, head_length, sizes
 
 zstandard = pytest.importorskip("zstandard")
 
@@ -209,4 +210,4 @@ def test_compressed_entries_through_each_local_store(kind, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="cupy_rawcode"):
         assert levels.fetch(keys[2]) is None  # damaged: a miss, with the usual warning
     assert "ignoring a broken cache entry" in caplog.text
-    assert levels.counts[0].errors == 1
+    assert levels.counts[0]["errors"] == 1

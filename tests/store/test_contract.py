@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from servers import memcached_server, shared_s3, shared_webdav  # noqa: F401  (fixtures)
 
+from cupy_rawcode.ground.errors import EntryError
 from cupy_rawcode.store import Levels, ReadOnly, Store, open_store
 from cupy_rawcode.store.bundle import read_index, write_bundle
-from cupy_rawcode.store.entry import EntryError, decode, encode
+from cupy_rawcode.store.entry import decode, encode
 
 WRITERS, ROUNDS = 3, 20
 

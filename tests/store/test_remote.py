@@ -81,7 +81,7 @@ def test_a_server_stopped_mid_run_warns_once_and_compiles_go_on(tmp_path, reques
     server, url = _own_server(request, backend)
     store = _machine(tmp_path, "a", url, timeout=1.0)
     first = [_compile(store, v) for v in range(3)]
-    assert store.counts[-1].writes == 3  # each compile reached the server
+    assert store.counts[-1]["writes"] == 3  # each compile reached the server
     server.stop()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

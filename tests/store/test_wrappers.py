@@ -22,13 +22,13 @@ def test_a_hit_below_is_written_back_to_the_writable_levels_above():
     assert levels.find(KEY, lambda data: data) == (_entry(), "memory")
     assert top.get(KEY) == _entry()  # copied up
     assert middle.inner.get(KEY) is None and middle.refused == 0  # read-only: never asked
-    assert [(c.hits, c.misses, c.writes) for c in levels.counts] == [
+    assert [(c["hits"], c["misses"], c["writes"]) for c in levels.counts] == [
         (0, 1, 1),
         (0, 1, 0),
         (1, 0, 0),
     ]
     assert levels.get(KEY) == _entry()
-    assert levels.counts[0].hits == 1
+    assert levels.counts[0]["hits"] == 1
 
 
 def test_a_put_goes_to_every_writable_level_and_counts_writes():
@@ -36,7 +36,7 @@ def test_a_put_goes_to_every_writable_level_and_counts_writes():
     levels = Levels([first, frozen, last])
     levels.put(KEY, _entry())
     assert first.get(KEY) == last.get(KEY) == _entry() and frozen.get(KEY) is None
-    assert [c.writes for c in levels.counts] == [1, 0, 1]
+    assert [c["writes"] for c in levels.counts] == [1, 0, 1]
     assert not levels.read_only and Levels([frozen]).read_only
 
 
@@ -46,7 +46,7 @@ def test_a_broken_level_counts_an_error_and_the_next_level_answers(caplog):
     good.put(KEY, _entry())
     levels = Levels([broken, good])
     assert levels.get(KEY) == _entry()
-    assert levels.counts[0].errors == 1 and levels.counts[1].hits == 1
+    assert levels.counts[0]["errors"] == 1 and levels.counts[1]["hits"] == 1
     assert broken.get(KEY) == _entry()  # the good entry replaced the broken one
     assert "ignoring a broken cache entry" in caplog.text
 
@@ -54,7 +54,7 @@ def test_a_broken_level_counts_an_error_and_the_next_level_answers(caplog):
 def test_a_miss_counts_in_every_level():
     levels = Levels([MemoryStore(), MemoryStore()])
     assert levels.get(KEY) is None and levels.fetch(KEY) is None
-    assert [c.misses for c in levels.counts] == [2, 2]
+    assert [c["misses"] for c in levels.counts] == [2, 2]
 
 
 def test_levels_take_stores_only():

@@ -1,18 +1,21 @@
 """A cache entry as bytes: magic, JSON metadata (with the key, the code's size, how the code is
-stored and its stored length), the code (zstd-compressed where that pays), and a SHA-256 of
+stored and its stored length), the code (compressed where that pays), and a SHA-256 of
 everything before it. Never pickled; any damage (truncation, a flipped bit in the metadata or
-the code, another key's entry, a foreign file, a zstd frame that does not give the size
+the code, another key's entry, a foreign file, compressed data that does not give the size
 declared) raises EntryError and is a miss.
 
 Format 3 (``MAGIC``) is written; format 2 (``MAGIC_2``: the code always uncompressed, no
 ``codec``) is still read. The checksum covers the stored (compressed) bytes, so damage is found
 before anything is decompressed, and a declared size over ``ENTRY_LIMIT`` is refused unread.
 
-zstd comes from the ``zstandard`` package when it is installed (the ``zstd`` extra; the
-``cu12`` and ``cu13`` extras bring it), loaded on the first compressed entry read or written,
-not at import: it costs about 2 ms to import whole (its ``__init__`` imports ``platform``),
-0.5 ms for its C backend alone, which is what ``load_zstd`` takes where it can. Without it,
-entries are written uncompressed and compressed ones are misses: never a crash.
+Two codecs, chosen by the code's size: code under ``ZSTD_FROM`` (256 KiB: every elementwise
+and most CUB kernels) is deflated with the standard library's zlib, which CuPy has loaded
+already, so a warm hit of such a kernel loads nothing; larger code is zstd-compressed when the
+``zstandard`` package is installed (the ``zstd`` extra; the ``cu12`` and ``cu13`` extras bring
+it), which decompresses it 4.5x faster, and deflated otherwise. zstd is loaded on the first
+such entry read or written, not at import: its C backend alone, which costs a process 0.5-1 ms
+to load (importing the package whole costs 2 ms: it imports ``platform``). A zstd entry read
+where zstandard is missing is a miss: never a crash.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import sys
 import threading
+import zlib
 
 from ..ground import ENTRY_LIMIT, deferred
 
@@ -33,14 +37,15 @@ _DIGEST = 32
 
 
 def encode(key: str, code: bytes, meta: dict, *, compress: bool = True) -> bytes:
-    """The entry's bytes: the code zstd-compressed when ``compress``, zstandard is installed
-    and it gets smaller (``codec`` "zstd", ``stored`` its length), else stored as it is."""
+    """The entry's bytes: the code compressed when ``compress`` and it gets smaller (``codec``
+    "zlib" or "zstd", ``stored`` its length), else stored as it is."""
     packed = _compress(code) if compress else None
     fields = {**meta, "key": key, "size": len(code)}
+    stored = code
     if packed is not None:  # no codec: stored as it is (and ``stored`` is ``size``)
-        fields.update(codec="zstd", stored=len(packed))
+        codec, stored = packed
+        fields.update(codec=codec, stored=len(stored))
     head = json.dumps(fields, sort_keys=True).encode()
-    stored = code if packed is None else packed
     body = MAGIC + len(head).to_bytes(8, "little") + head + stored
     return body + hashlib.sha256(body).digest()
 
@@ -83,11 +88,11 @@ def _unpack(stored: bytes, meta: dict) -> bytes:
         if size != len(stored):
             raise errors.EntryError("code length does not match the metadata")
         return stored
-    if codec != "zstd":
+    if codec not in ("zlib", "zstd"):
         raise errors.EntryError(f"code stored with an unknown codec {codec!r}")
     if size > ENTRY_LIMIT:
         raise errors.EntryError(f"declares {size} bytes of code, more than the limit {ENTRY_LIMIT}")
-    return decompress(stored, size)
+    return decompress(codec, stored, size)
 
 
 def sizes(head: bytes) -> tuple[int, int] | None:
@@ -131,15 +136,58 @@ def entry_log(meta: dict, program: str | None) -> str:
     return log
 
 
-# ------------------------------------------------------------------ zstd, loaded on first use
+# ------------------------------------------------------------------ the codecs
 
-LEVEL = 3  # zstd's default: 2.7x on stripped cubins, about 4 ms per MiB to compress
-MIN_SIZE = 256  # shorter code is stored as it is (a frame's overhead would eat the gain)
+MIN_SIZE = 256  # shorter code is stored as it is (a codec's overhead would eat the gain)
+ZSTD_FROM = 256 << 10  # below: zlib (loading zstd costs a process more than zlib's slower
+#                        decompression of a smaller cubin: 0.8 ms for 256 KiB on the CPU VM)
+ZLIB_LEVEL = 6  # zlib's default: 3.0x on the cache's cubins, about 20 ms per MiB to compress
+ZSTD_LEVEL = 3  # zstd's default: 3.2x, about 3 ms per MiB
 
 _lock = threading.Lock()
 _backend: list = []  # [the module with ZstdCompressor, ZstdDecompressor, frame_content_size]
 _missing: list[str] = []  # why zstandard could not be loaded, once known
 _local = threading.local()  # .dctx: this thread's decompressor (one is not shared by threads)
+
+
+def _compress(code: bytes) -> tuple[str, bytes] | None:
+    """(codec, ``code`` compressed), or None: the code is shorter than MIN_SIZE, or it did not
+    get smaller. zstd (one frame declaring its size) from ZSTD_FROM bytes when zstandard is
+    installed, else zlib."""
+    if len(code) < MIN_SIZE:
+        return None
+    zstd = load_zstd() if len(code) >= ZSTD_FROM else None
+    if zstd is not None:
+        compressor = zstd.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
+        codec, packed = "zstd", compressor.compress(code)
+    else:
+        codec, packed = "zlib", zlib.compress(code, ZLIB_LEVEL)
+    return (codec, packed) if len(packed) < len(code) else None
+
+
+def decompress(codec: str, packed: bytes, size: int) -> bytes:
+    """The ``size`` bytes that ``packed`` (of ``codec``, "zlib" or "zstd") holds: never more
+    (``size`` was checked against a limit by the caller), and exactly that many; else
+    EntryError."""
+    return _inflate(packed, size) if codec == "zlib" else _unzstd(packed, size)
+
+
+def _inflate(packed: bytes, size: int) -> bytes:
+    """zlib's data: at most ``size`` bytes are made, and the stream must end there, exactly at
+    the end of ``packed``."""
+    inflater = zlib.decompressobj()
+    try:
+        code = inflater.decompress(packed, size)
+        if not inflater.eof and len(code) == size:  # the stream's end, or a byte too many
+            if inflater.decompress(inflater.unconsumed_tail, 1):
+                raise errors.EntryError(f"zlib data gives more than {size} bytes")
+    except zlib.error as e:
+        raise errors.EntryError(f"damaged zlib data ({e})") from None
+    if not inflater.eof or inflater.unused_data:
+        raise errors.EntryError("zlib data cut short, or followed by other bytes")
+    if len(code) != size:
+        raise errors.EntryError(f"zlib data gave {len(code)} bytes, not {size}")
+    return code
 
 
 def _c_backend():
@@ -198,18 +246,6 @@ def load_zstd():
         return module
 
 
-def _compress(code: bytes) -> bytes | None:
-    """``code`` as one zstd frame declaring its size, or None: zstandard is not installed, the
-    code is shorter than MIN_SIZE, or it did not get smaller."""
-    if len(code) < MIN_SIZE:
-        return None
-    zstd = load_zstd()
-    if zstd is None:
-        return None
-    packed = zstd.ZstdCompressor(level=LEVEL, write_content_size=True).compress(code)
-    return packed if len(packed) < len(code) else None
-
-
 def _decompressor(zstd):
     """This thread's decompressor: made once (10 us, half of a small cubin's decode)."""
     dctx = getattr(_local, "dctx", None)
@@ -218,10 +254,9 @@ def _decompressor(zstd):
     return dctx
 
 
-def decompress(packed: bytes, size: int) -> bytes:
-    """The ``size`` bytes the frame ``packed`` holds. The frame must declare exactly ``size``
-    (checked before anything is decompressed: ``size`` was checked against a limit by the
-    caller), and must give exactly that many bytes; else EntryError."""
+def _unzstd(packed: bytes, size: int) -> bytes:
+    """The ``size`` bytes the zstd frame ``packed`` holds. The frame must declare exactly
+    ``size`` (checked before anything is decompressed), and must give exactly that many."""
     zstd = load_zstd()
     if zstd is None:
         raise errors.EntryError(

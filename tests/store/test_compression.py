@@ -1,7 +1,8 @@
-"""Entries with their code zstd-compressed (entry.py format 3): the round trip
-through every local store, the previous format still read, and every way compressed bytes can
-lie (damage, a wrong declared size, a decompression bomb, an unknown codec, zstandard missing)
-is a miss, never a crash or wrong code."""
+"""Entries with their code compressed (entry.py format 3: zlib under ZSTD_FROM bytes, zstd from
+there when zstandard is installed): the round trip of each codec through every local store, the
+codec chosen by size, the previous format still read, and every way compressed bytes can lie
+(damage, a wrong declared size, a decompression bomb, an unknown codec, zstandard missing) is a
+miss, never a crash or wrong code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import zlib
 
 import pytest
 
@@ -18,7 +20,12 @@ from cupy_rawcode.store import Levels, entry, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.entry import MAGIC, MAGIC_2, decode, encode, head_length, sizes
 
-zstandard = pytest.importorskip("zstandard")
+try:
+    import zstandard
+except ImportError:  # the zlib cases still run
+    zstandard = None
+
+needs_zstd = pytest.mark.skipif(zstandard is None, reason="zstandard is not installed")
 
 KEY = "ab" * 32
 # code that compresses as a cubin does: repeated instruction-like words, some noise
@@ -47,10 +54,35 @@ def split(data: bytes) -> tuple[dict, bytes]:
     return json.loads(data[len(MAGIC) + 8 : end]), data[end:-32]
 
 
-def test_compressible_code_is_stored_compressed_and_read_back():
+@pytest.fixture(params=["zlib", pytest.param("zstd", marks=needs_zstd)])
+def codec(request, monkeypatch):
+    """Each codec in turn: zstd by lowering the size it starts from to CODE's."""
+    if request.param == "zstd":
+        monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "size, codec_used",
+    [
+        (entry.MIN_SIZE, "zlib"),
+        (entry.ZSTD_FROM - 1, "zlib"),
+        pytest.param(entry.ZSTD_FROM, "zstd", marks=needs_zstd),
+        pytest.param(4 * entry.ZSTD_FROM, "zstd", marks=needs_zstd),
+    ],
+)
+def test_the_codec_follows_the_code_size(size, codec_used):
+    code = (CODE * (size // len(CODE) + 1))[:size]
+    data = encode(KEY, code, {})
+    meta, stored = split(data)
+    assert meta["codec"] == codec_used and len(stored) < len(code) // 2
+    assert decode(KEY, data)[0] == code
+
+
+def test_compressible_code_is_stored_compressed_and_read_back(codec):
     data = encode(KEY, CODE, {"arch": "sm_90"})
     meta, stored = split(data)
-    assert meta["codec"] == "zstd" and meta["stored"] == len(stored) < len(CODE) // 2
+    assert meta["codec"] == codec and meta["stored"] == len(stored) < len(CODE) // 2
     code, got = decode(KEY, data)
     assert code == CODE and got["arch"] == "sm_90" and got["size"] == len(CODE)
     assert sizes(data[: head_length(data)]) == (len(stored), len(CODE))
@@ -97,9 +129,15 @@ def packed(code: bytes = CODE, **options) -> bytes:
     return zstandard.ZstdCompressor(level=3, **options).compress(code)
 
 
-@pytest.mark.parametrize(
-    "name, stored, fields, match",
-    [
+def deflated(code: bytes = CODE) -> bytes:
+    return zlib.compress(code, 6)
+
+
+def zstd_lies():
+    """(name, stored, fields, match) of zstd data that lies (built only with zstandard)."""
+    if zstandard is None:
+        return []
+    return [
         (
             "damaged frame",
             packed()[:40] + bytes(64) + packed()[104:],
@@ -119,26 +157,60 @@ def packed(code: bytes = CODE, **options) -> bytes:
             {"size": len(CODE), "codec": "zstd"},
             "declares",
         ),
-        ("cut short", packed()[:-20], {"size": len(CODE), "codec": "zstd"}, "damaged|gave"),
-        ("unknown codec", packed(), {"size": len(CODE), "codec": "lz4"}, "unknown codec"),
+        ("zstd cut short", packed()[:-20], {"size": len(CODE), "codec": "zstd"}, "damaged|gave"),
         (
-            "stored length lies",
+            "zstd stored length lies",
             packed(),
             {"size": len(CODE), "codec": "zstd", "stored": 5},
             "length",
         ),
-        ("negative size", packed(), {"size": -1, "codec": "zstd"}, "length"),
-        ("size not a number", packed(), {"size": "1", "codec": "zstd"}, "length"),
-        ("uncompressed, size lies", CODE, {"size": len(CODE) + 1}, "length"),
-    ],
-)
+        ("unknown codec", packed(), {"size": len(CODE), "codec": "lz4"}, "unknown codec"),
+    ]
+
+
+ZLIB_LIES = [
+    (
+        "damaged stream",
+        deflated()[:40] + bytes(64) + deflated()[104:],
+        {"size": len(CODE), "codec": "zlib"},
+        "damaged zlib data|cut short|gave",
+    ),
+    ("not a stream", b"\x00" * 64, {"size": len(CODE), "codec": "zlib"}, "damaged zlib data"),
+    ("gives more than declared", deflated(), {"size": len(CODE) - 1, "codec": "zlib"}, "more than"),
+    ("gives less than declared", deflated(), {"size": len(CODE) + 1, "codec": "zlib"}, "gave"),
+    ("zlib cut short", deflated()[:-20], {"size": len(CODE), "codec": "zlib"}, "cut short"),
+    (
+        "zlib without its checksum",
+        deflated()[:-4],
+        {"size": len(CODE), "codec": "zlib"},
+        "cut short",
+    ),
+    (
+        "bytes after the stream",
+        deflated() + b"extra",
+        {"size": len(CODE), "codec": "zlib"},
+        "followed",
+    ),
+    (
+        "zlib stored length lies",
+        deflated(),
+        {"size": len(CODE), "codec": "zlib", "stored": 5},
+        "length",
+    ),
+    ("negative size", deflated(), {"size": -1, "codec": "zlib"}, "length"),
+    ("size not a number", deflated(), {"size": "1", "codec": "zlib"}, "length"),
+    ("uncompressed, size lies", CODE, {"size": len(CODE) + 1}, "length"),
+]
+
+
+@pytest.mark.parametrize("name, stored, fields, match", ZLIB_LIES + zstd_lies())
 def test_compressed_bytes_that_lie_are_a_miss(name, stored, fields, match):
     fields = {"stored": len(stored), **fields}
     with pytest.raises(EntryError, match=match):
         decode(KEY, v3_entry(KEY, stored, fields))
 
 
-def test_damage_behind_the_checksum_is_found_before_decompressing(monkeypatch):
+def test_damage_behind_the_checksum_is_found_before_decompressing(monkeypatch, codec):
     data = bytearray(encode(KEY, CODE, {}))
     data[len(data) - 100] ^= 0x10  # in the compressed code
     monkeypatch.setattr(entry, "decompress", pytest.fail)
@@ -146,19 +218,19 @@ def test_damage_behind_the_checksum_is_found_before_decompressing(monkeypatch):
         decode(KEY, bytes(data))
 
 
-def test_a_decompression_bomb_is_refused_before_decompressing(monkeypatch):
-    bomb = packed(bytes(ENTRY_LIMIT + 1))  # 256 MiB of zeros: a few kB compressed
+def test_a_decompression_bomb_is_refused_before_decompressing(monkeypatch, codec):
+    zeros = bytes(ENTRY_LIMIT + 1)  # 256 MiB of zeros: a few kB compressed
+    bomb = packed(zeros) if codec == "zstd" else zlib.compress(zeros, 1)
     calls = []
     monkeypatch.setattr(entry, "decompress", lambda *a: calls.append(a) or b"")
+    fields = {"size": ENTRY_LIMIT + 1, "codec": codec, "stored": len(bomb)}
     with pytest.raises(EntryError, match="more than the limit"):
-        decode(
-            KEY,
-            v3_entry(KEY, bomb, {"size": ENTRY_LIMIT + 1, "codec": "zstd", "stored": len(bomb)}),
-        )
+        decode(KEY, v3_entry(KEY, bomb, fields))
     assert not calls  # refused on the declared size alone
 
 
-def test_a_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
+@needs_zstd
+def test_a_zstd_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
     bomb = packed(bytes(64 << 20))
     backend = entry.load_zstd()  # the module entry.py decompresses with
     monkeypatch.setattr(backend, "ZstdDecompressor", lambda *a, **k: pytest.fail("decompressed"))
@@ -166,21 +238,48 @@ def test_a_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
         decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zstd", "stored": len(bomb)}))
 
 
-def test_without_zstandard_entries_are_written_plain_and_compressed_ones_are_misses(monkeypatch):
-    compressed = encode(KEY, CODE, {})
+def test_a_zlib_bomb_declaring_a_small_size_makes_no_more_than_that(monkeypatch):
+    bomb = zlib.compress(bytes(64 << 20), 1)
+    made = []
+    real = zlib.decompressobj
+
+    class Counting:  # the inflater entry.py uses, counting the bytes it makes
+        def __init__(self):
+            self.inner = real()
+
+        def decompress(self, data, max_length=0):
+            out = self.inner.decompress(data, max_length)
+            made.append(len(out))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(entry.zlib, "decompressobj", Counting)
+    with pytest.raises(EntryError, match="more than 1000 bytes"):
+        decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zlib", "stored": len(bomb)}))
+    assert sum(made) <= 1001
+
+
+def test_without_zstandard_code_is_deflated_and_zstd_entries_are_misses(monkeypatch):
+    monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
+    zstd_entry = encode(KEY, CODE, {}) if zstandard is not None else None
     monkeypatch.setattr(entry, "_backend", [])
     monkeypatch.setattr(entry, "_missing", ["No module named 'zstandard'"])
     assert entry.load_zstd() is None
-    meta, stored = split(encode(KEY, CODE, {}))
-    assert "codec" not in meta and stored == CODE
-    with pytest.raises(EntryError, match="pip install 'cupy-rawcode\\[zstd\\]'"):
-        decode(KEY, compressed)
+    meta, stored = split(encode(KEY, CODE, {}))  # large enough for zstd: deflated instead
+    assert meta["codec"] == "zlib" and decode(KEY, encode(KEY, CODE, {}))[0] == CODE
+    if zstd_entry is not None:
+        with pytest.raises(EntryError, match="pip install 'cupy-rawcode\\[zstd\\]'"):
+            decode(KEY, zstd_entry)
 
 
+@needs_zstd
 def test_the_package_import_is_used_where_the_c_backend_cannot_be_loaded(monkeypatch):
     def broken():
         raise OSError("unusual install")
 
+    monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
     monkeypatch.setattr(entry, "_backend", [])
     monkeypatch.setattr(entry, "_missing", [])
     monkeypatch.setattr(entry, "_c_backend", broken)
@@ -188,8 +287,16 @@ def test_the_package_import_is_used_where_the_c_backend_cannot_be_loaded(monkeyp
     assert entry._backend == [zstandard]
 
 
+def test_a_small_kernel_never_loads_zstd(monkeypatch):
+    """A warm hit of a kernel under ZSTD_FROM (most are) loads no codec module: zlib is the
+    standard library's, which CuPy has loaded already."""
+    monkeypatch.setattr(entry, "load_zstd", lambda: pytest.fail("zstd loaded"))
+    data = encode(KEY, CODE, {})
+    assert split(data)[0]["codec"] == "zlib" and decode(KEY, data)[0] == CODE
+
+
 @pytest.mark.parametrize("kind", ["memory", "directory", "bundle"])
-def test_compressed_entries_through_each_local_store(kind, tmp_path, caplog):
+def test_compressed_entries_through_each_local_store(kind, tmp_path, caplog, codec):
     keys = [f"{i:064x}" for i in range(3)]
     codes = {k: CODE + k.encode() for k in keys}
     entries = {k: encode(k, codes[k], {"arch": "sm_90"}) for k in keys}
@@ -206,7 +313,7 @@ def test_compressed_entries_through_each_local_store(kind, tmp_path, caplog):
     levels = Levels([store])
     for k in keys[:2]:
         code, meta, _ = levels.fetch(k)
-        assert code == codes[k] and meta["codec"] == "zstd"
+        assert code == codes[k] and meta["codec"] == codec
     with caplog.at_level(logging.WARNING, logger="cupy_rawcode"):
         assert levels.fetch(keys[2]) is None  # damaged: a miss, with the usual warning
     assert "ignoring a broken cache entry" in caplog.text

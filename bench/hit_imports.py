@@ -80,7 +80,7 @@ def main() -> None:
             compileall.compile_dir(os.path.join(d, "cupy_rawcode"), quiet=1)  # as pip does
             env = {
                 **os.environ,
-                "PYTHONPATH": d,
+                "PYTHONPATH": os.pathsep.join([d, os.environ.get("PYTHONPATH", "")]),
                 "CUPY_RAWCODE_CACHE_DIR": os.path.join(tmp, f"cache{i}"),
             }
             for _ in range(2):  # fill the cache, then the hit
@@ -105,7 +105,10 @@ def main() -> None:
                         json.dumps(modules[v]),
                         "off" if args.gc_off else "on",
                     ],
-                    env={**os.environ, "PYTHONPATH": d},
+                    env={
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join([d, os.environ.get("PYTHONPATH", "")]),
+                    },
                     cwd=tmp,
                     capture_output=True,
                     text=True,

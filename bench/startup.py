@@ -1042,8 +1042,8 @@ def report(rows, info, args, kind: str, compile_only: bool) -> int:
     text = table(rows, tgts, info)
     (out / f"startup-{kind}.md").write_text(text)
     chart(rows, info, out / f"startup-{kind}.png")
-    if os.environ.get("OUT"):  # the device machine's folder that comes back
-        import shutil
+    if os.environ.get("OUT") and out.resolve() != Path(os.environ["OUT"]).resolve():
+        import shutil  # the device machine's folder that comes back, when --out is another
 
         for ext in ("json", "md", "png"):
             if (out / f"startup-{kind}.{ext}").exists():

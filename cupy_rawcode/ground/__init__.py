@@ -3,10 +3,9 @@ it: file stamps (stamps.py), the package's version, ``deferred``: a module impor
 (deferrals.py lists them, with the reasons), and, here rather than in modules of their own
 (every warm hit uses them: a module fewer to import each), the labelled digests, the records
 trusted while their files' stamps hold (``StampedRecord``, ``check_stamps``) and the cache's
-file readers: a file is opened only when it is a regular file (a FIFO, a device or a
-socket named as a source, found as a header or standing in the cache would block a read
-forever, or never end), and the cache's own files without following a symlink and up to a size
-limit (regular.py has the other readers, and opening a cache file to write).
+file readers: only regular files (a FIFO, a device or a socket named as a source, found as a
+header or standing in the cache would block a read forever, or never end), the cache's own
+without following a symlink and up to a size limit (regular.py has the other readers).
 
 The layer order, enforced by tests/layers/test_layers.py: ground, store, toolkit, headers, key,
 compiler and launch, the orchestrator, then the faces (the drop-in classes, the CuPy
@@ -108,16 +107,13 @@ def _classes() -> dict[str, type]:
             return _built
 
         class RawcodeError(Exception):
-            """Root of every exception cupy_rawcode raises: ``except RawcodeError`` catches
-            them all."""
+            """Root of every exception cupy_rawcode raises: ``except RawcodeError``."""
 
         class RawcodeWarning(Warning):
-            """Root of every warning cupy_rawcode emits: one filter silences or raises them
-            all."""
+            """Root of every warning cupy_rawcode emits: one filter for them all."""
 
         class NotRegularFileError(RawcodeError, OSError):
-            """A path that names something other than a regular file; ``strerror`` says what
-            it is."""
+            """A path naming something other than a regular file (``strerror`` says what)."""
 
         class TooLargeError(RawcodeError, OSError):
             """A file larger than its reader's limit (a cache file cannot be that big)."""

@@ -85,9 +85,8 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.store.http": "an HTTP store: when configured only",
     "cupy_rawcode.store.s3": "an S3 store: when configured only",
     "cupy_rawcode.ground.errors": "the exception classes below the two roots (which the ground "
-    "package defines): a module that only raises them names them when it raises",
-    "cupy_rawcode.ground.error_types": "those classes themselves, through errors.py: raised, "
-    "caught, imported or unpickled only",
+    "package builds): raised, caught, imported or unpickled only; a module that only raises "
+    "them names them when it raises",
     "cupy_rawcode.ground.log": "logging (see above): a message only",
     "cupy_rawcode.ground.stamps": "taking file stamps: a miss's key and the warm index's save "
     "only (a hit checks stamps through the ground package)",

@@ -130,7 +130,8 @@ class Keyed:
     def stamps(self) -> list | None:
         """Every file the key depended on, as (record, values) parts of stamps.take (toolchain
         record, closure headers), or None when the toolchain could not be stamped. Built only
-        when asked (the warm index, key/__init__.py, writes them; a compile() hit never needs them)."""
+        when asked (the warm index, key/__init__.py, writes them; a compile() hit never needs
+        them)."""
         tool = self.context.toolchain.stamps
         return [take(tool), self.closure_stamps] if tool else None
 

@@ -81,7 +81,8 @@ class Result:
 
     @property
     def stamps(self) -> list | None:
-        """request.Keyed.stamps (None when unknown): what the warm index checks before reusing the key."""
+        """request.Keyed.stamps (None when unknown): what the warm index checks before reusing
+        the key."""
         return None if self._keyed is None else self._keyed.stamps
 
     @property

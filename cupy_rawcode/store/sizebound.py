@@ -31,12 +31,14 @@ import threading
 import time
 from pathlib import Path
 
-from ..ground import errors, refused, warned
+from ..ground import deferred, refused, warned
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from . import layout
 from .eviction import _remove_tree, prune
 from .ledger import _WIDTH, _ledger
+
+errors = deferred("cupy_rawcode.ground.errors")  # NotACacheError: a write refused only
 
 LOW_WATER = 0.9  # a write past the bound evicts down to this fraction of it
 RESCAN_SECONDS = 60.0

@@ -292,17 +292,13 @@ def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, 
     the source is to be dumped (then it compiles again). A record that does not read back, or
     an entry for none of these, is a miss."""
     found = failures.look_up(store, key)
-    if found is None:
-        return None
-    code, meta, layer = found
-    if failures.is_failure(meta):
-        if failures.wanted() and not dump:
-            error = failures.compile_error(code, req.source, req.program_name)
-            if error is not None:
-                raise error
-        return None
-    failures.count_hit(store, layer, meta)
-    return found
+    if found is None or not failures.is_failure(found[1]):
+        return found
+    if failures.wanted() and not dump:
+        error = failures.compile_error(found[0], req.source, req.program_name)
+        if error is not None:
+            raise error
+    return None
 
 
 def _keep_failure(e: Exception, store: Levels, key: str, req: Request, keyed, ctx) -> None:

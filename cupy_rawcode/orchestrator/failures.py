@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..ground import config, errors  # errors' CuPy-based classes are built on first use
@@ -84,20 +85,22 @@ def keep(store: Levels, key: str, data: bytes, arch: str, **meta: Any) -> None:
     store.put(key, encode(key, data, head))
 
 
-def look_up(store: Levels, key: str) -> tuple[bytes, dict, str] | None:
-    """(code, metadata, level) of the entry under ``key``, as Levels.fetch finds it, but
-    counted as a hit by the caller only when it holds code (count_hit): a failure served is
-    no kernel served."""
+def look_up(
+    store: Levels, key: str, accept: Callable[[dict], bool] | None = None
+) -> tuple[bytes, dict, str] | None:
+    """(code, metadata, level) of the entry under ``key``, as Levels.fetch finds it: a failure
+    record (``is_failure``), counted as nothing (a failure served is no kernel served), or code
+    that ``accept(metadata)`` takes, counted as a hit as Levels.fetch counts one; None for a
+    miss or code ``accept`` refuses."""
     found = store.find(key, lambda data: decode(key, data))
     if found is None:
         return None
-    (code, meta), layer = found
-    return code, meta, layer
-
-
-def count_hit(store: Levels, level: str, meta: dict) -> None:
-    """A kernel served from the store's level ``level``: counted as Levels.fetch counts it."""
-    store.served(level, meta)
+    (code, meta), level = found
+    if not is_failure(meta):
+        if accept is not None and not accept(meta):
+            return None
+        store.served(level, meta)
+    return code, meta, level
 
 
 def renamed(text: str, compiled_as: Any, program: str) -> str:

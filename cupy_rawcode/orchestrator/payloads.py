@@ -31,17 +31,11 @@ def stored(key: str) -> bytes | None:
 def _found(key: str) -> bytes | dict | None:
     """What the store holds under ``key``: CuPy's payload (counted as a hit), a failure record
     (failures.py: its JSON, counted as nothing) or None."""
-    store = default_store()
-    found = failures.look_up(store, key)
+    found = failures.look_up(default_store(), key, lambda meta: meta.get("target") == PAYLOAD)
     if found is None:
         return None
-    code, meta, layer = found
-    if failures.is_failure(meta):
-        return failures.read(code, CUPY_FAILURE)
-    if meta.get("target") != PAYLOAD:
-        return None
-    failures.count_hit(store, layer, meta)
-    return code
+    code, meta, _ = found
+    return failures.read(code, CUPY_FAILURE) if failures.is_failure(meta) else code
 
 
 def save(key: str, arch: str, payload: bytes, seconds: float, record: str = "") -> None:

@@ -55,7 +55,7 @@ def collect(disk, *levels) -> dict:
         "compile_seconds_saved": round(totals["saved_ms"] / 1000, 3),
         "levels": counters.grouped(merged),
         "totals": totals,
-        "unreadable_files": [f"{path}: {e.strerror or e}" for path, e in found.errors],
+        "unreadable_files": [usage.described(path, e) for path, e in found.errors],
     }
 
 

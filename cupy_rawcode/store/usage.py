@@ -67,11 +67,15 @@ class CacheFilesError(RawcodeError, OSError):
     """Some of the cache's files could not be read or removed: the message names the first."""
 
 
+def described(path, e: OSError) -> str:
+    """A path that failed and why, as the cache commands say it ('path: Permission denied')."""
+    return f"{path}: {e.strerror or e}"
+
+
 def failure(what: str, root: Path, errors: list) -> OSError:
     """One OSError naming the first path that failed and why, and how many more did."""
-    path, e = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return CacheFilesError(f"cannot {what} {root}: {path}: {e.strerror or e}{more}")
+    return CacheFilesError(f"cannot {what} {root}: {described(*errors[0])}{more}")
 
 
 def _tree(path: str, errors: list | None = None) -> tuple[int, int]:

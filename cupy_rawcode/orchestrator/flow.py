@@ -91,20 +91,33 @@ def _retrying(
             return req, compile_request(req, store=store, dump=dump), retried
         except Exception as e:
             missing = getattr(e, "missing", ())
-            extra = None
+            again = None
             if "moved" not in tried:
                 tried.add("moved")
-                extra = relocated.forwarding_dir(missing)
-            if extra is None and jitify_mode and "dropped" not in tried and missing:
+                again = forwarded(req, missing)
+            if again is None and jitify_mode and "dropped" not in tried and missing:
                 if isinstance(e, errors.MissingHeaderCompileError):
                     tried.add("dropped")
-                    extra, dropped = jitify.dropping(e), e  # raises e for the source's own
-            if extra is None:
+                    dropped = e
+                    again = _with_isystem(req, jitify.dropping(e))  # raises e for the source's own
+            if again is None:
                 if dropped is not None:
                     jitify.annotate(e, dropped)
                 raise
-        opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (extra,))
-        req, retried = req._replace(options=opts), True
+        req, retried = again, True
+
+
+def forwarded(req: Request, missing) -> Request | None:
+    """``req`` again, with the directory that answers a moved header's old name (relocated.py)
+    as one more -isystem directory; None when no header of ``missing`` moved. A compile retries
+    with it once (_retrying), and a record's keys are computed the same way (parallel/keys.py)."""
+    extra = relocated.forwarding_dir(missing)
+    return None if extra is None else _with_isystem(req, extra)
+
+
+def _with_isystem(req: Request, extra: str) -> Request:
+    opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (extra,))
+    return req._replace(options=opts)
 
 
 def compile(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..compiler import relocated
 from ..ground.errors import MissingHeaderError
 from ..key.request import compute_key
+from ..orchestrator import flow
 from ..orchestrator.compiling import store_dir
 from ..store import default_store
 from ..store.layout import using_cache_dir
@@ -54,11 +54,10 @@ def key_of_job(job: Job) -> str:
         try:
             return compute_key(req).key
         except MissingHeaderError as e:
-            extra = relocated.forwarding_dir(e.missing)
-            if extra is None:
+            again = flow.forwarded(req, e.missing)
+            if again is None:
                 raise
-        opts = req.options._replace(isystem_dirs=req.options.isystem_dirs + (extra,))
-        return compute_key(req._replace(options=opts)).key
+        return compute_key(again).key
 
 
 def keys_of_jobs(jobs: Iterable[Job]) -> RecordKeys:

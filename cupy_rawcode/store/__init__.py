@@ -55,12 +55,6 @@ def counts(also: dict[str, int] | None = None) -> Tally:
     return Tally(dict.fromkeys(COUNTS, 0), also)
 
 
-def _tallies_itself(level: Store) -> bool:
-    """Whether ``level`` (or the store a ReadOnly wraps) keeps its own tally (memory, disk,
-    bundle): its counts in a Levels are then this Levels' own, not added twice."""
-    return hasattr(level, "tally") or hasattr(getattr(level, "inner", None), "tally")
-
-
 BACKOFF = 10.0  # seconds a level that failed is skipped before it is tried again
 
 
@@ -84,7 +78,7 @@ class Levels(Store):
                     f"a level of Levels must be a Store, not {type(level).__name__}"
                 )
         self.counts = [
-            counts(None if _tallies_itself(level) else tally(level.name)) for level in self.levels
+            counts(None if level.tallied() else tally(level.name)) for level in self.levels
         ]
         self.check = check
         self.backoff = BACKOFF
@@ -224,10 +218,8 @@ class Levels(Store):
         rows = []
         for level, counted in zip(self.levels, self.counts, strict=True):
             numbers = dict(counted)
-            inner = getattr(level, "inner", level)  # a store that keeps its own failures (Redis)
-            for kind in ("errors", "timeouts"):
-                own = getattr(inner, kind, 0)
-                numbers[kind] += own if type(own) is int else 0
+            for kind, n in level.failures().items():  # a store that keeps its own (Redis)
+                numbers[kind] += n
             where = {"level": level.name, "location": level.location, "read_only": level.read_only}
             rows.append({**where, **numbers})
         return {"levels": rows}

@@ -154,6 +154,16 @@ class Store(abc.ABC):
         """Release what the store holds open (a connection, a read index); it may be used again."""
         return None
 
+    def tallied(self) -> bool:
+        """Whether the store counts its own reads and writes in its ``tally`` (memory, disk,
+        bundle): a Levels then adds nothing to it, lest they count twice."""
+        return hasattr(self, "tally")
+
+    def failures(self) -> dict[str, int]:
+        """Failed calls the store counts itself rather than raising (``errors``, ``timeouts``:
+        Redis), which Levels.stats adds to its own counts of the level; none by default."""
+        return {}
+
     def __bool__(self) -> bool:
         """Always true: an empty store is still a store (``store or default`` must keep it)."""
         return True

@@ -65,3 +65,9 @@ class ReadOnly(RefusingStore):
 
     def close(self) -> None:
         self.inner.close()
+
+    def tallied(self) -> bool:
+        return self.inner.tallied()
+
+    def failures(self) -> dict[str, int]:
+        return self.inner.failures()

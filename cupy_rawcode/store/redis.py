@@ -85,6 +85,9 @@ class RedisStore(Store):
     def up(self) -> bool:
         return self._available()
 
+    def failures(self) -> dict[str, int]:
+        return {"errors": self.errors, "timeouts": self.timeouts}
+
     def _failed(self, error: BaseException) -> None:
         """A failed call: counted (``timeouts`` or ``errors``, which Levels.stats reports: this
         store keeps its own failures rather than raising), warned once, then a rest."""

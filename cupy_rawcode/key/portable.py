@@ -231,7 +231,7 @@ def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
     holds here (``validate``); None for a miss: none stored, damaged, foreign or stale."""
     with uncounted():  # decoded once, as the store checks it
-        found = default_store().find(rid, lambda raw: decode(rid, raw))
+        found = default_store().find(rid, lambda raw: decode(rid, raw), memory=False)
     if found is None:
         return None
     (text, meta), _level = found
@@ -249,11 +249,12 @@ def load(rid: str, ctx) -> tuple[dict, tuple] | None:
 
 
 def save(rid: str, record: dict) -> None:
-    """Put a record in every writable level of the store (none: nothing is written)."""
+    """Put a record in every writable level of the store that outlives the process (none:
+    nothing is written)."""
     store = default_store()
     if store.read_only:
         return
     meta = {"target": TARGET, "headers": record["count"]}  # as `cache list -l` shows them
     raw = encode(rid, json.dumps(record, separators=(",", ":")).encode(), meta)
-    with uncounted():
-        store.put(rid, raw)
+    with uncounted():  # read once per process (then a manifest answers): not kept in memory
+        store.put(rid, raw, memory=False)

@@ -93,10 +93,13 @@ class Levels(Store):
     def location(self) -> str:
         return ", ".join(level.location for level in self.levels)
 
-    def find(self, key: str, validate: Callable[[bytes], Any]) -> tuple[Any, str] | None:
+    def find(
+        self, key: str, validate: Callable[[bytes], Any], *, memory: bool = True
+    ) -> tuple[Any, str] | None:
         """(``validate(data)``, level name) from the first level holding bytes ``validate``
         accepts (it raises ValueError for a broken entry); written back to the writable levels
-        above it."""
+        above it (``memory=False``: to those that outlive the process only, for what a process
+        reads once, such as a closure record)."""
         for i, level in enumerate(self.levels):
             if not self._up(i):
                 continue
@@ -119,6 +122,8 @@ class Levels(Store):
             nearer: Iterable[int] = range(i)
             if level.on_disk:  # a bundle's hit goes to memory, not to the cache directory
                 nearer = [j for j in nearer if not self.levels[j].on_disk]
+            if not memory:
+                nearer = [j for j in nearer if self.levels[j].lasting]
             self._put(key, data, nearer)
             return value, level.name
         return None
@@ -197,8 +202,9 @@ class Levels(Store):
             self.counts[i]["writes"] += 1
             self.counts[i]["bytes_written"] += len(data)
 
-    def put(self, key: str, data: bytes) -> None:
-        self._put(key, data, range(len(self.levels)))
+    def put(self, key: str, data: bytes, *, memory: bool = True) -> None:
+        """Write to every writable level (``memory=False``: but the memory level)."""
+        self._put(key, data, [i for i, lv in enumerate(self.levels) if memory or lv.lasting])
 
     def delete(self, key: str) -> None:
         self._each(lambda level: level.delete(key), writable=True)
@@ -235,7 +241,7 @@ class Levels(Store):
         """Whether a level that outlives the process (any but memory) holds a valid entry for
         ``key``: a put on a full or read-only disk only warns, so prebuild checks here. True
         when no such level exists (nothing could keep it)."""
-        lasting = [level for level in self.levels if level.name != "memory"]
+        lasting = [level for level in self.levels if level.lasting]
         for level in lasting:
             try:
                 decode(key, level.get(key) or b"")

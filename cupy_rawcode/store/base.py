@@ -98,6 +98,7 @@ class Store(abc.ABC):
     # on this machine's disk (the cache directory, a bundle): a hit here is copied to the levels
     # in memory above it, not to another on the disk, which would be no faster to read
     on_disk: bool = False
+    lasting: bool = True  # it outlives the process (all but the memory level)
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes | None:
@@ -179,6 +180,7 @@ class MemoryStore(Store):
     small cubin, where keeping them plain would cost a second encode on every backfill)."""
 
     name = "memory"
+    lasting = False
 
     def __init__(self, max_entries: int = 256):
         self.max_entries = max_entries

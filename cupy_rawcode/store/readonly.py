@@ -42,7 +42,7 @@ class ReadOnly(RefusingStore):
     def __init__(self, inner: Store):
         self.inner = inner
         self.name = f"{inner.name} (read-only)"
-        self.on_disk = inner.on_disk
+        self.on_disk, self.lasting = inner.on_disk, inner.lasting
 
     @property
     def location(self) -> str:

@@ -237,6 +237,18 @@ def test_record_look_ups_and_puts_are_not_counted(layout, tmp_path, resolves):
 _FIELDS = ("hits", "misses", "errors", "writes", "bytes_read", "bytes_written")
 
 
+def test_records_stay_out_of_the_memory_level(layout, tmp_path, resolves):
+    """A process reads a record once (a manifest answers after it): written and read, it never
+    takes a place in the in-process LRU that kernels' entries need."""
+    paths = layout(tmp_path / "a")
+    keyed = compute_key(_request(paths))  # resolved, the record saved
+    memory = default_store().level("memory")
+    assert keyed.record and keyed.record in _record_entries() and memory.get(keyed.record) is None
+    _new_process()
+    assert compute_key(_request(paths)).key == keyed.key and len(resolves) == 1  # read back
+    assert memory.get(keyed.record) is None
+
+
 def test_a_read_only_store_keys_and_serves_records(layout, tmp_path, resolves):
     paths = layout(tmp_path / "a")
     key = _key(paths)  # the record, in the cache directory

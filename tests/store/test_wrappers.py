@@ -76,7 +76,7 @@ def test_read_only_names_the_store_it_wraps():
 def test_kept_looks_past_memory():
     key = KEY
     memory, disk = MemoryStore(4), MemoryStore(4)
-    disk.name = "disk"
+    disk.name, disk.lasting = "disk", True  # a level that outlives the process
     memory.put(key, encode(key, b"code", {}))
     store = Levels([memory, disk])
     assert not store.kept(key)

@@ -241,18 +241,29 @@ def device_jobs(path: str, arch=None, roots: Sequence[str] = ()) -> list[Job]:
     return jobs
 
 
+def read_records(paths: list[str], arch, roots: Sequence[str]) -> dict[str, list[Job] | Item]:
+    """Each record's jobs (device_jobs), read once for the pull and the plan alike, or the
+    failed Item saying why it could not be read; its paths stay inside its directory or
+    ``roots`` (confine.py)."""
+    read: dict[str, list[Job] | Item] = {}
+    for path in paths:
+        try:
+            read[path] = device_jobs(path, arch, roots)
+        except (OSError, ManifestError) as e:
+            where = ",".join(_record_archs(arch))
+            read[path] = Item(path, path, where, error=f"{type(e).__name__}: {e}")
+    return read
+
+
 def record_plan(
-    path: str, arch=None, roots: Sequence[str] = (), ready: Set[Job] = frozenset()
+    path: str, jobs: list[Job] | Item, ready: Set[Job] = frozenset()
 ) -> tuple[list[Item], list[Item], list[tuple[Item, Any]]]:
-    """plan() for a record: (cached, failed, [(item, task)]), one item per entry and arch (the
-    current device's when ``arch`` is None: ours for our kernels, CuPy's for CuPy's); its paths
-    stay inside its directory or ``roots`` (confine.py). ``ready``: jobs known to be in the
-    local cache (a pull's), cached without asking the store."""
-    try:
-        jobs = device_jobs(path, arch, roots)
-    except (OSError, ManifestError) as e:
-        where = ",".join(_record_archs(arch))
-        return [], [Item(path, path, where, error=f"{type(e).__name__}: {e}")], []
+    """plan() for a record's jobs (read_records): (cached, failed, [(item, task)]), one item per
+    entry and arch (the current device's when none was given: ours for our kernels, CuPy's
+    for CuPy's). ``ready``: jobs known to be in the local cache (a pull's), cached without
+    asking the store."""
+    if isinstance(jobs, Item):  # the record could not be read
+        return [], [jobs], []
     cached, todo = [], []
     for job in jobs:
         if job in ready:
@@ -300,11 +311,12 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
         nonlocal cached, failed, todo
         summary = Summary()
         try:
-            pulled = _pull_first(records, arch, _roots(root))
+            read = read_records(records, arch, _roots(root))
+            pulled = _pull_first(read)
             summary.pulled = [p.summary for p in pulled]
             ready = set().union(*(p.ready() for p in pulled))
-            for path in records:  # planned after the pull: what it fetched is cached now
-                more = record_plan(path, arch, _roots(root), ready)
+            for path, jobs in read.items():  # planned after the pull: what it fetched is cached
+                more = record_plan(path, jobs, ready)
                 cached, failed, todo = cached + more[0], failed + more[1], todo + more[2]
             summary.cached, summary.failed = cached, failed
             if todo:
@@ -334,21 +346,19 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
     return run()
 
 
-def _pull_first(records: list[str], arch, roots: Sequence[str]) -> list[fetch.Pulled]:
-    """Fetch every entry the records need from the remote levels into the local cache before
-    planning their compiles (fetch.py), when the store has remote levels: what the team's
-    cache holds is fetched, not compiled. A record that cannot be read is left to record_plan
-    to report; a pull that fails warns and the compiles go on."""
-    if not records:
+def _pull_first(read: dict[str, list[Job] | Item]) -> list[fetch.Pulled]:
+    """Fetch every entry the records' jobs (read_records) need from the remote levels into the
+    local cache before planning their compiles (fetch.py), when the store has remote levels:
+    what the team's cache holds is fetched, not compiled. A record that could not be read is
+    left to record_plan to report; a pull that fails warns and the compiles go on."""
+    if not read:
         return []
     store = default_store()
     if not fetch.remote_levels(store):
         return []
     pulled = []
-    for path in records:
-        try:
-            jobs = device_jobs(path, arch, roots)
-        except (OSError, ManifestError):
+    for path, jobs in read.items():
+        if isinstance(jobs, Item):
             continue  # record_plan reports it
         try:
             pulled.append(fetch.pull_jobs(jobs, store))

@@ -267,6 +267,7 @@ class FullDisk(MemoryStore):
     """A lasting layer whose writes vanish, as DirectoryStore's do on a full disk (it warns)."""
 
     name = "disk"
+    lasting = True
 
     def put(self, key, data):
         pass

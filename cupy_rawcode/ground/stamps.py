@@ -112,13 +112,21 @@ def entries(rec: dict, values: list) -> tuple:
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
 
+# the package's folders whose code never changes the key a kernel's inputs compile under:
+# where entries are kept (store), how a kernel is launched (launch), CuPy's own compiles (hook:
+# keyed by key/cupy.py, never through the warm index) and the commands (cli). Not stamped: a
+# warm hit checks a third fewer files.
+UNKEYED = ("cli", "hook", "launch", "store")
+
 
 def package_stamps() -> list:
-    """The stamps (``stamp``) of this package's directories and modules, every subpackage
-    included: the code that computes keys (the warm index holds them, key/__init__.py)."""
+    """The stamps (``stamp``) of this package's directories and modules, every subpackage but
+    UNKEYED's included: the code that computes keys (the warm index holds them,
+    key/__init__.py)."""
     paths = []
     for d, subdirs, files in os.walk(_PACKAGE):
-        subdirs[:] = sorted(s for s in subdirs if os.path.isfile(os.path.join(d, s, "__init__.py")))
+        keyed = [s for s in subdirs if d != _PACKAGE or s not in UNKEYED]
+        subdirs[:] = sorted(s for s in keyed if os.path.isfile(os.path.join(d, s, "__init__.py")))
         paths.append(d)  # a module added or removed changes its directory
         paths += [os.path.join(d, n) for n in sorted(files) if n.endswith(".py")]
     return [stamp(p) for p in paths]

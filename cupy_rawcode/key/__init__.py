@@ -92,9 +92,10 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
 # else the key path reads: the environment variables of config.KEY_ENV, the Python environment
 # (executable, prefix, site-packages directories), this package's version and key schema. It holds
 # the key, the arch and target chosen, and the stamps (stamps.py) of every file the key depended
-# on: the toolchain record's, each closure header's, and this package's own modules. A hit needs
-# every stamp to hold; anything else (a missing, damaged or foreign entry, a changed file) is a
-# miss, and the caller keys the full way (request.compute_key) and writes the entry again.
+# on: the toolchain record's, each closure header's, and this package's modules that compute
+# keys (all but ground/stamps.py's UNKEYED folders). A hit needs every stamp to hold; anything
+# else (a missing, damaged or foreign entry, a changed file) is a miss, and the caller keys the
+# full way (request.compute_key) and writes the entry again.
 #
 # Like a manifest, stamps cannot see a new header that would now shadow a recorded one earlier in
 # the search path; ``cupy-rawcode cache clear`` removes the index with everything else.

@@ -19,9 +19,8 @@ from ..ground.stamps import changed_since, first_changed
 from ..key import manifest
 from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
-from ..store.entry import encode, entry_log
+from ..store.entry import CLOSURE_RECORD, encode, entry_log
 from ..store.layout import using_cache_dir
-from ..store.transfer import CLOSURE_RECORD
 from . import failures
 
 

@@ -11,8 +11,7 @@ from typing import Any, NamedTuple
 
 from ..ground.errors import RawcodeRuntimeError
 from ..store import default_store, uncounted
-from ..store.entry import encode
-from ..store.transfer import CLOSURE_RECORD
+from ..store.entry import CLOSURE_RECORD, encode
 from . import failures
 from .compiling import HeaderChangedWarning
 

@@ -31,6 +31,7 @@ from ..ground import ENTRY_LIMIT, deferred
 
 errors = deferred("cupy_rawcode.ground.errors")  # EntryError: a broken entry only
 
+CLOSURE_RECORD = "closure_record"  # a metadata field: the key of the entry's closure record
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
 MAGIC_2 = b"CUPY-RAWCODE-ENTRY-2\n"  # read, never written
 _DIGEST = 32

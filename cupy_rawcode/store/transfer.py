@@ -22,11 +22,10 @@ from typing import Any
 
 from ..ground.errors import RawcodeValueError
 from .base import Store
-from .entry import decode
+from .entry import CLOSURE_RECORD, decode
 
 CHUNK = 128  # keys asked of a level in one bulk call (also how often progress is told)
 LOCAL = ("memory", "disk")  # level names that are no source of a pull nor target of a push
-CLOSURE_RECORD = "closure_record"  # an entry's metadata field: the key of its closure record
 
 Progress = Callable[[int, int], None]  # (done, total): keys settled so far, keys asked
 

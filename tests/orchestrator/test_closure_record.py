@@ -12,8 +12,7 @@ from cupy_rawcode.key import manifest, portable
 from cupy_rawcode.key.request import compute_key, context, make_request
 from cupy_rawcode.orchestrator.compiling import compile_request
 from cupy_rawcode.store import default_store
-from cupy_rawcode.store.entry import decode
-from cupy_rawcode.store.transfer import CLOSURE_RECORD
+from cupy_rawcode.store.entry import CLOSURE_RECORD, decode
 
 
 @pytest.mark.parametrize("name, has_record", [("block_reduce.cu", True), ("plain.cu", False)])

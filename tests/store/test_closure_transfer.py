@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cupy_rawcode import cli
-from cupy_rawcode.store import maintenance, transfer
+from cupy_rawcode.store import entry, maintenance, transfer
 from cupy_rawcode.store.bundle import BundleStore
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import encode
@@ -21,7 +21,7 @@ def key_of(i: int) -> str:
 
 
 def kernel(key: str, record: object = RECORD) -> bytes:
-    meta = {"arch": "sm_90", transfer.CLOSURE_RECORD: record}
+    meta = {"arch": "sm_90", entry.CLOSURE_RECORD: record}
     return encode(key, b"code " + key[-6:].encode(), meta)
 
 

@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
+# the patterns below are compiled on first use (re's own cache keeps them): a compile with an
+# empty log, the usual one, never pays for them
 PCH_WORDS = (
     "precompiled header",
     "pch file",
@@ -18,14 +20,14 @@ PCH_WORDS = (
 
 # 'kernel.cu(3): error: identifier "x" is undefined', 'a.h(9): catastrophic error: ...',
 # 'k.cu(2): warning #177-D: ...': the file runs to the first "(line): "
-_DIAGNOSTIC = re.compile(r"(\S.*?)\((\d+)\): (error|warning|catastrophic error|remark)[^:]*: (.*)")
+_DIAGNOSTIC = r"(\S.*?)\((\d+)\): (error|warning|catastrophic error|remark)[^:]*: (.*)"
 # the indented lines NVRTC writes under a diagnostic's first line that belong to its message
 # (never the echoed source line, nor the caret under it)
-_DETAIL = re.compile(r"\s+(operand types|argument types|object type|detected during|\w+ type is)")
+_DETAIL = r"\s+(operand types|argument types|object type|detected during|\w+ type is)"
 _ERRORS = ("error", "catastrophic error")
-_NO_MEMBER = re.compile(r'namespace "(\w+)" has no member "(\w+)"')
-_NAME = re.compile(r"(?<![\w:])((?:\w+::)?\w+)")
-_TOO_OLD = re.compile(r"error[^\n]*requires at least C\+\+ ?(\d\d)")
+_NO_MEMBER = r'namespace "(\w+)" has no member "(\w+)"'
+_NAME = r"(?<![\w:])((?:\w+::)?\w+)"
+_TOO_OLD = r"error[^\n]*requires at least C\+\+ ?(\d\d)"
 _OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
 
 
@@ -67,11 +69,11 @@ def diagnostics(log: str) -> list[Diagnostic]:
     """Every diagnostic of the log in order, each with its detail lines."""
     out: list[Diagnostic] = []
     for line in log.splitlines():
-        m = _DIAGNOSTIC.match(line)
+        m = re.match(_DIAGNOSTIC, line)
         if m:
             file, number, severity, message = m.groups()
             out.append(Diagnostic(file, int(number), severity, message))
-        elif out and _DETAIL.match(line):
+        elif out and re.match(_DETAIL, line):
             last = out[-1]
             out[-1] = last._replace(details=last.details + (line,))
     return out
@@ -93,7 +95,7 @@ def error_texts(log: str) -> Iterator[str]:
 def names_in(text: str) -> list[str]:
     """The names an error text uses, in order, as (optionally once-qualified) identifiers:
     ``namespace "std" has no member "stack"`` reads as ``std::stack``."""
-    return _NAME.findall(_NO_MEMBER.sub(r'"\1::\2"', text))
+    return re.findall(_NAME, re.sub(_NO_MEMBER, r'"\1::\2"', text))
 
 
 def errors_inside(log: str, directory: str) -> bool:
@@ -108,5 +110,5 @@ def errors_inside(log: str, directory: str) -> bool:
 
 def required_standard(log: str) -> str | None:
     """The C++ standard ('17', '20') an error says a header requires at least, or None."""
-    m = _TOO_OLD.search(log)
+    m = re.search(_TOO_OLD, log)
     return None if m is None else m.group(1)

@@ -174,16 +174,18 @@ def decompress(codec: str, packed: bytes, size: int) -> bytes:
 
 
 def _inflate(packed: bytes, size: int) -> bytes:
-    """zlib's data: at most ``size`` bytes are made, and the stream must end there, exactly at
-    the end of ``packed``."""
+    """zlib's data: never more than ``size`` + 1 bytes are made (the one more says it lies),
+    and the stream must end after exactly ``size``, at the end of ``packed``."""
     inflater = zlib.decompressobj()
     try:
-        code = inflater.decompress(packed, size)
-        if not inflater.eof and len(code) == size:  # the stream's end, or a byte too many
-            if inflater.decompress(inflater.unconsumed_tail, 1):
-                raise errors.EntryError(f"zlib data gives more than {size} bytes")
+        # one byte more than declared, never 0 (zlib's "no limit"): a stream that gives it lies
+        code = inflater.decompress(packed, size + 1)
+        if len(code) <= size and not inflater.eof:  # the stream's end, or a byte too many
+            code += inflater.decompress(inflater.unconsumed_tail, 1)
     except zlib.error as e:
         raise errors.EntryError(f"damaged zlib data ({e})") from None
+    if len(code) > size:
+        raise errors.EntryError(f"zlib data gives more than {size} bytes")
     if not inflater.eof or inflater.unused_data:
         raise errors.EntryError("zlib data cut short, or followed by other bytes")
     if len(code) != size:

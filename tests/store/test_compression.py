@@ -177,6 +177,7 @@ ZLIB_LIES = [
     ),
     ("not a stream", b"\x00" * 64, {"size": len(CODE), "codec": "zlib"}, "damaged zlib data"),
     ("gives more than declared", deflated(), {"size": len(CODE) - 1, "codec": "zlib"}, "more than"),
+    ("declares nothing", deflated(), {"size": 0, "codec": "zlib"}, "more than 0 bytes"),
     ("gives less than declared", deflated(), {"size": len(CODE) + 1, "codec": "zlib"}, "gave"),
     ("zlib cut short", deflated()[:-20], {"size": len(CODE), "codec": "zlib"}, "cut short"),
     (
@@ -238,16 +239,19 @@ def test_a_zstd_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
         decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zstd", "stored": len(bomb)}))
 
 
-def test_a_zlib_bomb_declaring_a_small_size_makes_no_more_than_that(monkeypatch):
-    bomb = zlib.compress(bytes(64 << 20), 1)
-    made = []
+@pytest.fixture
+def inflated(monkeypatch) -> list[int]:
+    """The bytes each call of the inflater entry.py uses makes; a call without a limit (zlib
+    reads 0 as none) fails the test."""
+    made: list[int] = []
     real = zlib.decompressobj
 
-    class Counting:  # the inflater entry.py uses, counting the bytes it makes
+    class Counting:
         def __init__(self):
             self.inner = real()
 
         def decompress(self, data, max_length=0):
+            assert max_length > 0, "decompressed without a limit"
             out = self.inner.decompress(data, max_length)
             made.append(len(out))
             return out
@@ -256,9 +260,18 @@ def test_a_zlib_bomb_declaring_a_small_size_makes_no_more_than_that(monkeypatch)
             return getattr(self.inner, name)
 
     monkeypatch.setattr(entry.zlib, "decompressobj", Counting)
-    with pytest.raises(EntryError, match="more than 1000 bytes"):
-        decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zlib", "stored": len(bomb)}))
-    assert sum(made) <= 1001
+    return made
+
+
+ZLIB_BOMB = zlib.compress(bytes(64 << 20), 1)  # 64 MiB of zeros in ~64 KiB
+
+
+@pytest.mark.parametrize("size", [1000, 0])  # 0: zlib's "no limit", never passed on
+def test_a_zlib_bomb_declaring_a_small_size_makes_no_more_than_that(inflated, size):
+    fields = {"size": size, "codec": "zlib", "stored": len(ZLIB_BOMB)}
+    with pytest.raises(EntryError, match=f"more than {size} bytes"):
+        decode(KEY, v3_entry(KEY, ZLIB_BOMB, fields))
+    assert sum(inflated) <= size + 1
 
 
 def test_without_zstandard_code_is_deflated_and_zstd_entries_are_misses(monkeypatch):

@@ -225,7 +225,8 @@ class Levels(Store):
         for level, counted in zip(self.levels, self.counts, strict=True):
             numbers = dict(counted)
             for kind, n in level.failures().items():  # a store that keeps its own (Redis)
-                numbers[kind] += n
+                if kind in ("errors", "timeouts") and type(n) is int and n > 0:
+                    numbers[kind] += n
             where = {"level": level.name, "location": level.location, "read_only": level.read_only}
             rows.append({**where, **numbers})
         return {"levels": rows}

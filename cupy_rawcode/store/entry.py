@@ -66,7 +66,7 @@ def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     hlen = int.from_bytes(body[n : n + 8], "little")
     try:
         meta = json.loads(body[n + 8 : n + 8 + hlen])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can read
         raise errors.EntryError("unreadable metadata") from None
     if not isinstance(meta, dict):
         raise errors.EntryError("metadata is not an object")
@@ -108,7 +108,7 @@ def sizes(head: bytes) -> tuple[int, int] | None:
         meta = json.loads(head[n + 8 : end])
         size = meta["size"]
         stored = meta.get("stored", size) if version == 3 else size
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):
         return None
     if type(size) is not int or type(stored) is not int:
         return None
@@ -259,7 +259,8 @@ def _decompressor(zstd):
 
 def _unzstd(packed: bytes, size: int) -> bytes:
     """The ``size`` bytes the zstd frame ``packed`` holds. The frame must declare exactly
-    ``size`` (checked before anything is decompressed), and must give exactly that many."""
+    ``size`` (checked before anything is decompressed), give exactly that many and be all of
+    ``packed``."""
     zstd = load_zstd()
     if zstd is None:
         raise errors.EntryError(
@@ -273,7 +274,8 @@ def _unzstd(packed: bytes, size: int) -> bytes:
     if declared != size:
         raise errors.EntryError(f"the zstd frame declares {declared} bytes, not {size}")
     try:
-        code = _decompressor(zstd).decompress(packed, max_output_size=size)
+        # one frame and nothing after it, as zlib's stream must end where the entry does
+        code = _decompressor(zstd).decompress(packed, max_output_size=size, allow_extra_data=False)
     except Exception as e:  # ZstdError: a damaged frame
         raise errors.EntryError(f"damaged zstd data ({e})") from None
     if len(code) != size:

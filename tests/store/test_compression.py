@@ -120,6 +120,17 @@ def test_an_entry_of_the_previous_format_is_still_read():
         decode(KEY, old[:-40] + bytes([old[-40] ^ 1]) + old[-39:])
 
 
+def test_metadata_nested_deeper_than_json_reads_is_a_miss():
+    """A checksum-valid entry whose metadata nests past the recursion limit is a miss (an
+    EntryError, a ValueError that Levels counts as broken), never a RecursionError."""
+    head = b"[" * 100_000
+    body = MAGIC + len(head).to_bytes(8, "little") + head
+    data = body + hashlib.sha256(body).digest()
+    with pytest.raises(EntryError, match="unreadable metadata"):
+        decode(KEY, data)
+    assert sizes(data[: head_length(data)]) is None
+
+
 def test_a_future_format_is_a_miss():
     with pytest.raises(EntryError, match="another format version"):
         decode(KEY, b"CUPY-RAWCODE-ENTRY-4\n" + bytes(64))
@@ -158,6 +169,13 @@ def zstd_lies():
             "declares",
         ),
         ("zstd cut short", packed()[:-20], {"size": len(CODE), "codec": "zstd"}, "damaged|gave"),
+        (
+            "bytes after the frame",
+            packed() + b"junk",
+            {"size": len(CODE), "codec": "zstd"},
+            "damaged",
+        ),
+        ("a second frame", packed() + packed(), {"size": len(CODE), "codec": "zstd"}, "damaged"),
         (
             "zstd stored length lies",
             packed(),

@@ -73,6 +73,23 @@ def test_read_only_names_the_store_it_wraps():
     assert wrapped.name == "memory (read-only)" and wrapped.location == inner.location
 
 
+@pytest.mark.parametrize(
+    "failures, errors, timeouts",
+    [
+        ({"errors": 2, "timeouts": 1}, 2, 1),
+        ({"errors": "2", "timeouts": -1}, 0, 0),  # not a count: nothing added
+        ({"bogus": 5}, 0, 0),  # not a count Levels keeps: left out, never a KeyError
+    ],
+)
+def test_a_levels_stats_adds_the_failures_a_store_counts_itself(failures, errors, timeouts):
+    class Counting(MemoryStore):
+        def failures(self):
+            return failures
+
+    (row,) = Levels([Counting(4)]).stats()["levels"]
+    assert (row["errors"], row["timeouts"]) == (errors, timeouts) and "bogus" not in row
+
+
 def test_kept_looks_past_memory():
     key = KEY
     memory, disk = MemoryStore(4), MemoryStore(4)

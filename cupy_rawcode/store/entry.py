@@ -227,7 +227,9 @@ def _c_backend():
 
 
 def load_zstd():
-    """The zstd backend, or None when zstandard is not installed (``_missing`` says why)."""
+    """The zstd backend, or None when zstandard is not installed or is older than 0.22, whose
+    decompressor cannot refuse bytes after a frame (``_missing`` says why): then large code is
+    deflated, and a zstd entry read is a miss naming the extra."""
     if _backend:
         return _backend[0]
     if _missing:
@@ -245,8 +247,22 @@ def load_zstd():
             except ImportError as e:
                 _missing.append(str(e))
                 return None
+        if not _refuses_extra_data(module):
+            _missing.append("zstandard older than 0.22 cannot refuse bytes after a frame")
+            return None
         _backend.append(module)
         return module
+
+
+def _refuses_extra_data(zstd) -> bool:
+    """Whether the backend's decompressor takes ``allow_extra_data`` (zstandard 0.22 and
+    later), tried once on an empty frame."""
+    try:
+        frame = zstd.ZstdCompressor(write_content_size=True).compress(b"")
+        zstd.ZstdDecompressor().decompress(frame, allow_extra_data=False)
+    except TypeError:
+        return False
+    return True
 
 
 def _decompressor(zstd):
@@ -264,7 +280,7 @@ def _unzstd(packed: bytes, size: int) -> bytes:
     zstd = load_zstd()
     if zstd is None:
         raise errors.EntryError(
-            f"compressed with zstd, and zstandard cannot be imported ({_missing[0]}): "
+            f"compressed with zstd, and zstandard is not usable here ({_missing[0]}): "
             "pip install 'cupy-rawcode[zstd]'"
         )
     try:

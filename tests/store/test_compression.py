@@ -306,6 +306,31 @@ def test_without_zstandard_code_is_deflated_and_zstd_entries_are_misses(monkeypa
 
 
 @needs_zstd
+def test_a_zstandard_too_old_to_refuse_extra_data_counts_as_missing(monkeypatch):
+    """zstandard before 0.22 has no allow_extra_data: it is not used (large code is deflated,
+    zstd entries are misses naming the extra), never a decompressor that accepts trailing bytes
+    or a TypeError on every hit."""
+
+    class Old:  # zstandard's interface before 0.22
+        frame_content_size = staticmethod(zstandard.frame_content_size)
+        ZstdCompressor = zstandard.ZstdCompressor
+
+        class ZstdDecompressor:
+            def decompress(self, data, max_output_size=0):
+                return zstandard.ZstdDecompressor().decompress(data, max_output_size)
+
+    monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
+    zstd_entry = encode(KEY, CODE, {})
+    monkeypatch.setattr(entry, "_backend", [])
+    monkeypatch.setattr(entry, "_missing", [])
+    monkeypatch.setattr(entry, "_c_backend", lambda: Old)
+    assert entry.load_zstd() is None and "older than 0.22" in entry._missing[0]
+    assert split(encode(KEY, CODE, {}))[0]["codec"] == "zlib"
+    with pytest.raises(EntryError, match="pip install 'cupy-rawcode\\[zstd\\]'"):
+        decode(KEY, zstd_entry)
+
+
+@needs_zstd
 def test_the_package_import_is_used_where_the_c_backend_cannot_be_loaded(monkeypatch):
     def broken():
         raise OSError("unusual install")

@@ -77,11 +77,9 @@ def deferred(name: str) -> Any:
     return found
 
 
-# The roots of the package's exceptions and warnings, named and pickled as errors.py's
-# (cupy_rawcode.ground.errors), and the two errors of the file readers below: here, so that a
-# module that raises or subclasses them (the cache's readers, a warm hit's) loads no other
-# class; errors.py has them all. Built the first time one is asked for (``__getattr__``): a
-# warm hit raises nothing and builds none (a class costs its imports ~25 us).
+# The exception roots (named and pickled as errors.py's) and the file readers' two errors: here,
+# so that a module raising or subclassing them loads no other class; built when first asked for
+# (``__getattr__``): a warm hit raises nothing and builds none (a class costs ~25 us).
 _ERRORS = __name__ + ".errors"
 
 if TYPE_CHECKING:  # the classes as the type checker sees them; _classes() builds them
@@ -101,7 +99,9 @@ _building = threading.Lock()
 
 def _classes() -> dict[str, type]:
     """The four classes, built once per process (under a lock: two threads must never get two
-    different RawcodeError classes)."""
+    different RawcodeError classes; once built, no lock: ``_built`` is filled in one update)."""
+    if _built:
+        return _built
     with _building:
         if _built:
             return _built

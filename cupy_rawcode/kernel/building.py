@@ -11,9 +11,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .. import (
-    key as keys,  # the warm index: keys.index_lookup (a module attribute: benches wrap it)
-)
+# the warm index, read as keys.index_lookup (a module attribute: bench/warm_phases.py wraps it)
+from .. import key as keys
 from ..ground import deferred
 from ..store import default_store
 from ..store.entry import entry_log

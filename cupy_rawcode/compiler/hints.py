@@ -1,8 +1,8 @@
 """What a failed NVRTC compile's errors point at, in a sentence the user can act on: a declaration
-stub's name used (stub_hints, from the stubs' table in toolkit/shimdata.py), or a Thrust
-algorithm called with an execution policy. Pure functions of the log (read through nvrtclog.py)
-and the source; compiler/nvrtc.py hands their answer to errors.compile_message, which appends it
-to a CompileError's message."""
+stub's name used (stub_hints, from the stubs' table in toolkit/shimdata.py), a name CCCL 3
+removed (removed_name_hints), or a Thrust algorithm called with an execution policy. Pure
+functions of the log (read through nvrtclog.py) and the source; compiler/nvrtc.py hands their
+answer to errors.compile_message, which appends it to a CompileError's message."""
 
 from __future__ import annotations
 
@@ -37,6 +37,50 @@ def stub_hints(log: str) -> str:
                     found.append(header)
                 break
     return "\n".join(f"<{h}> has no device implementation: {STUBS[h].advice}" for h in found)
+
+
+# Names that code written for CCCL 2 (CuPy 13 and earlier, Jitify-era code) uses and CCCL 3
+# removed, each with what replaces it: NVRTC only says 'namespace "cub" has no member "Max"'.
+_FUNCTIONAL = "<cuda/std/functional>"
+REMOVED_IN_CCCL3: dict[str, str] = {
+    "cub::Sum": f"cuda::std::plus<>{{}} from {_FUNCTIONAL}",
+    "cub::Difference": f"cuda::std::minus<>{{}} from {_FUNCTIONAL}",
+    "cub::Division": f"cuda::std::divides<>{{}} from {_FUNCTIONAL}",
+    "cub::Equality": f"cuda::std::equal_to<>{{}} from {_FUNCTIONAL}",
+    "cub::Inequality": f"cuda::std::not_equal_to<>{{}} from {_FUNCTIONAL}",
+    "cub::Max": "cuda::maximum<>{} from <cuda/functional>",
+    "cub::Min": "cuda::minimum<>{} from <cuda/functional>",
+    "cub::FpLimits": "cuda::std::numeric_limits<T> from <cuda/std/limits>",
+    "thrust::identity": f"cuda::std::identity{{}} from {_FUNCTIONAL}",
+    "thrust::unary_function": "no base class (declare argument_type and result_type where code "
+    "reads them)",
+    "thrust::binary_function": "no base class (declare first_argument_type, second_argument_type "
+    "and result_type where code reads them)",
+}
+# std's own, removed by C++17 (the standard CCCL 3 needs): the same advice
+REMOVED_IN_CXX17: dict[str, str] = {
+    "std::unary_function": REMOVED_IN_CCCL3["thrust::unary_function"],
+    "std::binary_function": REMOVED_IN_CCCL3["thrust::binary_function"],
+}
+
+
+def removed_name_hints(log: str) -> str:
+    """One line per name of REMOVED_IN_CCCL3 or REMOVED_IN_CXX17 that NVRTC's errors say does
+    not exist, naming its replacement ('' when none)."""
+    found: list[str] = []
+    for text in error_texts(log):
+        for name in names_in(text):
+            if name in REMOVED_IN_CCCL3:
+                line = f"{name} was removed in CCCL 3: use {REMOVED_IN_CCCL3[name]}"
+            elif name in REMOVED_IN_CXX17:
+                line = (
+                    f"{name} was removed in C++17, which CCCL 3 needs: use {REMOVED_IN_CXX17[name]}"
+                )
+            else:
+                continue
+            if line not in found:
+                found.append(line)
+    return "\n".join(found)
 
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch
@@ -82,5 +126,10 @@ def standard_hint(log: str) -> str:
 
 def compile_hints(log: str, source: str) -> str:
     """Every hint for a failed compile, one per line ('' when none applies)."""
-    hints = (stub_hints(log), thrust_algorithm_hint(log, source), standard_hint(log))
+    hints = (
+        stub_hints(log),
+        removed_name_hints(log),
+        thrust_algorithm_hint(log, source),
+        standard_hint(log),
+    )
     return "\n".join(h for h in hints if h)

@@ -25,7 +25,8 @@ _DIAGNOSTIC = r"(\S.*?)\((\d+)\): (error|warning|catastrophic error|remark)[^:]*
 # (never the echoed source line, nor the caret under it)
 _DETAIL = r"\s+(operand types|argument types|object type|detected during|\w+ type is)"
 _ERRORS = ("error", "catastrophic error")
-_NO_MEMBER = r'namespace "(\w+)" has no member "(\w+)"'
+# 'namespace "cub" has no member "Max"', and '... has no member class "unary_function"' (a base)
+_NO_MEMBER = r'namespace "(\w+)" has no member (?:class |struct |template )?"(\w+)"'
 _NAME = r"(?<![\w:])((?:\w+::)?\w+)"
 _TOO_OLD = r"error[^\n]*requires at least C\+\+ ?(\d\d)"
 _OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
@@ -94,7 +95,8 @@ def error_texts(log: str) -> Iterator[str]:
 
 def names_in(text: str) -> list[str]:
     """The names an error text uses, in order, as (optionally once-qualified) identifiers:
-    ``namespace "std" has no member "stack"`` reads as ``std::stack``."""
+    ``namespace "std" has no member "stack"`` (or ``has no member class "stack"``) reads as
+    ``std::stack``."""
     return re.findall(_NAME, re.sub(_NO_MEMBER, r'"\1::\2"', text))
 
 

@@ -51,6 +51,11 @@ def test_error_lines_and_texts():
 
 def test_names_in_reads_a_missing_namespace_member_as_qualified():
     assert names_in('namespace "std" has no member "stack"') == ["std::stack"]
+    # a base class or a template that does not exist: NVRTC says which kind it looked for
+    assert names_in('namespace "thrust" has no member class "unary_function"') == [
+        "thrust::unary_function"
+    ]
+    assert names_in('namespace "cub" has no member template "Max"') == ["cub::Max"]
     assert names_in('identifier "std::vector" is undefined')[:2] == ["identifier", "std::vector"]
 
 

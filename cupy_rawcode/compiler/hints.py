@@ -7,6 +7,7 @@ answer to errors.compile_message, which appends it to a CompileError's message."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from ..ground.nvrtclog import error_texts, errors_inside, names_in, required_standard
 from ..toolkit.shimdata import STUBS
@@ -29,8 +30,8 @@ def stub_hints(log: str) -> str:
     the header has no device implementation and what to use instead ('' when none)."""
     table = _stub_by_name()
     found: list[str] = []
-    for text in error_texts(log):
-        for name in names_in(text):
+    for names in _error_names(log):
+        for name in names:
             header = table.get(name)
             if header:
                 if header not in found:
@@ -40,47 +41,41 @@ def stub_hints(log: str) -> str:
 
 
 # Names that code written for CCCL 2 (CuPy 13 and earlier, Jitify-era code) uses and CCCL 3
-# removed, each with what replaces it: NVRTC only says 'namespace "cub" has no member "Max"'.
+# removed (std's two by C++17, the standard CCCL 3 needs): name -> (what removed it, what
+# replaces it). NVRTC only says 'namespace "cub" has no member "Max"'.
+_CCCL3, _CXX17 = "CCCL 3", "C++17, which CCCL 3 needs"
 _FUNCTIONAL = "<cuda/std/functional>"
-REMOVED_IN_CCCL3: dict[str, str] = {
-    "cub::Sum": f"cuda::std::plus<>{{}} from {_FUNCTIONAL}",
-    "cub::Difference": f"cuda::std::minus<>{{}} from {_FUNCTIONAL}",
-    "cub::Division": f"cuda::std::divides<>{{}} from {_FUNCTIONAL}",
-    "cub::Equality": f"cuda::std::equal_to<>{{}} from {_FUNCTIONAL}",
-    "cub::Inequality": f"cuda::std::not_equal_to<>{{}} from {_FUNCTIONAL}",
-    "cub::Max": "cuda::maximum<>{} from <cuda/functional>",
-    "cub::Min": "cuda::minimum<>{} from <cuda/functional>",
-    "cub::FpLimits": "cuda::std::numeric_limits<T> from <cuda/std/limits>",
-    "thrust::identity": f"cuda::std::identity{{}} from {_FUNCTIONAL}",
-    "thrust::unary_function": "no base class (declare argument_type and result_type where code "
-    "reads them)",
-    "thrust::binary_function": "no base class (declare first_argument_type, second_argument_type "
-    "and result_type where code reads them)",
+_NO_BASE = "no base class (declare argument_type, result_type, ... where code reads them)"
+REMOVED: dict[str, tuple[str, str]] = {
+    "cub::Sum": (_CCCL3, f"cuda::std::plus<>{{}} from {_FUNCTIONAL}"),
+    "cub::Difference": (_CCCL3, f"cuda::std::minus<>{{}} from {_FUNCTIONAL}"),
+    "cub::Division": (_CCCL3, f"cuda::std::divides<>{{}} from {_FUNCTIONAL}"),
+    "cub::Equality": (_CCCL3, f"cuda::std::equal_to<>{{}} from {_FUNCTIONAL}"),
+    "cub::Inequality": (_CCCL3, f"cuda::std::not_equal_to<>{{}} from {_FUNCTIONAL}"),
+    "cub::Max": (_CCCL3, "cuda::maximum<>{} from <cuda/functional>"),
+    "cub::Min": (_CCCL3, "cuda::minimum<>{} from <cuda/functional>"),
+    "cub::FpLimits": (_CCCL3, "cuda::std::numeric_limits<T> from <cuda/std/limits>"),
+    "thrust::identity": (_CCCL3, f"cuda::std::identity{{}} from {_FUNCTIONAL}"),
+    "thrust::unary_function": (_CCCL3, _NO_BASE),
+    "thrust::binary_function": (_CCCL3, _NO_BASE),
+    "std::unary_function": (_CXX17, _NO_BASE),
+    "std::binary_function": (_CXX17, _NO_BASE),
 }
-# std's own, removed by C++17 (the standard CCCL 3 needs): the same advice
-REMOVED_IN_CXX17: dict[str, str] = {
-    "std::unary_function": REMOVED_IN_CCCL3["thrust::unary_function"],
-    "std::binary_function": REMOVED_IN_CCCL3["thrust::binary_function"],
-}
+
+
+def _error_names(log: str) -> Iterator[list[str]]:
+    """The names each error text of NVRTC's log uses, a list per text, in log order."""
+    for text in error_texts(log):
+        yield names_in(text)
 
 
 def removed_name_hints(log: str) -> str:
-    """One line per name of REMOVED_IN_CCCL3 or REMOVED_IN_CXX17 that NVRTC's errors say does
-    not exist, naming its replacement ('' when none)."""
-    found: list[str] = []
-    for text in error_texts(log):
-        for name in names_in(text):
-            if name in REMOVED_IN_CCCL3:
-                line = f"{name} was removed in CCCL 3: use {REMOVED_IN_CCCL3[name]}"
-            elif name in REMOVED_IN_CXX17:
-                line = (
-                    f"{name} was removed in C++17, which CCCL 3 needs: use {REMOVED_IN_CXX17[name]}"
-                )
-            else:
-                continue
-            if line not in found:
-                found.append(line)
-    return "\n".join(found)
+    """One line per name of REMOVED that NVRTC's errors say does not exist, naming its
+    replacement ('' when none)."""
+    found = {name: None for names in _error_names(log) for name in names if name in REMOVED}
+    return "\n".join(
+        f"{name} was removed in {REMOVED[name][0]}: use {REMOVED[name][1]}" for name in found
+    )
 
 
 # thrust::sort(thrust::seq, ...) and friends: their dispatch

@@ -7,12 +7,7 @@ from __future__ import annotations
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler.hints import (
-    REMOVED_IN_CCCL3,
-    REMOVED_IN_CXX17,
-    compile_hints,
-    removed_name_hints,
-)
+from cupy_rawcode.compiler.hints import REMOVED, compile_hints, removed_name_hints
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::cupy_rawcode.headers.standard.StandardRaisedWarning"
@@ -51,8 +46,7 @@ def test_removed_name_hints_name_each_removed_name_once(log, names):
     hints = removed_name_hints(log).splitlines()
     assert [h.split(" ", 1)[0] for h in hints] == names
     for name, hint in zip(names, hints, strict=True):
-        table = REMOVED_IN_CCCL3 if name in REMOVED_IN_CCCL3 else REMOVED_IN_CXX17
-        assert hint.endswith(f"use {table[name]}")
+        assert hint.endswith(f"use {REMOVED[name][1]}")
 
 
 def test_the_hint_is_among_every_hint_of_a_failed_compile():
@@ -91,15 +85,19 @@ def test_the_replacement_compiles():
     cupy_rawcode.RawModule(code=fixed, options=("-std=c++14",)).compile(arch="sm_90")
 
 
-@pytest.mark.parametrize("name", sorted(REMOVED_IN_CCCL3))
+@pytest.mark.parametrize("name", sorted(REMOVED))
 def test_each_removed_name_is_gone_from_these_headers(name):
     """The table says only what holds: each name fails here, and the hint names it."""
     namespace = name.split("::")[0]
-    header = {"cub": "cub/thread/thread_operators.cuh", "thrust": "thrust/functional.h"}[namespace]
+    header = {
+        "cub": "cub/thread/thread_operators.cuh",
+        "thrust": "thrust/functional.h",
+        "std": "functional",
+    }[namespace]
     src = f"#include <{header}>\n#include <cub/util_type.cuh>\nusing probe = {name};\n"
     with pytest.raises(cupy_rawcode.CompileError) as e:
         cupy_rawcode.compile(src, arch="sm_90")
-    assert f"{name} was removed in CCCL 3" in str(e.value)
+    assert f"{name} was removed in {REMOVED[name][0]}" in str(e.value)
 
 
 def test_readme_lists_every_removed_name():
@@ -107,5 +105,5 @@ def test_readme_lists_every_removed_name():
 
     readme = Path(__file__).resolve().parents[2].joinpath("README.md").read_text()
     section = readme.split("### Names CCCL 3 removed", 1)[1].split("\n## ", 1)[0]
-    for name in [*REMOVED_IN_CCCL3, *REMOVED_IN_CXX17]:
+    for name in REMOVED:
         assert f"`{name}" in section, name

@@ -196,10 +196,21 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
         return None
     try:
         return guarded(_link, mod, ptx, arch)
+    except ProgramRefused:
+        return None  # the program's own error: NVRTC's cubin compile, next, reports it as such
     except Exception as e:
         nvjitlink.failed = True
         _warn_once(f"nvJitLink failed ({e})")
         return None
+
+
+class ProgramRefused(Exception):
+    """nvJitLink's assembler refused the program itself (too much shared data, too many
+    registers asked, ...): its log names an error of the code, not of nvJitLink."""
+
+
+# ptxas's lines in nvJitLink's error log: "error   : Entry function 'k' uses too much shared data"
+_PROGRAM_ERROR = re.compile(r"^error\s*:", re.MULTILINE)
 
 
 def _link(mod, ptx: bytes, arch: str) -> bytes:
@@ -208,12 +219,27 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
     handle = mod.create(1, [f"-arch={arch}"])
     try:
         mod.add_data(handle, mod.InputType.PTX, ptx, len(ptx), "kernel.ptx")
-        mod.complete(handle)
+        try:
+            mod.complete(handle)
+        except Exception:
+            if _PROGRAM_ERROR.search(_error_log(mod, handle)):
+                raise ProgramRefused from None
+            raise
         out = bytearray(mod.get_linked_cubin_size(handle))
         mod.get_linked_cubin(handle, out)
         return bytes(out)
     finally:
         mod.destroy(handle)
+
+
+def _error_log(mod, handle) -> str:
+    """nvJitLink's error log ('' when it cannot be read)."""
+    try:
+        log = bytearray(mod.get_error_log_size(handle))
+        mod.get_error_log(handle, log)
+    except Exception:
+        return ""
+    return log.rstrip(b"\0").decode(errors="replace")
 
 
 def _warn_once(why: str) -> None:

@@ -6,7 +6,7 @@ import logging
 import pytest
 from conftest import corpus
 
-from cupy_rawcode import cli
+from cupy_rawcode import CompileError, cli
 from cupy_rawcode.compiler import nvrtc, strip
 from cupy_rawcode.compiler.strip import data_symbols, in_library, wanted
 from cupy_rawcode.key.request import cache_key, context, make_request
@@ -216,6 +216,33 @@ def test_without_a_matching_nvjitlink_nvrtc_makes_the_cubin(tmp_path, monkeypatc
     req = make_request(corpus("complex.cu"), arch="sm_90")
     assert compile_request(req).made == {"stripped": 0}  # NVRTC's cubin, nothing stripped
     assert "nvJitLink is 9.9" in caplog.text
+
+
+TOO_MUCH_SHARED = r"""
+#include <cuda/std/type_traits>
+extern "C" __global__ void k(float* x) {
+  __shared__ float s[18432];  // 72 KiB of static shared memory: 48 KiB is the most
+  s[threadIdx.x] = x[threadIdx.x] * cuda::std::is_same<float, float>::value;
+  __syncthreads();
+  x[threadIdx.x] = s[threadIdx.x + 1];
+}
+"""
+
+
+def test_a_program_the_assembler_refuses_is_the_codes_error_not_nvjitlinks(monkeypatch):
+    """ptxas (inside nvJitLink) refusing the program is the code's own error: NVRTC's error is
+    raised, no line blames nvJitLink, and the next kernels are still stripped."""
+    fresh = strip._NvJitLink()
+    if fresh.get() is None:
+        pytest.skip("no nvJitLink here")
+    monkeypatch.setattr(strip, "nvjitlink", fresh)
+    blamed = []
+    monkeypatch.setattr(strip, "_warn_once", blamed.append)
+    with pytest.raises(CompileError, match="uses too much shared data"):
+        compile_request(make_request(TOO_MUCH_SHARED, arch="sm_90"))
+    assert blamed == [] and not fresh.failed
+    made = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90")).made
+    assert made["assembler"].startswith("nvJitLink ") and made["stripped"] > 100
 
 
 def test_the_entry_and_the_cli_say_what_was_stripped(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """What a failed NVRTC compile's errors point at, in a sentence the user can act on: a declaration
 stub's name used (stub_hints, from the stubs' table in toolkit/shimdata.py), a name CCCL 3
-removed (removed_name_hints), or a Thrust algorithm called with an execution policy. Pure
+removed (removed_name_hints), a Thrust algorithm called with an execution policy, CUB's
+device-wide algorithms included, or CuPy's float16 used with only its declaration. Pure
 functions of the log (read through nvrtclog.py) and the source; compiler/nvrtc.py hands their
 answer to errors.compile_message, which appends it to a CompileError's message."""
 
@@ -9,7 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..ground.nvrtclog import error_texts, errors_inside, names_in, required_standard
+from ..ground.nvrtclog import (
+    error_texts,
+    errors_inside,
+    incomplete_types,
+    names_in,
+    required_standard,
+)
 from ..toolkit.shimdata import STUBS
 
 
@@ -105,6 +112,45 @@ def thrust_algorithm_hint(log: str, source: str) -> str:
     return ""
 
 
+# <cub/cub.cuh> (which includes them all) and <cub/device/...>: host code (launches, temporary
+# storage, cudaGetDevice) that CCCL 3 no longer keeps out of an NVRTC compile
+CUB_DEVICE = (
+    "CUB's device-wide algorithms (<cub/device/...>, and <cub/cub.cuh>, which includes them "
+    "all) are host code that NVRTC cannot compile with this CCCL: include the block and warp "
+    "headers the kernel uses (<cub/block/block_reduce.cuh>, <cub/warp/warp_reduce.cuh>, ...)"
+)
+_CUB_DEVICE = re.compile(r'#\s*include\s*[<"]cub/(cub\.cuh|device/)')
+
+
+def cub_device_hint(log: str, source: str) -> str:
+    """CUB_DEVICE when the source includes CUB's device-wide headers and NVRTC's errors are
+    inside CUB's or Thrust's own headers, else ''."""
+    if _CUB_DEVICE.search(source) and (errors_inside(log, "cub") or errors_inside(log, "thrust")):
+        return CUB_DEVICE
+    return ""
+
+
+# CuPy 14's <cupy/carray.cuh> declares float16 and bfloat16 and no longer defines them (CuPy
+# 13's did): code written for CuPy 13 names a type NVRTC then calls incomplete
+CUPY_HALF = {"float16": "cupy/float16.cuh", "bfloat16": "cupy/bfloat16.cuh"}
+
+
+def cupy_half_hints(log: str) -> str:
+    """One line per CuPy half type NVRTC's errors call incomplete, naming the header that
+    defines it ('' when none)."""
+    found = {
+        word: None
+        for spelled in incomplete_types(log)
+        for word in re.findall(r"\w+", spelled)
+        if word in CUPY_HALF
+    }
+    return "\n".join(
+        f"{t} is declared by <cupy/carray.cuh> and defined by <{CUPY_HALF[t]}>: include "
+        f"<{CUPY_HALF[t]}>"
+        for t in found
+    )
+
+
 # what to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)
 STANDARD = (
     "these headers need C++{std} or later: pass -std=c++{std}, or leave "
@@ -121,10 +167,13 @@ def standard_hint(log: str) -> str:
 
 def compile_hints(log: str, source: str) -> str:
     """Every hint for a failed compile, one per line ('' when none applies)."""
+    cub_device = cub_device_hint(log, source)
     hints = (
-        stub_hints(log),
+        "" if cub_device else stub_hints(log),  # then the names are CUB's own, not the kernel's
         removed_name_hints(log),
         thrust_algorithm_hint(log, source),
+        cub_device,
+        cupy_half_hints(log),
         standard_hint(log),
     )
     return "\n".join(h for h in hints if h)

@@ -29,6 +29,9 @@ _ERRORS = ("error", "catastrophic error")
 _NO_MEMBER = r'namespace "(\w+)" has no member (?:class |struct |template )?"(\w+)"'
 _NAME = r"(?<![\w:])((?:\w+::)?\w+)"
 _TOO_OLD = r"error[^\n]*requires at least C\+\+ ?(\d\d)"
+# 'incomplete type "T [48][32]" (aka "float16 [48][32]") is not allowed': the aka spelling wins
+_INCOMPLETE = r'incomplete type "([^"]*)"(?: \(aka "([^"]*)"\))?'
+
 _OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
 
 
@@ -98,6 +101,16 @@ def names_in(text: str) -> list[str]:
     ``namespace "std" has no member "stack"`` (or ``has no member class "stack"``) reads as
     ``std::stack``."""
     return re.findall(_NAME, re.sub(_NO_MEMBER, r'"\1::\2"', text))
+
+
+def incomplete_types(log: str) -> list[str]:
+    """The types NVRTC's errors call incomplete, as the log spells them (its "aka" spelling when
+    it gives one), in log order: ``float16 [32]``."""
+    return [
+        aka or spelled
+        for text in error_texts(log)
+        for spelled, aka in re.findall(_INCOMPLETE, text)
+    ]
 
 
 def errors_inside(log: str, directory: str) -> bool:

@@ -1,13 +1,21 @@
-"""Hints for names CCCL 3 removed (compiler/hints.py): code written for CCCL 2 (CuPy 13, Jitify)
-names cub::Max or thrust::unary_function, and NVRTC only says the namespace has no such member;
-the CompileError names the replacement."""
+"""Hints for code written for CCCL 2 and CuPy 13 (compiler/hints.py): names CCCL 3 removed
+(cub::Max, thrust::unary_function: NVRTC only says the namespace has no such member), CUB's
+device-wide headers (<cub/cub.cuh>: errors deep inside CUB), CuPy's float16 with only its
+declaration (NVRTC: an incomplete type). The CompileError says what to do."""
 
 from __future__ import annotations
 
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.compiler.hints import REMOVED, compile_hints, removed_name_hints
+from cupy_rawcode.compiler.hints import (
+    CUB_DEVICE,
+    REMOVED,
+    compile_hints,
+    cub_device_hint,
+    cupy_half_hints,
+    removed_name_hints,
+)
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::cupy_rawcode.headers.standard.StandardRaisedWarning"
@@ -107,3 +115,108 @@ def test_readme_lists_every_removed_name():
     section = readme.split("### Names CCCL 3 removed", 1)[1].split("\n## ", 1)[0]
     for name in REMOVED:
         assert f"`{name}" in section, name
+
+
+CUB_HEADER_ERROR = (
+    '/site/cupy/_cccl/cub/cub/detail/temporary_storage.cuh(354): error: namespace "cuda" has '
+    'no member "stream_ref"\n'
+)
+THRUST_HEADER_ERROR = (
+    "/site/cupy/_cccl/thrust/thrust/system/cuda/detail/core/triple_chevron_launch.h(61): error: "
+    "A function explicitly marked as a __host__ function is not allowed in JIT mode\n"
+)
+
+
+@pytest.mark.parametrize(
+    "log, source, hinted",
+    [
+        (CUB_HEADER_ERROR, "#include <cub/cub.cuh>\n", True),
+        (THRUST_HEADER_ERROR, "#include <cub/cub.cuh>\n", True),
+        (CUB_HEADER_ERROR, '#include "cub/device/device_reduce.cuh"\n', True),
+        (CUB_HEADER_ERROR, "#  include <cub/device/device_scan.cuh>\n", True),
+        # no hint: block and warp headers compile; the error is the kernel's own; no error
+        (CUB_HEADER_ERROR, "#include <cub/block/block_reduce.cuh>\n", False),
+        (_log('identifier "x" is undefined'), "#include <cub/cub.cuh>\n", False),
+        ("", "#include <cub/cub.cuh>\n", False),
+        (CUB_HEADER_ERROR.replace("error", "warning"), "#include <cub/cub.cuh>\n", False),
+    ],
+)
+def test_cub_device_hint(log, source, hinted):
+    assert cub_device_hint(log, source) == (CUB_DEVICE if hinted else "")
+
+
+@pytest.mark.parametrize(
+    "log, types",
+    [
+        (_log('incomplete type "float16 [32]" is not allowed'), ["float16"]),
+        (_log('incomplete type "T [48][32]" (aka "float16 [48][32]") is not allowed'), ["float16"]),
+        (
+            _log('incomplete type "bfloat16" is not allowed')
+            + _log('incomplete type "float16" is not allowed')
+            + _log('incomplete type "float16 [4]" is not allowed'),
+            ["bfloat16", "float16"],
+        ),
+        # no hint: another type, a name containing float16, a warning, no incomplete type
+        (_log('incomplete type "Node" is not allowed'), []),
+        (_log('incomplete type "myfloat16 [4]" is not allowed'), []),
+        ('kernel.cu(3): warning: incomplete type "float16" is not allowed\n', []),
+        (_log('identifier "float16" is undefined'), []),
+    ],
+)
+def test_cupy_half_hints_name_the_defining_header(log, types):
+    hints = cupy_half_hints(log).splitlines()
+    assert [h.split(" ", 1)[0] for h in hints] == types
+    for t, hint in zip(types, hints, strict=True):
+        assert hint.endswith(f"include <cupy/{t}.cuh>")
+
+
+# the umbrella header, as Jitify-era code included it for one block reduction
+CUB_UMBRELLA = r"""
+#include <cub/cub.cuh>
+extern "C" __global__ void block_sum(const float* x, float* out) {
+    typedef cub::BlockReduce<float, 128> R;
+    __shared__ typename R::TempStorage temp;
+    float s = R(temp).Sum(x[threadIdx.x]);
+    if (threadIdx.x == 0) out[0] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("jitify", [False, True])
+def test_cubs_umbrella_header_fails_naming_the_block_headers(jitify):
+    import cupy
+
+    with pytest.raises(cupy.cuda.compiler.CompileException) as e:
+        cupy_rawcode.RawModule(code=CUB_UMBRELLA, jitify=jitify).compile(arch="sm_90")
+    message = str(e.value)
+    assert CUB_DEVICE in message
+    assert "has no device implementation" not in message  # CUB's names, not the kernel's
+    fixed = CUB_UMBRELLA.replace("cub/cub.cuh", "cub/block/block_reduce.cuh")
+    cupy_rawcode.RawModule(code=fixed, jitify=jitify).compile(arch="sm_90")
+
+
+# a kernel written for CuPy 13, whose <cupy/carray.cuh> defined float16
+HALF_BUFFER = r"""
+#include <cupy/carray.cuh>
+extern "C" __global__ void add_one(float16* x) {
+    __shared__ float16 buf[32];
+    buf[threadIdx.x] = x[threadIdx.x];
+    x[threadIdx.x] = buf[(threadIdx.x + 1) % 32] + float16(1.0f);
+}
+"""
+
+
+@pytest.mark.parametrize("jitify", [False, True])
+def test_cupys_float16_declared_only_fails_naming_its_header(jitify):
+    import cupy
+
+    with pytest.raises(cupy.cuda.compiler.CompileException) as e:
+        cupy_rawcode.RawModule(code=HALF_BUFFER, options=("-std=c++17",), jitify=jitify).compile(
+            arch="sm_90"
+        )
+    assert (
+        "float16 is declared by <cupy/carray.cuh> and defined by <cupy/float16.cuh>: include "
+        "<cupy/float16.cuh>"
+    ) in str(e.value)
+    fixed = HALF_BUFFER.replace("carray.cuh>", "carray.cuh>\n#include <cupy/float16.cuh>")
+    cupy_rawcode.RawModule(code=fixed, options=("-std=c++17",), jitify=jitify).compile(arch="sm_90")

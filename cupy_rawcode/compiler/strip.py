@@ -25,6 +25,7 @@ import re
 import threading
 
 from ..ground import config
+from ..ground.errors import RawcodeError
 from ..ground.log import warn_once
 from .signals import guarded
 
@@ -204,7 +205,7 @@ def assemble(ptx: bytes, arch: str, nvrtc_version: tuple[int, int]) -> bytes | N
         return None
 
 
-class ProgramRefused(Exception):
+class ProgramRefused(RawcodeError):
     """nvJitLink's assembler refused the program itself (too much shared data, too many
     registers asked, ...): its log names an error of the code, not of nvJitLink."""
 

@@ -37,7 +37,7 @@ from ..ground import config
 from ..ground.errors import RawcodeError, RawcodeValueError
 from ..toolkit.discovery import toolkit_home
 from .signals import guarded
-from .strip import nvjitlink
+from .strip import error_log, nvjitlink
 
 LIBRARY = "libcudadevrt.a"
 WHEEL_LAYOUTS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")  # CUDA 13 / CUDA 12 runtime wheels
@@ -194,19 +194,10 @@ def _nvjitlink_link(mod, code: bytes, kind: str, arch: str, lib: str) -> bytes:
         mod.get_linked_cubin(handle, out)
         return bytes(out)
     except Exception as e:
-        log = _error_log(mod, handle)
+        log = error_log(mod, handle)
         raise LinkError(
             f"nvJitLink could not link the relocatable device code (-dc, {kind}) for "
             f"{arch} with {lib}: {e}" + (f"\n{log}" if log else "")
         ) from None
     finally:
         mod.destroy(handle)
-
-
-def _error_log(mod, handle) -> str:
-    try:
-        log = bytearray(mod.get_error_log_size(handle))
-        mod.get_error_log(handle, log)
-    except Exception:
-        return ""
-    return bytes(log).rstrip(bytes(1)).decode(errors="replace").strip()

@@ -223,7 +223,7 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
         try:
             mod.complete(handle)
         except Exception:
-            if _PROGRAM_ERROR.search(_error_log(mod, handle)):
+            if _PROGRAM_ERROR.search(error_log(mod, handle)):
                 raise ProgramRefused from None
             raise
         out = bytearray(mod.get_linked_cubin_size(handle))
@@ -233,14 +233,15 @@ def _link(mod, ptx: bytes, arch: str) -> bytes:
         mod.destroy(handle)
 
 
-def _error_log(mod, handle) -> str:
-    """nvJitLink's error log ('' when it cannot be read)."""
+def error_log(mod, handle) -> str:
+    """nvJitLink's error log for ``handle`` ('' when it cannot be read): the stripping link's
+    and devrt.py's."""
     try:
         log = bytearray(mod.get_error_log_size(handle))
         mod.get_error_log(handle, log)
     except Exception:
         return ""
-    return log.rstrip(b"\0").decode(errors="replace")
+    return bytes(log).rstrip(bytes(1)).decode(errors="replace").strip()
 
 
 def _warn_once(why: str) -> None:

@@ -128,7 +128,11 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
         return item, items[i + 1], i + 2
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
-            return prefix, item[len(prefix) :], i + 1
+            # one string with spaces, as NVRTC reads it: "-I <dir> " is "-I<dir>", "-D N=1"
+            # is "-DN=1" (a tab is no space to NVRTC: it stays, and the value is refused or
+            # names no directory, as there)
+            value = item[len(prefix) :].lstrip(" ")
+            return prefix, value.rstrip(" ") if prefix in ("-I", "-isystem") else value, i + 1
     return item, None, i + 1
 
 

@@ -11,6 +11,13 @@ from cupy_rawcode.headers.options import is_arch, normalize_arch, parse_options
         (("--include-path=/inc",), "include_dirs", ("/inc",)),
         (("-isystem", "/s"), "isystem_dirs", ("/s",)),
         (("-isystem/s",), "isystem_dirs", ("/s",)),
+        # one string with spaces after the flag, as NVRTC reads it
+        (("-I /inc",), "include_dirs", ("/inc",)),
+        (("-I  /inc ",), "include_dirs", ("/inc",)),
+        (("-isystem /s",), "isystem_dirs", ("/s",)),
+        (("-D N=4",), "macros", (("N", "4"),)),
+        (("-D  N",), "macros", (("N", "1"),)),
+        (("-DN=1", "-U N"), "macros", (("N", None),)),
         (("-DN=4",), "macros", (("N", "4"),)),
         (("-D", "N"), "macros", (("N", "1"),)),
         (("--define-macro=N=4",), "macros", (("N", "4"),)),
@@ -47,6 +54,8 @@ def test_relative_include_is_made_absolute(tmp_path):
         (("-std=c++99",), "c++99"),
         (("-arch=foo",), "foo"),
         (("--include-path=",), "--include-path="),
+        (("-I ",), "-I "),  # spaces only: no directory
+        (("-D N =1",), "N "),  # NVRTC refuses it too: invalid macro definition
         (("stray",), "stray"),
         ((3,), "3"),
     ],
@@ -110,3 +119,18 @@ def test_is_arch_matches_the_pattern_it_replaced(text):
 
     expected = re.match(r"(sm|compute|lto)_[0-9]+[a-z]?\Z", text) is not None
     assert is_arch(text) == expected
+
+
+def test_an_include_written_with_a_space_compiles_and_keys_as_without(tmp_path):
+    """('-I <dir>',) as one string, which NVRTC reads as -I<dir>: the header is found there,
+    and the key is that of -I<dir>."""
+    from cupy_rawcode import compile as rc_compile
+    from cupy_rawcode.key.request import cache_key
+
+    (tmp_path / "scale.h").write_text("#define SCALE 3\n")
+    src = '#include "scale.h"\nextern "C" __global__ void k(int* x) { x[0] = SCALE * N; }\n'
+    spaced, glued = (f"-I {tmp_path}", "-D N=2"), (f"-I{tmp_path}", "-DN=2")
+    assert rc_compile(src, options=spaced, arch="sm_90", cache_dir=tmp_path / "c").code
+    assert cache_key(src, options=spaced, arch="sm_90") == cache_key(
+        src, options=glued, arch="sm_90"
+    )

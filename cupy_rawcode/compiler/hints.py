@@ -16,6 +16,7 @@ from ..ground.nvrtclog import (
     incomplete_types,
     names_in,
     required_standard,
+    undefined_identifiers,
 )
 from ..toolkit.shimdata import STUBS
 
@@ -130,25 +131,30 @@ def cub_device_hint(log: str, source: str) -> str:
     return ""
 
 
-# CuPy 14's <cupy/carray.cuh> declares float16 and bfloat16 and no longer defines them (CuPy
-# 13's did): code written for CuPy 13 names a type NVRTC then calls incomplete
+# CuPy 14's <cupy/carray.cuh> declares float16 and bfloat16 and no longer defines them, nor
+# includes <cuda_fp16.h> for half (CuPy 13's did): code written for CuPy 13 names a type NVRTC
+# then calls incomplete, or undefined
 CUPY_HALF = {"float16": "cupy/float16.cuh", "bfloat16": "cupy/bfloat16.cuh"}
+HALF = "half is defined by <cuda_fp16.h> (<cupy/float16.cuh> includes it): include one of them"
 
 
 def cupy_half_hints(log: str) -> str:
     """One line per CuPy half type NVRTC's errors call incomplete, naming the header that
-    defines it ('' when none)."""
+    defines it, and one for an undefined ``half`` ('' when none)."""
     found = {
         word: None
         for spelled in incomplete_types(log)
         for word in re.findall(r"\w+", spelled)
         if word in CUPY_HALF
     }
-    return "\n".join(
+    lines = [
         f"{t} is declared by <cupy/carray.cuh> and defined by <{CUPY_HALF[t]}>: include "
         f"<{CUPY_HALF[t]}>"
         for t in found
-    )
+    ]
+    if "half" in undefined_identifiers(log):
+        lines.append(HALF)
+    return "\n".join(lines)
 
 
 # what to do when a header refused the asked C++ standard (CUPY_RAWCODE_RAISE_STD=0)

@@ -31,6 +31,7 @@ _NAME = r"(?<![\w:])((?:\w+::)?\w+)"
 _TOO_OLD = r"error[^\n]*requires at least C\+\+ ?(\d\d)"
 # 'incomplete type "T [48][32]" (aka "float16 [48][32]") is not allowed': the aka spelling wins
 _INCOMPLETE = r'incomplete type "([^"]*)"(?: \(aka "([^"]*)"\))?'
+_UNDEFINED = r'identifier "(\w+)" is undefined'
 
 _OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
 
@@ -111,6 +112,11 @@ def incomplete_types(log: str) -> list[str]:
         for text in error_texts(log)
         for spelled, aka in re.findall(_INCOMPLETE, text)
     ]
+
+
+def undefined_identifiers(log: str) -> list[str]:
+    """The identifiers NVRTC's errors call undefined, in log order (repeats kept)."""
+    return [name for text in error_texts(log) for name in re.findall(_UNDEFINED, text)]
 
 
 def errors_inside(log: str, directory: str) -> bool:

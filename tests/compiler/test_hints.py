@@ -10,6 +10,7 @@ import pytest
 import cupy_rawcode
 from cupy_rawcode.compiler.hints import (
     CUB_DEVICE,
+    HALF,
     REMOVED,
     compile_hints,
     cub_device_hint,
@@ -156,7 +157,14 @@ def test_cub_device_hint(log, source, hinted):
             + _log('incomplete type "float16 [4]" is not allowed'),
             ["bfloat16", "float16"],
         ),
+        (_log('identifier "half" is undefined') * 2, ["half"]),
+        (
+            _log('incomplete type "float16" is not allowed')
+            + _log('identifier "half" is undefined'),
+            ["float16", "half"],
+        ),
         # no hint: another type, a name containing float16, a warning, no incomplete type
+        (_log('identifier "halfway" is undefined'), []),
         (_log('incomplete type "Node" is not allowed'), []),
         (_log('incomplete type "myfloat16 [4]" is not allowed'), []),
         ('kernel.cu(3): warning: incomplete type "float16" is not allowed\n', []),
@@ -167,7 +175,7 @@ def test_cupy_half_hints_name_the_defining_header(log, types):
     hints = cupy_half_hints(log).splitlines()
     assert [h.split(" ", 1)[0] for h in hints] == types
     for t, hint in zip(types, hints, strict=True):
-        assert hint.endswith(f"include <cupy/{t}.cuh>")
+        assert hint == HALF if t == "half" else hint.endswith(f"include <cupy/{t}.cuh>")
 
 
 # the umbrella header, as Jitify-era code included it for one block reduction
@@ -220,3 +228,21 @@ def test_cupys_float16_declared_only_fails_naming_its_header(jitify):
     ) in str(e.value)
     fixed = HALF_BUFFER.replace("carray.cuh>", "carray.cuh>\n#include <cupy/float16.cuh>")
     cupy_rawcode.RawModule(code=fixed, options=("-std=c++17",), jitify=jitify).compile(arch="sm_90")
+
+
+# half through <cupy/carray.cuh>, as CuPy 13's cupyx.signal kernels wrote it
+HALF_SCALE = r"""
+#include <cupy/carray.cuh>
+extern "C" __global__ void scale(half* x, float a) {
+    x[threadIdx.x] = half(float(x[threadIdx.x]) * a);
+}
+"""
+
+
+def test_half_with_only_carray_fails_naming_cuda_fp16():
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        cupy_rawcode.RawModule(code=HALF_SCALE).compile(arch="sm_90")
+    assert HALF in str(e.value)
+    for header in ("cupy/float16.cuh", "cuda_fp16.h"):
+        fixed = HALF_SCALE.replace("cupy/carray.cuh", header)
+        cupy_rawcode.RawModule(code=fixed).compile(arch="sm_90")

@@ -135,7 +135,10 @@ def cub_device_hint(log: str, source: str) -> str:
 # includes <cuda_fp16.h> for half (CuPy 13's did): code written for CuPy 13 names a type NVRTC
 # then calls incomplete, or undefined
 CUPY_HALF = {"float16": "cupy/float16.cuh", "bfloat16": "cupy/bfloat16.cuh"}
-HALF = "half is defined by <cuda_fp16.h> (<cupy/float16.cuh> includes it): include one of them"
+HALF = (
+    "half is defined by <cuda_fp16.h>, which <cupy/float16.cuh> includes, unless CUDA_NO_HALF is "
+    "defined (then name it __half)"
+)
 
 
 def cupy_half_hints(log: str) -> str:

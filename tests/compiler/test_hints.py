@@ -243,6 +243,11 @@ def test_half_with_only_carray_fails_naming_cuda_fp16():
     with pytest.raises(cupy_rawcode.CompileError) as e:
         cupy_rawcode.RawModule(code=HALF_SCALE).compile(arch="sm_90")
     assert HALF in str(e.value)
+    # <cuda_fp16.h> included, half taken away by CUDA_NO_HALF: the same line names __half
+    fp16 = HALF_SCALE.replace("cupy/carray.cuh", "cuda_fp16.h")
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        cupy_rawcode.RawModule(code=fp16, options=("-DCUDA_NO_HALF",)).compile(arch="sm_90")
+    assert HALF in str(e.value) and "__half" in HALF
     for header in ("cupy/float16.cuh", "cuda_fp16.h"):
         fixed = HALF_SCALE.replace("cupy/carray.cuh", header)
         cupy_rawcode.RawModule(code=fixed).compile(arch="sm_90")

@@ -34,6 +34,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from ..ground import config
+from ..ground.cudaimport import cuda_module
 from ..ground.errors import RawcodeError, RawcodeValueError
 from ..toolkit.discovery import toolkit_home
 from .signals import guarded
@@ -88,7 +89,7 @@ def find_cudadevrt() -> str | None:
 
 def _pathfinder_dirs() -> list[str]:
     try:
-        import cuda.pathfinder as pf
+        pf = cuda_module("cuda.pathfinder")
 
         located = pf.locate_static_lib("cudadevrt")  # cuda-pathfinder >= 1.9
     except Exception:

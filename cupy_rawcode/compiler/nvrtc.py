@@ -8,6 +8,7 @@ import threading
 from typing import NamedTuple
 
 from ..ground import config, deferred, errors
+from ..ground.cudaimport import cuda_module
 from ..ground.errors import RawcodeRuntimeError
 from ..ground.nvrtclog import (
     clean_log,  # NVRTC's log is read in nvrtclog.py
@@ -31,17 +32,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_cuda_core_lock = threading.Lock()
-
-
 def cuda_core():
-    """The cuda.core module, imported under one lock. cuda.core 1.2 swaps its versioned
-    subpackage's ``__spec__`` in during its own import, so Python lets a second thread through
-    to a half-imported module ("cannot import name 'ObjectCode'"): a compile started on another
-    thread (overlap) and a cache hit on this one would race."""
-    with _cuda_core_lock:
-        import cuda.core
-    return cuda.core
+    """The cuda.core module (imported under ground/cudaimport.py's lock: a compile started on
+    another thread and a cache hit on this one would race)."""
+    return cuda_module("cuda.core")
 
 
 def include_prefix(source: str) -> str:
@@ -202,7 +196,7 @@ def refused_option(options: tuple[str, ...]) -> str | None:
     if not options:
         return None
     try:
-        from cuda.bindings import nvrtc
+        nvrtc = cuda_module("cuda.bindings.nvrtc")
     except ImportError:
         return None
     raw = guarded(_option_log, nvrtc, options)
@@ -350,7 +344,7 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
 def _program(req: Request, flags: list[str]) -> tuple[str | None, str, bytes, dict]:
     """One NVRTC program from creation to destruction, on the calling thread (signals.guarded
     runs it): (the failing result's name or None, NVRTC's log, code, symbols)."""
-    from cuda.bindings import nvrtc
+    nvrtc = cuda_module("cuda.bindings.nvrtc")
 
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
 

@@ -25,6 +25,7 @@ import re
 import threading
 
 from ..ground import config
+from ..ground.cudaimport import cuda_module
 from ..ground.errors import RawcodeError
 from ..ground.log import warn_once
 from .signals import guarded
@@ -158,7 +159,7 @@ class _NvJitLink:
             if not self.loaded:
                 self.loaded = True
                 try:
-                    from cuda.bindings import nvjitlink
+                    nvjitlink = cuda_module("cuda.bindings.nvjitlink")
 
                     v = tuple(int(x) for x in nvjitlink.version())
                     self.version = (v[0], v[1])

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..ground import config
+from ..ground.cudaimport import cuda_module
 from ..ground.errors import RawcodeRuntimeError, RawcodeValueError
 from ..ground.regular import read_bytes
 from ..ground.sources import HEADER_ROOT_KINDS, parse_header_sources
@@ -82,7 +83,7 @@ def shim_dir() -> Path:
 @functools.cache
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor), asking the library cuda.bindings loads."""
-    from cuda.bindings import nvrtc
+    nvrtc = cuda_module("cuda.bindings.nvrtc")
 
     err, major, minor = nvrtc.nvrtcVersion()
     if int(err) != 0:
@@ -92,7 +93,7 @@ def nvrtc_version() -> tuple[int, int]:
 
 @functools.cache
 def _query_archs() -> tuple[int, ...]:
-    from cuda.bindings import nvrtc
+    nvrtc = cuda_module("cuda.bindings.nvrtc")
 
     err, archs = nvrtc.nvrtcGetSupportedArchs()
     if int(err) != 0:
@@ -118,7 +119,7 @@ def parse_sources(spec: str | tuple[str, ...] | list[str] | None) -> tuple[str, 
 
 def _pathfinder_dir(libname: str) -> str | None:
     try:
-        import cuda.pathfinder as pf
+        pf = cuda_module("cuda.pathfinder")
 
         located = pf.locate_nvidia_header_directory(libname)
     except Exception:
@@ -150,7 +151,7 @@ def _nvrtc_bundled_dirs() -> dict[str, list[str]]:
     concurrent extractions with a file lock and skips an existing install)."""
     if nvrtc_version() < BUNDLED_MIN:
         return {}
-    from cuda.bindings import nvrtc
+    nvrtc = cuda_module("cuda.bindings.nvrtc")
 
     install = getattr(nvrtc, "nvrtcInstallBundledHeaders", None)
     if install is None:  # cuda-bindings older than the NVRTC it loads
@@ -267,7 +268,7 @@ def cccl_version(dirs: tuple[SearchDir, ...]) -> str | None:
 def nvrtc_library() -> str | None:
     """The path of the NVRTC library cuda.bindings loaded (None when it cannot be told)."""
     try:
-        import cuda.pathfinder as pf
+        pf = cuda_module("cuda.pathfinder")
 
         return pf.load_nvidia_dynamic_lib("nvrtc").abs_path
     except Exception:

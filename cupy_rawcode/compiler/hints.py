@@ -32,13 +32,18 @@ def _stub_by_name() -> dict[str, str]:
     return out
 
 
+# CCCL's own headers: a stub's name in an error there is the library's use of it, not the kernel's
+LIBRARY_DIRS = ("cub", "thrust", "libcudacxx")
+
+
 def stub_hints(log: str) -> str:
     """For an NVRTC log: one line per stub header whose names its errors use (the first such
     name of each error line: ``std::stack<int, std::deque<int>>`` is <stack>'s), saying that
-    the header has no device implementation and what to use instead ('' when none)."""
+    the header has no device implementation and what to use instead ('' when none). Errors
+    inside CCCL's headers do not count (LIBRARY_DIRS)."""
     table = _stub_by_name()
     found: list[str] = []
-    for names in _error_names(log):
+    for names in _error_names(log, LIBRARY_DIRS):
         for name in names:
             header = table.get(name)
             if header:
@@ -71,9 +76,10 @@ REMOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def _error_names(log: str) -> Iterator[list[str]]:
-    """The names each error text of NVRTC's log uses, a list per text, in log order."""
-    for text in error_texts(log):
+def _error_names(log: str, outside: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The names each error text of NVRTC's log uses (``outside``: as error_texts), a list per
+    text, in log order."""
+    for text in error_texts(log, outside):
         yield names_in(text)
 
 
@@ -176,12 +182,11 @@ def standard_hint(log: str) -> str:
 
 def compile_hints(log: str, source: str) -> str:
     """Every hint for a failed compile, one per line ('' when none applies)."""
-    cub_device = cub_device_hint(log, source)
     hints = (
-        "" if cub_device else stub_hints(log),  # then the names are CUB's own, not the kernel's
+        stub_hints(log),
         removed_name_hints(log),
         thrust_algorithm_hint(log, source),
-        cub_device,
+        cub_device_hint(log, source),
         cupy_half_hints(log),
         standard_hint(log),
     )

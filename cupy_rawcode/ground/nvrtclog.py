@@ -89,10 +89,11 @@ def error_lines(log: str, file: str) -> list[int]:
     return [d.line for d in diagnostics(log) if d.is_error and d.file.endswith(file)]
 
 
-def error_texts(log: str) -> Iterator[str]:
-    """Each error's message and detail lines, one text each, in log order."""
+def error_texts(log: str, outside: tuple[str, ...] = ()) -> Iterator[str]:
+    """Each error's message and detail lines, one text each, in log order; with ``outside``,
+    only the errors that point into none of those directories (``errors_inside``)."""
     for d in diagnostics(log):
-        if d.is_error:
+        if d.is_error and not any(_inside(d, directory) for directory in outside):
             yield d.message
             yield from d.details
 
@@ -122,11 +123,12 @@ def undefined_identifiers(log: str) -> list[str]:
 def errors_inside(log: str, directory: str) -> bool:
     """Whether an error points into a header under a ``/<directory>/`` of its path (e.g.
     'thrust'): the library's own code refused, not the user's."""
-    part = f"/{directory}/"
-    return any(
-        d.is_error and part in d.file and not any(c.isspace() for c in d.file)
-        for d in diagnostics(log)
-    )
+    return any(d.is_error and _inside(d, directory) for d in diagnostics(log))
+
+
+def _inside(d: Diagnostic, directory: str) -> bool:
+    """Whether a diagnostic points into a header under a ``/<directory>/`` of its path."""
+    return f"/{directory}/" in d.file and not any(c.isspace() for c in d.file)
 
 
 def required_standard(log: str) -> str | None:

@@ -16,6 +16,7 @@ from cupy_rawcode.compiler.hints import (
     cub_device_hint,
     cupy_half_hints,
     removed_name_hints,
+    stub_hints,
 )
 
 pytestmark = pytest.mark.filterwarnings(
@@ -251,3 +252,12 @@ def test_half_with_only_carray_fails_naming_cuda_fp16():
     for header in ("cupy/float16.cuh", "cuda_fp16.h"):
         fixed = HALF_SCALE.replace("cupy/carray.cuh", header)
         cupy_rawcode.RawModule(code=fixed).compile(arch="sm_90")
+
+
+def test_stub_names_in_errors_inside_cccl_are_the_librarys_not_the_kernels():
+    """A stub's name in an error inside CCCL's own headers gets no stub hint (CUB's device code
+    names std::mutex); the same error in the kernel's source does."""
+    message = 'namespace "std" has no member "mutex"'
+    inside = f"/site/cupy/_cccl/cub/cub/util_device.cuh(120): error: {message}\n"
+    assert stub_hints(inside) == ""
+    assert stub_hints(_log(message)).startswith("<mutex> has no device implementation")

@@ -15,7 +15,7 @@ from ..ground.nvrtclog import (
     option_refusal,
 )
 from ..ground.stamps import absent, first_changed, take
-from ..headers.options import wants_rdc
+from ..headers.options import wants_lto, wants_rdc
 from ..key import LINK_RULES
 from ..key.request import Request, context
 from .signals import guarded
@@ -299,7 +299,7 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
 def _relocatable(req: Request, ctx, dump: bool) -> Compiled:
     """-dc / -rdc=true, as CuPy does it: NVRTC's relocatable cubin (LTO-IR with -dlto) linked
     with the device runtime through nvJitLink (devrt.py), so kernels can launch kernels."""
-    kind = "ltoir" if "-dlto" in req.options.passthrough else "cubin"
+    kind = "ltoir" if wants_lto(req.options.passthrough) else "cubin"
     code, symbols, log = _nvrtc(req._replace(target=kind), ctx, dump)
     try:
         cubin = devrt.link(code, kind, req.arch, ctx.toolchain.nvrtc_version)

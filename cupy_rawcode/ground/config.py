@@ -360,6 +360,10 @@ record_path = Var("CUPY_RAWCODE_RECORD", _any, None).documented(
 cupy_dump_on_error = Var("CUPY_DUMP_CUDA_SOURCE_ON_ERROR", _cupy_flag, False).documented(
     "CuPy's: `1` writes a failing compile's source to stderr (`CompileException.dump`)"
 )
+cupy_debug = Var("CUPY_CUDA_COMPILE_WITH_DEBUG", _cupy_flag, False, keyed=True).documented(
+    """CuPy's: `1` compiles with `--device-debug --generate-line-info`, as CuPy adds them to
+    every compile (unless `CUPY_RAWCODE_CUPY_OPTIONS=0`)"""
+)
 xdg_cache_home = Var("XDG_CACHE_HOME", _any, None).documented(
     """where the cache directory is when `CUPY_RAWCODE_CACHE_DIR` is unset:
     `$XDG_CACHE_HOME/cupy-rawcode`, else `~/.cache/cupy-rawcode`"""

@@ -29,6 +29,29 @@ _VALUED = {
     "--pre-include": "pre_include",
 }
 _JOINABLE = ("-isystem", "-I", "-D", "-U")  # may be glued: -Idir, -DX=1 (longest first)
+# NVRTC's own options that it lets take their value as the next item, as ('-dopt', 'on'): each
+# is handed on as one '=' item (-dopt=on), which NVRTC reads the same, so both spellings share a
+# key and -rdc's value is seen. Measured against NVRTC 12.9 and 13.0, which take the next item
+# whatever it is (('-rdc', '-dlto') is -rdc=-dlto to them, and refused); those taking a file or
+# a standard (-time, -pch-dir, -create-pch, -use-pch, -fdevice-time-trace, -opt-info, -std) are
+# refused spelled apart (tests/headers/test_options.py pins both sides against NVRTC itself).
+NEXT_VALUE = frozenset(
+    (
+        *("-rdc", "--relocatable-device-code", "-dopt", "--dopt", "-Ofc", "--Ofast-compile"),
+        *("-maxrregcount", "--maxrregcount", "-ftz", "--ftz", "-fmad", "--fmad"),
+        *("-prec-sqrt", "--prec-sqrt", "-prec-div", "--prec-div", "-jtd", "--jump-table-density"),
+        *("-modify-stack-limit", "--modify-stack-limit"),
+        *("-device-stack-protector", "--device-stack-protector"),
+        *("-builtin-move-forward", "--builtin-move-forward"),
+        *("-builtin-initializer-list", "--builtin-initializer-list"),
+        *("-diag-error", "--diag-error", "-diag-suppress", "--diag-suppress"),
+        *("-diag-warn", "--diag-warn", "-brief-diag", "--brief-diagnostics"),
+        *("-split-compile", "--split-compile", "-pch-verbose", "--pch-verbose"),
+        *("-pch-messages", "--pch-messages"),
+        *("-instantiate-templates-in-pch", "--instantiate-templates-in-pch"),
+        *("-Xptxas", "--ptxas-options"),
+    )
+)
 _FLAGS = {
     "-default-device": "default_device",
     "--device-as-default-execution-space": "default_device",
@@ -97,19 +120,22 @@ class Options(NamedTuple):
 
 
 CUPY_FTZ = "-ftz=true"
+CUPY_DEBUG = ("--device-debug", "--generate-line-info")  # CUPY_CUDA_COMPILE_WITH_DEBUG=1
 
 
 def with_cupy_defaults(opts: Options) -> Options:
     """The options with what CuPy adds to every RawKernel/RawModule compile:
-    ``--device-as-default-execution-space`` and ``-ftz=true`` (unless an -ftz option is given).
-    CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include directory
-    is a search root of its own: toolchain.py.)"""
+    ``--device-as-default-execution-space``, ``-ftz=true`` (unless an -ftz option is given) and,
+    under CUPY_CUDA_COMPILE_WITH_DEBUG=1, ``--device-debug --generate-line-info`` (those not
+    given). CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include
+    directory is a search root of its own: toolchain.py.)"""
     if not config.cupy_options():
         return opts
     ftz = any(o.startswith(("-ftz", "--ftz")) for o in opts.passthrough)
-    return opts._replace(
-        default_device=True, passthrough=opts.passthrough if ftz else opts.passthrough + (CUPY_FTZ,)
-    )
+    added: tuple[str, ...] = () if ftz else (CUPY_FTZ,)
+    if config.cupy_debug():
+        added += tuple(o for o in CUPY_DEBUG if o not in opts.passthrough)
+    return opts._replace(default_device=True, passthrough=opts.passthrough + added)
 
 
 def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
@@ -126,6 +152,10 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
         if i + 1 >= len(items):
             raise RawcodeValueError(f"option {item!r} needs a value")
         return item, items[i + 1], i + 2
+    if item in NEXT_VALUE:
+        if i + 1 >= len(items):
+            raise RawcodeValueError(f"option {item!r} needs a value (as {item}=<value>)")
+        return f"{item}={items[i + 1]}", None, i + 2
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
             # one string with spaces, as NVRTC reads it: "-I <dir> " is "-I<dir>", "-D N=1"
@@ -172,7 +202,7 @@ def parse_options(
             elif spelling in JITIFY_ONLY:
                 pass
             else:
-                passthrough.append(item)
+                passthrough.append(spelling)  # the item, or its value joined to it by '='
             continue
         if not value:
             raise RawcodeValueError(f"option {item!r} has an empty value")
@@ -272,3 +302,12 @@ def wants_rdc(passthrough: Iterable[str]) -> bool:
         if option.startswith(_RDC_VALUED):
             rdc = option.partition("=")[2] == "true"
     return rdc
+
+
+LTO_FLAGS = ("-dlto", "--dlink-time-opt")
+
+
+def wants_lto(passthrough: Iterable[str]) -> bool:
+    """Whether the NVRTC options ask for LTO-IR (``-dlto``/``--dlink-time-opt``): NVRTC then
+    emits no cubin, only LTO-IR, which is linked with -dc (compiler/devrt.py)."""
+    return any(o in LTO_FLAGS for o in passthrough)

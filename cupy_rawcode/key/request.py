@@ -10,7 +10,14 @@ from ..ground.inputs import check_source, strip_bom
 from ..ground.inputs import name_expressions as checked_names
 from ..ground.stamps import take
 from ..headers.filename import line_info
-from ..headers.options import Options, normalize_arch, parse_options, wants_rdc, with_cupy_defaults
+from ..headers.options import (
+    Options,
+    normalize_arch,
+    parse_options,
+    wants_lto,
+    wants_rdc,
+    with_cupy_defaults,
+)
 from ..headers.search import make_context
 from ..headers.standard import NO_FLOOR, at_standard, effective_std, warn_raised
 from ..toolkit import jitify_names
@@ -85,6 +92,11 @@ def make_request(
         raise RawcodeValueError(
             f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
             f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'"
+        )
+    if target == "cubin" and wants_lto(opts.passthrough) and not wants_rdc(opts.passthrough):
+        raise RawcodeValueError(  # NVRTC would give an empty cubin, CuPy a failed load
+            "option -dlto (--dlink-time-opt): NVRTC then emits LTO-IR only, no cubin; it is linked "
+            "into one only with -dc or -rdc=true (add one of them, or leave -dlto out)"
         )
     return Request(
         source,

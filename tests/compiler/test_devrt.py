@@ -323,3 +323,24 @@ def test_no_nvjitlink_and_no_cudadevrt_name_both(relocatable, monkeypatch):
     assert "nvJitLink is not available" in message and "(the device runtime)" in message
     assert "'nvidia-nvjitlink==13.0.*' 'nvidia-cuda-runtime==13.*'" in message
     assert "cupy-rawcode[cu13]" in message
+
+
+@pytest.mark.parametrize("options", [("-dlto",), ("--dlink-time-opt",), ("-rdc=false", "-dlto")])
+def test_lto_without_rdc_is_refused_naming_the_option(options):
+    """NVRTC gives no cubin with -dlto alone (CuPy then fails to load an empty image): named
+    before NVRTC runs."""
+    from cupy_rawcode import compile as rc_compile
+
+    with pytest.raises(ValueError, match=r"-dlto \(--dlink-time-opt\).*-dc or -rdc=true"):
+        rc_compile(PARENT, options=options, arch="sm_90")
+
+
+@pytest.mark.parametrize(
+    "options", [("-dc", "-dlto"), ("-dc", "--dlink-time-opt"), ("-rdc", "true", "-dlto")]
+)
+def test_lto_with_rdc_compiles_through_the_package(options, tmp_path):
+    from cupy_rawcode import compile as rc_compile
+
+    code = rc_compile(PARENT, options=options, arch="sm_90", cache_dir=tmp_path / "c").code
+    assert code[:4] == b"\x7fELF" and elf_type(code) == 2
+    assert {"parent", "child"} <= set(elf_functions(code))

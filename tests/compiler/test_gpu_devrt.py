@@ -77,3 +77,16 @@ def test_rawkernel_with_dc_runs_once_wired(cupy, cc, host):
 
     got = run_parent(cupy, cupy_rawcode.RawKernel(PARENT, "parent", options=("-dc",)), host)
     np.testing.assert_array_equal(got, host * np.float32(2))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("-rdc", "true"), ("--relocatable-device-code", "true"), ("-dc", "--dlink-time-opt")],
+)
+def test_rawkernel_with_rdc_or_lto_spelled_otherwise_launches_the_child(cupy, cc, host, options):
+    """The value apart (NVRTC takes it so) and -dlto's long spelling: linked as -rdc=true and
+    -dc -dlto are."""
+    import cupy_rawcode
+
+    got = run_parent(cupy, cupy_rawcode.RawKernel(PARENT, "parent", options=options), host)
+    np.testing.assert_array_equal(got, host * np.float32(2))

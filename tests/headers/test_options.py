@@ -1,6 +1,12 @@
 import pytest
 
-from cupy_rawcode.headers.options import is_arch, normalize_arch, parse_options
+from cupy_rawcode.headers.options import (
+    NEXT_VALUE,
+    is_arch,
+    normalize_arch,
+    parse_options,
+    wants_rdc,
+)
 
 
 @pytest.mark.parametrize(
@@ -133,4 +139,101 @@ def test_an_include_written_with_a_space_compiles_and_keys_as_without(tmp_path):
     assert rc_compile(src, options=spaced, arch="sm_90", cache_dir=tmp_path / "c").code
     assert cache_key(src, options=spaced, arch="sm_90") == cache_key(
         src, options=glued, arch="sm_90"
+    )
+
+
+# a value NVRTC accepts for each option that may take it as the next item (NEXT_VALUE)
+NEXT_VALUES = {
+    "rdc": "true", "relocatable-device-code": "true", "dopt": "on", "Ofc": "max",
+    "Ofast-compile": "max", "maxrregcount": "32", "ftz": "true", "fmad": "false",
+    "prec-sqrt": "false", "prec-div": "false", "jtd": "50", "jump-table-density": "50",
+    "modify-stack-limit": "false", "device-stack-protector": "true",
+    "builtin-move-forward": "true", "builtin-initializer-list": "true", "diag-error": "20",
+    "diag-suppress": "550", "diag-warn": "20", "brief-diag": "true",
+    "brief-diagnostics": "true", "split-compile": "0", "pch-verbose": "true",
+    "pch-messages": "true", "instantiate-templates-in-pch": "true", "Xptxas": "-O2",
+    "ptxas-options": "-O2",
+}  # fmt: skip
+# NVRTC's options that take a value but refuse it as the next item (a file, a standard)
+JOINED_ONLY = [
+    ("-std", "c++17"), ("--std", "c++17"), ("-time", "t.csv"), ("--time", "t.csv"),
+    ("-pch-dir", "."), ("--pch-dir", "."), ("-create-pch", "x.pch"), ("-use-pch", "x.pch"),
+    ("-opt-info", "inline"), ("--optimization-info", "inline"),
+]  # fmt: skip
+
+
+def _value(spelling: str) -> str:
+    return NEXT_VALUES[spelling.lstrip("-")]
+
+
+@pytest.mark.parametrize("spelling", sorted(NEXT_VALUE))
+def test_a_value_given_as_the_next_item_is_joined_as_nvrtc_reads_it(spelling):
+    """('-dopt', 'on') is handed on as '-dopt=on': one key for both spellings, the options
+    around it untouched."""
+    value = _value(spelling)
+    apart = parse_options(("-lineinfo", spelling, value, "-DN=1"))
+    joined = parse_options(("-lineinfo", f"{spelling}={value}", "-DN=1"))
+    assert apart == joined
+    assert apart.passthrough == ("-lineinfo", f"{spelling}={value}")
+
+
+@pytest.mark.parametrize(
+    "options, rdc",
+    [
+        (("-rdc", "true"), True),
+        (("--relocatable-device-code", "true"), True),
+        (("-rdc", "true", "-rdc", "false"), False),
+        (("-rdc", "false"), False),
+    ],
+)
+def test_rdc_spelled_apart_is_seen(options, rdc):
+    assert wants_rdc(parse_options(options).passthrough) is rdc
+
+
+def test_an_option_missing_its_value_at_the_end_is_named():
+    with pytest.raises(ValueError, match="'-maxrregcount' needs a value"):
+        parse_options(("-lineinfo", "-maxrregcount"))
+
+
+def _nvrtc_accepts(options: tuple[str, ...]) -> bool:
+    """Whether NVRTC itself takes ``options`` (an empty program: no GPU needed)."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    _, prog = nvrtc.nvrtcCreateProgram(b"", b"options.cu", 0, [], [])
+    try:
+        flags = [b"-arch=sm_90"] + [o.encode() for o in options]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        return result == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+@pytest.mark.parametrize("spelling", sorted(NEXT_VALUE))
+def test_nvrtc_takes_the_next_item_as_the_value_of(spelling, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # -split-compile, -pch-*: nothing written outside
+    assert _nvrtc_accepts((spelling, _value(spelling)))
+    assert _nvrtc_accepts((f"{spelling}={_value(spelling)}",))
+
+
+@pytest.mark.parametrize("spelling, value", JOINED_ONLY)
+def test_nvrtc_refuses_the_value_apart_for(spelling, value, tmp_path, monkeypatch):
+    """Not in NEXT_VALUE: NVRTC refuses these spelled apart (-std apart is read as -std=, a
+    leniency of ours: tests above)."""
+    monkeypatch.chdir(tmp_path)
+    assert spelling not in NEXT_VALUE
+    assert not _nvrtc_accepts((spelling, value))
+
+
+def test_options_with_values_apart_compile_through_the_package(tmp_path):
+    """A project's ('-dopt', 'on', '-maxrregcount', '32', '-rdc', 'true'): NVRTC and CuPy take
+    it; so does the package, relocatable code included, with the key of the '=' spellings."""
+    from cupy_rawcode import compile as rc_compile
+    from cupy_rawcode.key.request import cache_key
+
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    apart = ("-dopt", "on", "-maxrregcount", "32", "-rdc", "true")
+    joined = ("-dopt=on", "-maxrregcount=32", "-rdc=true")
+    result = rc_compile(src, options=apart, arch="sm_90", cache_dir=tmp_path / "c")
+    assert result.code
+    assert cache_key(src, options=apart, arch="sm_90") == cache_key(
+        src, options=joined, arch="sm_90"
     )

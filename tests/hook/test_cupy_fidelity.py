@@ -90,6 +90,39 @@ def test_cupy_defaults(options, default_device, passthrough):
     assert (opts.default_device, opts.passthrough) == (default_device, passthrough)
 
 
+@pytest.mark.parametrize(
+    "value, options, passthrough",
+    [
+        ("1", (), ("-ftz=true", "--device-debug", "--generate-line-info")),
+        (" 1", (), ("-ftz=true", "--device-debug", "--generate-line-info")),  # int(' 1') == 1
+        ("1", ("--device-debug",), ("--device-debug", "-ftz=true", "--generate-line-info")),
+        ("0", (), ("-ftz=true",)),
+        ("true", (), ("-ftz=true",)),  # CuPy reads an integer: anything else is off
+        ("", (), ("-ftz=true",)),
+    ],
+)
+def test_cupy_compile_with_debug_adds_what_cupy_adds(monkeypatch, value, options, passthrough):
+    """CUPY_CUDA_COMPILE_WITH_DEBUG=1: CuPy compiles every kernel with --device-debug
+    --generate-line-info; so do ours, unless the CuPy defaults are off."""
+    monkeypatch.setenv("CUPY_CUDA_COMPILE_WITH_DEBUG", value)
+    assert with_cupy_defaults(parse_options(options)).passthrough == passthrough
+    monkeypatch.setenv("CUPY_RAWCODE_CUPY_OPTIONS", "0")
+    assert with_cupy_defaults(parse_options(options)).passthrough == options
+
+
+def test_a_debug_compile_has_its_own_key_and_index_entry(monkeypatch):
+    """Set after a warm RawKernel compile of the same source, the debug flag misses both the
+    index and the key (a debug cubin is never served for an optimized one, nor the reverse)."""
+    plain = cupy_rawcode.cache_key(UNUSED, arch=ARCH)
+    code = cupy_rawcode.RawKernel(UNUSED, "k")._build.device_code(90).data
+    assert b".debug_info" not in code
+    monkeypatch.setenv("CUPY_CUDA_COMPILE_WITH_DEBUG", "1")
+    assert cupy_rawcode.cache_key(UNUSED, arch=ARCH) != plain
+    assert b".debug_info" in cupy_rawcode.RawKernel(UNUSED, "k")._build.device_code(90).data
+    monkeypatch.delenv("CUPY_CUDA_COMPILE_WITH_DEBUG")
+    assert cupy_rawcode.RawKernel(UNUSED, "k")._build.device_code(90).data == code
+
+
 def test_key_differs_when_cupy_defaults_are_off(monkeypatch):
     on = cupy_rawcode.cache_key(UNUSED, arch=ARCH)
     monkeypatch.setenv("CUPY_RAWCODE_CUPY_OPTIONS", "0")

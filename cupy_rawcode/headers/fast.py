@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..toolkit import jitify_names
+from . import liveness
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
 from .search import Context, Found, find, searched
-from .standard import NO_FLOOR, Floor
+from .standard import NO_FLOOR, Floor, std_year
 
 _ID = re.compile(r"[A-Za-z_]\w*")
 
@@ -51,6 +52,8 @@ class _Node:
     chain: tuple[Step, ...]
     parent: _Node | None
     pos: int  # byte offset of the #include in parent
+    # (byte offset, kind, path) of each include of this file that found a file
+    edges: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 def _live(node: _Node, pos: int, kind: str) -> bool:
@@ -124,8 +127,10 @@ def resolve_fast(
             # compile changes (manifest.py stamps it as absent)
             if not os.path.isabs(name):
                 absent.add(os.path.normpath(os.path.join(ctx.source_dir, name)))
-        if found is not None and found.path in nodes:
-            return  # the common case: made no Step
+        if found is not None:
+            parent.edges.append((inc.pos, inc.kind, found.path))
+            if found.path in nodes:
+                return  # the common case: made no Step
         includer_name = pf.logical if pf else main_name
         step = Step(includer_name, inc.line)
         if parent is main:  # pre-included headers come first, from the command line
@@ -192,6 +197,8 @@ def resolve_fast(
         ),
         default=NO_FLOOR,
     )
+    if floor.year > std_year(ctx.opts.std):  # a raise, if NVRTC can reach a header that asks
+        floor = _reached_floor(main, nodes, floor, ctx.opts.macros)
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
@@ -214,3 +221,29 @@ def resolve_fast(
         scans=scans,
         absent=tuple(sorted(absent)),
     )
+
+
+def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, macros: tuple) -> Floor:
+    """The highest floor among the headers NVRTC can reach from the source, met in the order
+    the preprocessor meets them (depth first: the first is the ``#error`` NVRTC would report),
+    leaving out includes in branches no NVRTC compile takes (liveness.py) and ``__has_include``
+    probes (they open nothing); at most ``superset``, every header's."""
+    known = liveness.known_macros([main.scan.data, *(n.scan.data for n in nodes.values())], macros)
+    best, seen = NO_FLOOR, set[str]()
+    stack = [(main, iter(main.edges), liveness.unreachable(main.scan.data, known))]
+    while stack:
+        node, edges, unreachable = stack[-1]
+        for pos, kind, path in edges:
+            if path in seen or kind.startswith("probe") or unreachable.at(pos):
+                continue
+            seen.add(path)
+            child = nodes[path]
+            if child.scan.std_floor > best.year and child.found is not None:
+                best = Floor(child.scan.std_floor, child.found.logical)
+                if best.year >= superset.year:
+                    return best
+            stack.append((child, iter(child.edges), liveness.unreachable(child.scan.data, known)))
+            break
+        else:
+            stack.pop()
+    return best

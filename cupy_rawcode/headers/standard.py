@@ -3,7 +3,10 @@
 Jitify-era kernels ask for C++11 or C++14 (``-std=c++11``), while CCCL 3.x refuses anything
 older than C++17 with an ``#error`` (``#if _CCCL_STD_VER < 2017`` / ``#error ... requires at
 least C++ 17``). The floor is read from the headers themselves: the scan of each header notes
-the year of such a guard (scan.std_floor), and a closure's floor is the highest of its headers'.
+the year of such a guard (scan.std_floor), and a closure's floor is the highest among the
+headers NVRTC can reach: fast mode's closure follows every branch, so when that is above the
+asked standard the includes in branches no NVRTC compile takes are left out (liveness.py:
+``cuda_fp16.h``'s host-only ``#include <cstring>`` raises nothing).
 When the asked standard is below it, the compile runs at the floor, with one warning, unless
 CUPY_RAWCODE_RAISE_STD=0. A closure that needs nothing more keeps the asked standard.
 """

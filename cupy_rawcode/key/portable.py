@@ -37,7 +37,8 @@ from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
 
-SCHEMA = "cupy-rawcode-closure-2"  # 2: the includes looked for and not found ("missing")
+SCHEMA = "cupy-rawcode-closure-3"  # 2: the includes looked for and not found ("missing");
+#                                   3: the floor of headers NVRTC can reach (liveness.py)
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 

@@ -1,0 +1,210 @@
+"""The includes no NVRTC compile reaches (liveness.py) and the standard floor they no longer
+raise: conditions read three-valued, branches, the closure's floor, real CUDA headers, and the
+macro facts pinned against NVRTC itself."""
+
+import warnings
+
+import pytest
+
+import cupy_rawcode
+from cupy_rawcode.headers.liveness import (
+    ALWAYS_DEFINED,
+    NEVER_PREDEFINED,
+    condition,
+    known_macros,
+    unreachable,
+)
+
+KNOWN = known_macros([b"#define MINE 1\n#undef GONE\n"], (("OPT", "1"), ("DROPPED", None)))
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("defined(__CUDACC__)", True),
+        ("defined __CUDACC_RTC__", True),
+        ("!defined(__CUDACC__)", False),
+        ("defined(__cplusplus) && !defined(__CUDACC__)", False),  # cuda_fp16.h's <cstring>
+        ("__cplusplus >= 201103L && !defined(__CUDACC_RTC__)", False),  # unknown && false
+        ("__cplusplus >= 201103L || defined(__CUDACC__)", True),  # unknown || true
+        ("__cplusplus >= 201103L", None),  # a value: unknown
+        ("0", False),
+        ("1", True),
+        ("0x0", False),
+        ("010", True),
+        ("08", None),  # no octal number
+        ("1ULL", True),
+        ("(0)", False),
+        ("!(0)", True),
+        ("__HIPCC__", False),  # another compiler's name: 0 under NVRTC
+        ("defined(_MSC_VER) || defined(__clang__)", False),
+        ("NOWHERE", False),  # defined by no file and no option: 0
+        ("defined(NOWHERE)", False),
+        ("MINE", None),  # defined in the closure: its value is not read
+        ("defined(MINE)", None),  # defined somewhere, maybe after the test
+        ("defined(OPT)", True),  # -DOPT, never #undef'd
+        ("defined(DROPPED)", None),  # -U: maybe defined again by a file? not by these: unknown
+        ("defined(GONE)", None),
+        ("defined(__RESERVED_BY_SOMEONE)", None),  # a compiler may predefine it
+        ("defined(_Upper)", None),
+        ("NOWHERE ? 1 : 0", None),
+        ("1 + 0", None),
+        ("!defined(__CUDACC__) == 0", None),  # more follows the operand: unknown
+        ("defined(", None),
+        ("(1", None),
+        ("", None),
+    ],
+)
+def test_a_condition_is_read_three_valued(text, value):
+    assert condition(text, KNOWN) is value
+
+
+def _dead(text: str) -> list[bool]:
+    """Whether each `#include` line of ``text`` is in a branch no NVRTC compile takes."""
+    data = text.encode()
+    found = unreachable(data, KNOWN)
+    starts = [i for i in range(len(data)) if data.startswith(b"#include", i)]
+    return [found.at(pos) for pos in starts]
+
+
+@pytest.mark.parametrize(
+    "text, dead",
+    [
+        ('#include "a"\n', [False]),
+        ('#if !defined(__CUDACC__)\n#include "a"\n#endif\n#include "b"\n', [True, False]),
+        ('#ifndef __CUDACC_RTC__\n#include "a"\n#else\n#include "b"\n#endif\n', [True, False]),
+        ('#ifdef __CUDACC__\n#include "a"\n#else\n#include "b"\n#endif\n', [False, True]),
+        (
+            '#if 0\n#include "a"\n#elif 1\n#include "b"\n#else\n#include "c"\n#endif\n',
+            [True, False, True],
+        ),
+        ('#ifdef NOWHERE\n#include "a"\n#elif __HIPCC__\n#include "b"\n#endif\n', [True, True]),
+        (
+            '#if X > 2\n#include "a"\n#elif 1\n#include "b"\n#else\n#include "c"\n#endif\n',
+            [False, False, True],
+        ),
+        (
+            '#if X > 2\n#include "a"\n#elif 0\n#include "b"\n#else\n#include "c"\n#endif\n',
+            [False, True, False],
+        ),
+        (
+            '#if 0\n#if 1\n#include "a"\n#endif\n#include "b"\n#endif\n#include "c"\n',
+            [True, True, False],
+        ),
+        ('#if 1\n#if 0\n#include "a"\n#endif\n#include "b"\n#endif\n', [True, False]),
+        ('#elifdef NOWHERE\n#include "a"\n', [False]),  # no #if: not read, nothing dead
+        ('#if 0\n#include "a"\n', [False]),  # left open: not read, nothing dead
+        ('/* #if 0 */\n#include "a"\n', [False]),  # a directive in a comment is none
+        ('#if 0 /* a\n comment */\n#include "a"\n#endif\n', [True]),
+        ('#if 0 \\\n || 1\n#include "a"\n#endif\n', [False]),  # a continued line
+        ('#ifdef __CUDACC__ // why\n#include "a"\n#endif\n', [False]),
+        ('#  if  0\n#include "a"\n#  endif\n', [True]),
+        ("#elifndef X\n", []),
+    ],
+)
+def test_includes_in_branches_no_nvrtc_compile_takes(text, dead):
+    assert _dead(text) == dead
+
+
+NEEDS17 = '#pragma once\n#if __cplusplus < 201703L\n#error "needs C++17"\n#endif\n'
+KERNEL = 'static_assert(__cplusplus == {year}L, "std");\nextern "C" __global__ void k(int* x) {{ x[0] = 1; }}\n'
+
+
+@pytest.mark.parametrize(
+    "header, options, raised",
+    [
+        ('#include "needs17.h"\n', (), True),
+        ('#if !defined(__CUDACC__)\n#include "needs17.h"\n#endif\n', (), False),
+        (
+            '#ifndef __CUDACC_RTC__\n#include "needs17.h"\n#else\n#include "needs17.h"\n#endif\n',
+            (),
+            True,
+        ),
+        ('#ifdef HOST_ONLY\n#include "needs17.h"\n#endif\n', (), False),
+        ('#ifdef HOST_ONLY\n#include "needs17.h"\n#endif\n', ("-DHOST_ONLY",), True),
+        ('#define HOST_ONLY\n#ifdef HOST_ONLY\n#include "needs17.h"\n#endif\n', (), True),
+        ('#if VALUE > 3\n#include "needs17.h"\n#endif\n', ("-DVALUE=1",), True),  # undecided: taken
+        (
+            "#if __has_include(<needs17.h>)\n#define HAVE 1\n#endif\n",
+            (),
+            False,
+        ),  # a probe opens nothing
+        ('#if 0\n#include "needs17.h"\n#endif\n#include "plain.h"\n', (), False),
+    ],
+)
+def test_the_floor_counts_only_headers_nvrtc_reaches(tmp_path, header, options, raised):
+    """A C++14 kernel is compiled at C++17 only when NVRTC can reach a header that refuses
+    C++14; the compile shows which (the static_assert, or the header's #error if under-raised)."""
+    (tmp_path / "needs17.h").write_text(NEEDS17)
+    (tmp_path / "plain.h").write_text("#pragma once\n")
+    (tmp_path / "top.h").write_text(header)
+    opts = ("-std=c++14", f"-I{tmp_path}", *options)
+    src = '#include "top.h"\n' + KERNEL.format(year=201703 if raised else 201402)
+    closure = cupy_rawcode.resolve(src, options=opts)
+    assert (closure.floor.year == 2017) is raised
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the raise's warning: once per process anyway
+        assert cupy_rawcode.compile(src, options=opts, arch="sm_90").code
+
+
+def test_the_key_holds_the_standard_used(tmp_path):
+    (tmp_path / "needs17.h").write_text(NEEDS17)
+    (tmp_path / "top.h").write_text('#if 0\n#include "needs17.h"\n#endif\n')
+    src = '#include "top.h"\nextern "C" __global__ void k(int* x) { x[0] = 1; }\n'
+    keys = {
+        std: cupy_rawcode.cache_key(src, options=(f"-std={std}", f"-I{tmp_path}"), arch="sm_90")
+        for std in ("c++14", "c++17")
+    }
+    assert keys["c++14"] != keys["c++17"]  # kept at C++14: not the C++17 entry
+
+
+def _has(header: str) -> bool:
+    missing = cupy_rawcode.resolve(f"#include <{header}>\n").missing
+    return not any(m.name == header for m in missing)
+
+
+@pytest.mark.parametrize(
+    "header, year",
+    [
+        ("cuda_fp16.h", 201402),
+        ("cuda_bf16.h", 201402),
+        ("mma.h", 201402),
+        ("cuComplex.h", 201402),
+        ("cupy/carray.cuh", 201402),
+        ("curand_kernel.h", 201703),
+        ("cooperative_groups.h", 201703),
+        ("cub/block/block_reduce.cuh", 201703),
+    ],
+)
+def test_real_headers_keep_cpp14_unless_they_reach_cccl(header, year):
+    """CUDA's half, bfloat16, mma and complex headers and CuPy's carray.cuh include standard
+    headers only for host compilers: a C++14 kernel stays C++14, as in CuPy. cuRAND, cooperative
+    groups and CUB reach CCCL, which refuses C++14: raised."""
+    if not _has(header):
+        pytest.skip(f"<{header}> is not installed here")
+    src = f"#include <{header}>\n" + KERNEL.format(year=year)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cupy_rawcode.compile(src, options=("-std=c++14",), arch="sm_90").code
+
+
+def _nvrtc_defines(name: str, options: tuple[str, ...]) -> bool:
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    src = f"#ifdef {name}\n#error defined\n#endif\n".encode()
+    _, prog = nvrtc.nvrtcCreateProgram(src, b"probe.cu", 0, [], [])
+    try:
+        flags = [b"-arch=sm_90"] + [o.encode() for o in options]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        assert result != nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_OPTION, options
+        return result != nvrtc.nvrtcResult.NVRTC_SUCCESS
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+OPTION_SETS = [(), ("-G",), ("-rdc=true",), ("-std=c++11",), ("-use_fast_math",)]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS)
+def test_nvrtc_defines_what_is_always_defined_and_none_of_the_others(options):
+    assert all(_nvrtc_defines(n, options) for n in ALWAYS_DEFINED)
+    assert not any(_nvrtc_defines(n, options) for n in NEVER_PREDEFINED)

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 
 from ..ground.nvrtclog import (
+    diagnostics,
     error_texts,
     errors_inside,
     incomplete_types,
@@ -18,7 +19,8 @@ from ..ground.nvrtclog import (
     required_standard,
     undefined_identifiers,
 )
-from ..toolkit.shimdata import STUBS
+from ..ground.regular import read_bytes
+from ..toolkit.shimdata import JITIFY_DECLS, STUBS
 
 
 def _stub_by_name() -> dict[str, str]:
@@ -51,6 +53,29 @@ def stub_hints(log: str) -> str:
                     found.append(header)
                 break
     return "\n".join(f"<{h}> has no device implementation: {STUBS[h].advice}" for h in found)
+
+
+# a member of a stub's class called in device code (jitify=True declares the classes, as Jitify
+# did, and defines no member): ptxas names the function, mangled
+_UNRESOLVED = re.compile(r"Unresolved extern function '(_Z\w+)'")
+_ABBREVIATED = {"Sb": "string", "Ss": "string", "Si": "istream", "So": "ostream", "Sd": "istream"}
+
+
+def unresolved_stub_hints(log: str) -> str:
+    """One line per stub header whose class members ptxas found called and undefined."""
+    found: list[str] = []
+    for mangled in _UNRESOLVED.findall(log):
+        markers = dict(_ABBREVIATED)
+        for header in JITIFY_DECLS:
+            markers.update({f"St{len(n)}{n}": header for n in STUBS[header].names})
+        for marker, header in markers.items():
+            if marker in mangled and header not in found:
+                found.append(header)
+    return "\n".join(
+        f"<{h}> has no device implementation (under jitify=True its classes are declared, as "
+        f"Jitify's were, but no member has code): {STUBS[h].advice}"
+        for h in found
+    )
 
 
 # Names that code written for CCCL 2 (CuPy 13 and earlier, Jitify-era code) uses and CCCL 3
@@ -180,14 +205,55 @@ def standard_hint(log: str) -> str:
     return "" if std is None else STANDARD.format(std=std)
 
 
-def compile_hints(log: str, source: str) -> str:
-    """Every hint for a failed compile, one per line ('' when none applies)."""
+# the version a CUDA toolkit's include directory declares (cuda_runtime_api.h, cuda.h)
+_TOOLKIT_VERSION = re.compile(rb"#define[ \t]+(?:CUDART_VERSION|CUDA_VERSION)[ \t]+(\d+)")
+
+
+def toolkit_hint(log: str, include_dirs: tuple[str, ...], nvrtc: tuple[int, int]) -> str:
+    """For errors inside an -I directory holding a CUDA toolkit's headers of another release
+    than NVRTC's (newer, or another major: Jitify-era code passes -I/usr/local/cuda/include),
+    a line saying so; '' otherwise."""
+    failing = {d.file for d in diagnostics(log) if d.is_error}
+    for directory in include_dirs:
+        prefix = directory.rstrip("/") + "/"
+        if not any(f.startswith(prefix) for f in failing):
+            continue
+        for name in ("cuda_runtime_api.h", "cuda.h"):
+            try:
+                m = _TOOLKIT_VERSION.search(read_bytes(prefix + name))
+            except OSError:
+                continue
+            if m is None:
+                continue
+            number = int(m.group(1))
+            major, minor = number // 1000, number % 1000 // 10
+            if (major, minor) > nvrtc or major != nvrtc[0]:
+                return (
+                    f"{directory} (an -I directory) holds CUDA {major}.{minor}'s headers, but "
+                    f"NVRTC is {nvrtc[0]}.{nvrtc[1]}: CUDA's headers need an NVRTC at least as "
+                    "new; leave that -I out (cupy-rawcode finds the headers of NVRTC's release "
+                    f"itself) or compile with NVRTC {major}.{minor}"
+                )
+            break
+    return ""
+
+
+def compile_hints(
+    log: str,
+    source: str,
+    include_dirs: tuple[str, ...] = (),
+    nvrtc: tuple[int, int] | None = None,
+) -> str:
+    """Every hint for a failed compile, one per line ('' when none applies); ``include_dirs``
+    (the -I directories) and ``nvrtc`` (its version) for the toolkit hint."""
     hints = (
         stub_hints(log),
+        unresolved_stub_hints(log),
         removed_name_hints(log),
         thrust_algorithm_hint(log, source),
         cub_device_hint(log, source),
         cupy_half_hints(log),
         standard_hint(log),
+        toolkit_hint(log, include_dirs, nvrtc) if nvrtc else "",
     )
     return "\n".join(h for h in hints if h)

@@ -417,7 +417,9 @@ def _compile_error(
         flags,
         dump_path=dump_path,
         note=note,
-        hints=hints.compile_hints(log, req.source),
+        hints=hints.compile_hints(
+            log, req.source, req.options.include_dirs, context(req).toolchain.nvrtc_version
+        ),
     )
     return errors.CompileError(
         msg, req.source, req.program_name, flags, log=log, dump_path=dump_path

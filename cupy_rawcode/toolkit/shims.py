@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import cudaheaders, jitify_names, specializable
-from .shimdata import C_HEADERS, STUBS, SUPPORTED
+from .shimdata import C_HEADERS, JITIFY_DECLS, STUBS, SUPPORTED
 
 ALIAS = "cupy_rawcode/std_alias.h"
 
@@ -58,6 +58,11 @@ def render(name: str) -> str:
         text = "\n".join(lines) + "\n"
         if stub.decls:
             text += "namespace std {\n" + stub.decls + "}  // namespace std\n"
+        if name in JITIFY_DECLS:  # jitify=True: the classes defined, as Jitify's headers had them
+            needs, decls = JITIFY_DECLS[name]
+            text += f"#ifdef {jitify_names.GUARD}\n"
+            text += "".join(f"#include <{h}>\n" for h in needs)
+            text += "namespace std {\n" + decls + "}  // namespace std\n#endif\n"
         return text + stub.global_decls + f"#endif  // {guard}\n"
     if name in C_HEADERS:
         return (

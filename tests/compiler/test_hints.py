@@ -261,3 +261,63 @@ def test_stub_names_in_errors_inside_cccl_are_the_librarys_not_the_kernels():
     inside = f"/site/cupy/_cccl/cub/cub/util_device.cuh(120): error: {message}\n"
     assert stub_hints(inside) == ""
     assert stub_hints(_log(message)).startswith("<mutex> has no device implementation")
+
+
+@pytest.mark.parametrize(
+    "log, headers",
+    [
+        ("ptxas fatal   : Unresolved extern function '_ZNSt6vectorIiSaIiEE9push_backERKi'", ["vector"]),
+        ("ptxas fatal   : Unresolved extern function '_ZNSbIcN4cuda3std3__411char_traitsIcEEEC1EPKc'", ["string"]),
+        ("ptxas fatal   : Unresolved extern function '_ZNSt13runtime_errorC1EPKc'", ["stdexcept"]),
+        ("ptxas fatal   : Unresolved extern function '_ZNSt13basic_ostreamIcSt11char_traitsIcEElsEi'", ["ostream"]),
+        ("ptxas fatal   : Unresolved extern function '_Z6helperf'", []),  # the kernel's own
+        ("error: identifier \"vector\" is undefined", []),  # not ptxas's unresolved call
+    ],
+)  # fmt: skip
+def test_unresolved_stub_members_name_their_header(log, headers):
+    from cupy_rawcode.compiler.hints import unresolved_stub_hints
+
+    hint = unresolved_stub_hints(log)
+    assert [line.split(">")[0][1:] for line in hint.splitlines()] == headers
+
+
+def _toolkit_dir(tmp_path, version):
+    d = tmp_path / "cuda" / "include"
+    d.mkdir(parents=True)
+    if version is not None:
+        (d / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION  {version}\n")
+    (d / "fp8.hpp").write_text("#pragma once\nNOT_A_TYPE x;\n")
+    return str(d)
+
+
+@pytest.mark.parametrize(
+    "version, nvrtc, where, hinted",
+    [
+        (13000, (12, 9), "fp8.hpp", True),  # the toolkit is newer than NVRTC
+        (11080, (12, 9), "fp8.hpp", True),  # another major
+        (13000, (13, 0), "fp8.hpp", False),  # the same release
+        (12040, (12, 9), "fp8.hpp", False),  # an older minor of the same major
+        (13000, (12, 9), None, False),  # the errors are elsewhere
+        (None, (12, 9), "fp8.hpp", False),  # no toolkit there
+    ],
+)
+def test_toolkit_hint(tmp_path, version, nvrtc, where, hinted):
+    from cupy_rawcode.compiler.hints import toolkit_hint
+
+    d = _toolkit_dir(tmp_path, version)
+    file = f"{d}/{where}" if where else "<source>/kernel-0.cu"
+    log = f"{file}(2): error: this declaration has no storage class or type specifier\n"
+    hint = toolkit_hint(log, (str(tmp_path / "other"), d), nvrtc)
+    assert bool(hint) is hinted
+    if hinted:
+        assert hint.startswith(f"{d} (an -I directory) holds CUDA {version // 1000}.")
+
+
+def test_a_newer_toolkit_on_the_include_path_fails_naming_it(tmp_path):
+    """Jitify-era code passes -I/usr/local/cuda/include; a toolkit newer than NVRTC there fails
+    inside its headers, and the error says why."""
+    d = _toolkit_dir(tmp_path, 99000)
+    src = '#include "fp8.hpp"\nextern "C" __global__ void k(float* p) { p[0] = 1.0f; }\n'
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        cupy_rawcode.compile(src, options=(f"-I{d}",), arch="sm_90")
+    assert f"{d} (an -I directory) holds CUDA 99.0's headers, but NVRTC is" in str(e.value)

@@ -343,3 +343,51 @@ def test_readme_lists_the_headers_from_the_table():
     assert shims.markdown() in readme, (
         "README header list is stale: python -m cupy_rawcode.toolkit.shims --markdown"
     )
+
+
+# header code shared with host code, as QUDA's tune_key.h and kernel_helper.h are: it parses
+# under jitify=True (Jitify's own headers defined these classes) and not without it
+SHARED_HOST_CODE = {
+    "ostream": "struct Key { char name[8]; int n; friend std::ostream& operator<<(std::ostream& o,"
+    ' const Key& k) { o << "name = " << k.name << ", " << k.n << std::endl; return o; } };',
+    "string": "struct Named { const std::string name; Named(const char* n) : name(n) {}"
+    " const char* c() const { return name.c_str(); } };",
+    "vector": "struct Holder { std::vector<float*> parts; int n; int count() const"
+    " { return (int)parts.size(); } };",
+    "sstream": "inline std::string describe(int n) { std::ostringstream s; s << n; return s.str(); }",
+    "stdexcept": 'struct Check { std::runtime_error error; Check() : error("none") {}'
+    " const char* why() const { return error.what(); } };",
+    "istream": "inline int read_one(std::istream& is) { int x; is >> x; return x; }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_HOST_CODE))
+@pytest.mark.parametrize("jitify", [True, False])
+def test_stub_classes_hold_members_under_jitify_as_jitifys_did(name, jitify):
+    source = (
+        f"#include <{name}>\n#include <string>\n{SHARED_HOST_CODE[name]}\n"
+        'extern "C" __global__ void k(int* q) { q[0] = 1; }\n'
+    )
+    module = cupy_rawcode.RawModule(code=source, jitify=jitify)
+    if jitify:
+        module.compile(arch="sm_90")
+    else:
+        with pytest.raises(cupy_rawcode.CompileError):
+            module.compile(arch="sm_90")
+
+
+def test_every_header_with_jitify_classes_has_shared_host_code():
+    assert set(shimdata.JITIFY_DECLS) - {"exception"} == set(SHARED_HOST_CODE)
+
+
+@pytest.mark.parametrize("name", sorted(shimdata.JITIFY_DECLS))
+def test_a_stub_member_called_under_jitify_fails_with_the_hint(name):
+    """Declared, not defined: ptxas finds the call unresolved, and the error says why."""
+    module = cupy_rawcode.RawModule(code=_kernel([name], STUB_USES[name]), jitify=True)
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        module.compile(arch="sm_90")
+    assert "Unresolved extern function" in str(e.value)
+    assert (
+        f"<{name}> has no device implementation (under jitify=True its classes are declared"
+        in str(e.value)
+    )

@@ -20,7 +20,8 @@ from ..ground.nvrtclog import (
     undefined_identifiers,
 )
 from ..ground.regular import read_bytes
-from ..toolkit.shimdata import JITIFY_DECLS, STUBS
+from ..toolkit.jitify_classes import JITIFY_DECLS
+from ..toolkit.shimdata import STUBS
 
 
 def _stub_by_name() -> dict[str, str]:
@@ -56,21 +57,33 @@ def stub_hints(log: str) -> str:
 
 
 # a member of a stub's class called in device code (jitify=True declares the classes, as Jitify
-# did, and defines no member): ptxas names the function, mangled
-_UNRESOLVED = re.compile(r"Unresolved extern function '(_Z\w+)'")
-_ABBREVIATED = {"Sb": "string", "Ss": "string", "Si": "istream", "So": "ostream", "Sd": "istream"}
+# did, and defines no member): ptxas (nvJitLink with -rdc) names the function, mangled; its
+# scope is std::<class> (St<length><name>) or one of std's abbreviations (Sb, Ss, Si, So, Sd)
+_UNRESOLVED = re.compile(r"(?:Unresolved extern function|Undefined reference to) '(_Z\w+)'")
+_MEMBER_OF = re.compile(r"_ZN[rVKRO]*(?:S([bsiod])|St(\d+))")
+_ABBREVIATED = {"b": "string", "s": "string", "i": "istream", "o": "ostream", "d": "istream"}
+
+
+def _class_headers() -> dict[str, str]:
+    """The classes jitify=True declares whole -> their stub header."""
+    return {n: header for header in JITIFY_DECLS for n in STUBS[header].names}
 
 
 def unresolved_stub_hints(log: str) -> str:
-    """One line per stub header whose class members ptxas found called and undefined."""
+    """One line per stub header whose class members ptxas or nvJitLink found called and
+    undefined (a function of the kernel's own, whatever its arguments, is none)."""
     found: list[str] = []
+    classes = _class_headers()
     for mangled in _UNRESOLVED.findall(log):
-        markers = dict(_ABBREVIATED)
-        for header in JITIFY_DECLS:
-            markers.update({f"St{len(n)}{n}": header for n in STUBS[header].names})
-        for marker, header in markers.items():
-            if marker in mangled and header not in found:
-                found.append(header)
+        m = _MEMBER_OF.match(mangled)
+        if m is None:
+            continue
+        if m.group(1):
+            header = _ABBREVIATED[m.group(1)]
+        else:
+            header = classes.get(mangled[m.end() : m.end() + int(m.group(2))], "")
+        if header and header not in found:
+            found.append(header)
     return "\n".join(
         f"<{h}> has no device implementation (under jitify=True its classes are declared, as "
         f"Jitify's were, but no member has code): {STUBS[h].advice}"
@@ -228,11 +241,16 @@ def toolkit_hint(log: str, include_dirs: tuple[str, ...], nvrtc: tuple[int, int]
             number = int(m.group(1))
             major, minor = number // 1000, number % 1000 // 10
             if (major, minor) > nvrtc or major != nvrtc[0]:
+                why = (
+                    "CUDA's headers need an NVRTC at least as new"
+                    if (major, minor) > nvrtc
+                    else "CUDA's headers and NVRTC are of different major releases"
+                )
                 return (
                     f"{directory} (an -I directory) holds CUDA {major}.{minor}'s headers, but "
-                    f"NVRTC is {nvrtc[0]}.{nvrtc[1]}: CUDA's headers need an NVRTC at least as "
-                    "new; leave that -I out (cupy-rawcode finds the headers of NVRTC's release "
-                    f"itself) or compile with NVRTC {major}.{minor}"
+                    f"NVRTC is {nvrtc[0]}.{nvrtc[1]}: {why}; leave that -I out (cupy-rawcode "
+                    f"finds the headers of NVRTC's release itself) or compile with NVRTC "
+                    f"{major}.{minor}"
                 )
             break
     return ""

@@ -11,8 +11,19 @@ import re
 from ..ground.regular import read_bytes
 from . import scan as _scan
 
-_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z_]\w*)((?:[^\n\\]|\\\n|\\)*)", re.M)
+_TOKENS = re.compile(
+    r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
+    r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with its line,
+    r"|'(?:\\.|[^'\\\n])*'?"  # as NVRTC's front end reads it (don't /* opens no comment)
+    r"|//(?:[^\n\\]|\\\r?\n|\\)*"  # a line comment, with the lines a backslash joins to it
+    r"|/\*.*?\*/",
+    re.S,
+)
+# a directive: '#' first on a line that no backslash joined to the one before
+_DIRECTIVE = re.compile(
+    r"(?<!\\\n)(?<!\\\r\n)^[ \t]*#[ \t]*([A-Za-z_]\w*)((?:[^\n\\]|\\\r?\n|\\)*)", re.M
+)
+_SPLICE = re.compile(r"\\\r?\n")
 
 
 def _header_name(text: str) -> tuple[str | None, bool]:
@@ -25,10 +36,14 @@ def _header_name(text: str) -> tuple[str | None, bool]:
 
 
 def _strip(m: re.Match) -> str:
+    """A string as it is; a comment as one space, and a raw string as spaces, each keeping its
+    line breaks (as backslash-newlines, so a directive a comment spans goes on past it)."""
     s = m.group(0)
+    if m.group(1) is not None:  # a raw string
+        return " " + "\n" * s.count("\n")
     if s[0] in "\"'":
         return s
-    return " " + "\n" * s.count("\n")
+    return " " + "\\\n" * s.count("\n")
 
 
 _lines_memo: dict[tuple, tuple[str, list]] = {}
@@ -41,7 +56,7 @@ def directives(text: str) -> list[tuple[int, str, str]]:
     for m in _DIRECTIVE.finditer(clean):
         line += clean.count("\n", pos, m.start())
         pos = m.start()
-        out.append((line, m.group(1), m.group(2).replace("\\\n", " ").strip()))
+        out.append((line, m.group(1), _SPLICE.sub(" ", m.group(2)).strip()))
     return out
 
 

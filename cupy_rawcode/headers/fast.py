@@ -13,6 +13,7 @@ from ..toolkit import jitify_names
 from . import liveness
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
+from .directives import directives
 from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_year
 
@@ -52,7 +53,7 @@ class _Node:
     chain: tuple[Step, ...]
     parent: _Node | None
     pos: int  # byte offset of the #include in parent
-    # (byte offset, kind, path) of each include of this file that found a file
+    # (line, kind, path) of each include of this file that found a file
     edges: list[tuple[int, str, str]] = field(default_factory=list)
 
 
@@ -128,7 +129,7 @@ def resolve_fast(
             if not os.path.isabs(name):
                 absent.add(os.path.normpath(os.path.join(ctx.source_dir, name)))
         if found is not None:
-            parent.edges.append((inc.pos, inc.kind, found.path))
+            parent.edges.append((inc.line, inc.kind, found.path))
             if found.path in nodes:
                 return  # the common case: made no Step
         includer_name = pf.logical if pf else main_name
@@ -198,7 +199,7 @@ def resolve_fast(
         default=NO_FLOOR,
     )
     if floor.year > std_year(ctx.opts.std):  # a raise, if NVRTC can reach a header that asks
-        floor = _reached_floor(main, nodes, floor, ctx.opts.macros)
+        floor = _reached_floor(main, nodes, floor, ctx)
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
@@ -223,18 +224,19 @@ def resolve_fast(
     )
 
 
-def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, macros: tuple) -> Floor:
+def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, ctx: Context) -> Floor:
     """The highest floor among the headers NVRTC can reach from the source, met in the order
     the preprocessor meets them (depth first: the first is the ``#error`` NVRTC would report),
     leaving out includes in branches no NVRTC compile takes (liveness.py) and ``__has_include``
     probes (they open nothing); at most ``superset``, every header's."""
-    known = liveness.known_macros([main.scan.data, *(n.scan.data for n in nodes.values())], macros)
+    datas = [main.scan.data, *(n.scan.data for n in nodes.values())]
+    known = liveness.known_macros(datas, ctx.opts.macros, _builtin_macros(ctx))
     best, seen = NO_FLOOR, set[str]()
-    stack = [(main, iter(main.edges), liveness.unreachable(main.scan.data, known))]
+    stack = [(main, iter(main.edges), _unreachable(main, known))]
     while stack:
         node, edges, unreachable = stack[-1]
-        for pos, kind, path in edges:
-            if path in seen or kind.startswith("probe") or unreachable.at(pos):
+        for line, kind, path in edges:
+            if path in seen or kind.startswith("probe") or unreachable.at(line):
                 continue
             seen.add(path)
             child = nodes[path]
@@ -242,8 +244,30 @@ def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, macros
                 best = Floor(child.scan.std_floor, child.found.logical)
                 if best.year >= superset.year:
                     return best
-            stack.append((child, iter(child.edges), liveness.unreachable(child.scan.data, known)))
+            stack.append((child, iter(child.edges), _unreachable(child, known)))
             break
         else:
             stack.pop()
     return best
+
+
+def _unreachable(node: _Node, known: liveness.Known) -> liveness.Unreachable:
+    return liveness.unreachable(directives(node.scan.data.decode("utf-8")), known)
+
+
+RUNTIME = "#include <cuda_runtime.h>\n"
+_builtins: dict[tuple[str, ...], frozenset[str] | None] = {}
+
+
+def _builtin_macros(ctx: Context) -> frozenset[str] | None:
+    """The macros NVRTC's built-in runtime header defines (CUDART_VERSION, NULL,
+    cudaStreamNonBlocking, ...), read from the closure of the toolkit's <cuda_runtime.h>, which
+    it mirrors; None when the search list has none (then no name is surely undefined)."""
+    dirs = tuple(d.path for d in ctx.dirs)
+    if dirs not in _builtins:
+        plain = ctx._replace(opts=ctx.opts._replace(std="c++20", macros=(), pre_includes=()))
+        closure = resolve_fast(RUNTIME, plain)
+        found = not any(m.name == "cuda_runtime.h" for m in closure.missing)
+        names = liveness.macro_names(s.data for s in closure.scans.values())[0] | {"NULL"}
+        _builtins[dirs] = frozenset(names) if found else None
+    return _builtins[dirs]

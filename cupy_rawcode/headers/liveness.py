@@ -10,9 +10,12 @@ C++14 kernel to CCCL's C++17 for a header NVRTC never opens. Conditions are read
 - defined: ``__CUDACC__``, ``__CUDACC_RTC__``, ``__CUDA_ARCH__`` and ``__cplusplus`` (NVRTC
   defines them in every compile) and the options' ``-D`` macros, unless an ``#undef`` of the
   name appears anywhere in the closure;
-- undefined: a name no file of the closure ``#define``s and no option defines, unless it is
-  reserved (``__x``, ``_X``: the compiler may predefine it) and not another compiler's or
-  platform's own (``__HIPCC__``, ``_MSC_VER``, ``__GNUC__``: NEVER_PREDEFINED).
+- undefined: a name no file of the closure ``#define``s, no option defines, NVRTC does not
+  predefine (predefined.py) and its built-in runtime header does not define (the toolkit's
+  ``<cuda_runtime.h>`` closure: ``CUDART_VERSION``, ``NULL``, ``cudaStreamNonBlocking``; with no
+  toolkit headers found, no name is), unless it is reserved (``__x``, ``_X``: the compiler may
+  predefine it) and not another compiler's or platform's own (``__HIPCC__``, ``_MSC_VER``,
+  ``__GNUC__``: NEVER_PREDEFINED).
 
 Anything else (values, comparisons, function-like macros) is unknown, and an unknown branch
 counts as reachable, so the answer errs only toward what fast mode already did. A file whose
@@ -23,7 +26,10 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
+
+from .predefined import nvrtc_macros
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
 # reserved names of other compilers, platforms and libraries that NVRTC defines under no option
@@ -40,38 +46,51 @@ NEVER_PREDEFINED = frozenset(
     )
 )
 
-_CODE = re.compile(  # strings and character literals stay; comments are what is blanked
-    rb"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|(/\*.*?\*/|//[^\n]*)", re.S
-)
-# unanchored, so that re finds the '#' by fast search: a directive's line start is checked after
-_DIRECTIVE = re.compile(
-    rb"#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b([^\n]*(?:\\\n[^\n]*)*)"
-)
-# (one not at a line start, in a string or a comment, only makes a name less certain)
+# a macro's name where it is defined or undefined; unanchored, so re finds the '#' by fast search
+# (one not first on its line, in a string or a comment, only makes a name less certain)
 _MACRO = re.compile(rb"#[ \t]*(define|undef)[ \t]+([A-Za-z_]\w*)")
 _TOKEN = re.compile(r"\s*([A-Za-z_]\w*|\d[\w.']*|&&|\|\||[!=<>]=|<<|>>|\S)")
 _BOUNDARY = ("&&", "||", ")", None)
+_DEPTH = 64  # the most nested operands read
+
+
+# every name NVRTC's predefined table holds (predefined.py), whatever its arch, standard or version
+PREDEFINED = frozenset(nvrtc_macros("sm_90", "c++20", (12, 9)))
 
 
 class Known(NamedTuple):
-    """What a closure makes certain: names surely defined and names surely undefined
-    (``defined`` holds; anything else not in ``maybe`` is undefined unless reserved)."""
+    """What a closure makes certain: names surely defined (``defined``) and names that may be
+    (``maybe``); any other name is surely undefined when ``strict`` and it is not reserved."""
 
     defined: frozenset[str]
-    maybe: frozenset[str]  # #defined somewhere, or #undef'd somewhere: either way unknown
+    maybe: frozenset[str]  # #defined or #undef'd somewhere, predefined, or NVRTC's built-ins'
+    strict: bool = True  # False: NVRTC's built-in macros are not known, no name is surely undefined
 
 
-def known_macros(datas: list[bytes], options: tuple[tuple[str, str | None], ...] = ()) -> Known:
-    """``Known`` for the files ``datas`` (the source and every header of a closure) compiled with
-    the options' macros ``options`` ((name, value) pairs, value None for -U)."""
+def macro_names(datas: Iterable[bytes]) -> tuple[set[str], set[str]]:
+    """(names #defined, names #undef'd) in the files ``datas``; a name spelled so anywhere (a
+    comment, a string) counts, which only makes it less certain."""
     defines, undefs = set[str](), set[str]()
     for data in datas:
         for kind, name in _MACRO.findall(data):
             (defines if kind == b"define" else undefs).add(name.decode())
+    return defines, undefs
+
+
+def known_macros(
+    datas: list[bytes],
+    options: tuple[tuple[str, str | None], ...] = (),
+    builtin: frozenset[str] | None = None,
+) -> Known:
+    """``Known`` for the files ``datas`` (the source and every header of a closure) compiled with
+    the options' macros ``options`` ((name, value) pairs, value None for -U); ``builtin``: the
+    macros NVRTC's built-in headers define (None when they are not known)."""
+    defines, undefs = macro_names(datas)
     given = {n for n, v in options if v is not None}
     undefs |= {n for n, v in options if v is None}
     defined = (ALWAYS_DEFINED | given) - undefs
-    return Known(frozenset(defined), frozenset(defines | undefs | given))
+    maybe = defines | undefs | given | PREDEFINED | (builtin or frozenset())
+    return Known(frozenset(defined), frozenset(maybe), builtin is not None)
 
 
 def _defined(name: str, known: Known) -> bool | None:
@@ -81,11 +100,9 @@ def _defined(name: str, known: Known) -> bool | None:
         return None
     if name in NEVER_PREDEFINED:
         return False
-    return None if name.startswith("__") or (name[:1] == "_" and name[1:2].isupper()) else False
-
-
-def _and(values: list[bool | None]) -> bool | None:
-    return False if False in values else (True if all(values) else None)
+    if not known.strict or name.startswith("__") or (name[:1] == "_" and name[1:2].isupper()):
+        return None
+    return False
 
 
 def _number(token: str) -> int | None:
@@ -104,6 +121,10 @@ def _not(value: bool | None) -> bool | None:
     return None if value is None else not value
 
 
+def _and(values: list[bool | None]) -> bool | None:
+    return False if False in values else (True if all(values) else None)
+
+
 def _or(values: list[bool | None]) -> bool | None:
     return True if True in values else (False if all(v is False for v in values) else None)
 
@@ -114,7 +135,7 @@ class _Reader:
     unknown, up to the next ``&&``, ``||`` or ``)``."""
 
     def __init__(self, text: str, known: Known):
-        self.tokens, self.i, self.known = _TOKEN.findall(text), 0, known
+        self.tokens, self.i, self.known, self.depth = _TOKEN.findall(text), 0, known, 0
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -141,6 +162,16 @@ class _Reader:
         return None
 
     def unary(self) -> bool | None:
+        if self.depth >= _DEPTH:  # nesting no header writes: unknown, never a RecursionError
+            self.skip()
+            return None
+        self.depth += 1
+        try:
+            return self.operand_value()
+        finally:
+            self.depth -= 1
+
+    def operand_value(self) -> bool | None:
         token = self.peek()
         if token == "!":
             self.i += 1
@@ -170,7 +201,9 @@ class _Reader:
             return _defined(name, self.known)
         after = self.tokens[self.i + 1] if self.i + 1 < len(self.tokens) else None
         if token is not None and after in _BOUNDARY:
-            self.i += 1  # a lone operand: a number, or a name that is 0 when undefined
+            self.i += 1  # a lone operand: a number, true/false, or a name 0 when undefined
+            if token in ("true", "false"):  # C++ keeps their values in #if
+                return token == "true"
             if token[0].isdigit():
                 number = _number(token)
                 return None if number is None else number != 0
@@ -205,73 +238,61 @@ def condition(text: str, known: Known) -> bool | None:
     return value if reader.peek() is None else None
 
 
-_SPACES = bytes(10 if c == 10 else 32 for c in range(256))  # a comment's bytes but newlines
-
-
-def _blank(match: re.Match) -> bytes:
-    comment = match.group(1)
-    return match.group(0) if comment is None else comment.translate(_SPACES)
-
-
 class Unreachable(NamedTuple):
-    """The changes of reachability in one file: at each offset in ``starts`` the branch from
-    there on is reachable or not (``dead``, in step)."""
+    """The changes of reachability in one file: after each directive line in ``lines`` the text
+    is reachable or not (``dead``, in step)."""
 
-    starts: list[int]
+    lines: list[int]
     dead: list[bool]
 
-    def at(self, pos: int) -> bool:
-        """Whether the directive at byte ``pos`` is in a branch NVRTC never reaches."""
-        i = bisect.bisect_right(self.starts, pos) - 1
+    def at(self, line: int) -> bool:
+        """Whether line ``line`` (an #include's) is in a branch NVRTC never reaches."""
+        i = bisect.bisect_left(self.lines, line) - 1
         return i >= 0 and self.dead[i]
 
 
 NONE_UNREACHABLE = Unreachable([], [])
 
 
-def unreachable(data: bytes, known: Known) -> Unreachable:
-    """Where ``data``'s branches are unreachable in every NVRTC compile (see the module)."""
-    if b"#" not in data:
-        return NONE_UNREACHABLE
-    text = _CODE.sub(_blank, data) if b"/" in data else data
+def unreachable(lines: list[tuple[int, str, str]], known: Known) -> Unreachable:
+    """Where a file's branches are unreachable in every NVRTC compile (see the module), from its
+    directive lines (directives.py: comments removed, continuations joined)."""
     # per open #if: [this branch's value, no branch so far taken] (three-valued)
     stack: list[list[bool | None]] = []
     starts, dead = [0], [False]
-    for m in _DIRECTIVE.finditer(text):
-        line = text.rfind(b"\n", 0, m.start()) + 1
-        if text[line : m.start()].strip(b" \t"):
-            continue  # not a directive: '#' is not first on its line
-        kind, rest = m.group(1), m.group(2).replace(b"\\\n", b" ").decode("latin-1").strip()
-        if kind in (b"if", b"ifdef", b"ifndef"):
+    for line, kind, rest in lines:
+        if kind in ("if", "ifdef", "ifndef"):
             stack.append(_opened(kind, rest, known))
+        elif kind not in ("elif", "elifdef", "elifndef", "else", "endif"):
+            continue
         elif not stack:
             return NONE_UNREACHABLE  # an #elif/#else/#endif with no #if: not read reliably
-        elif kind == b"endif":
+        elif kind == "endif":
             stack.pop()
         else:  # #elif..., #else: reached when no earlier branch was, and its own test holds
             before = stack[-1][1]
-            if kind == b"else":
+            if kind == "else":
                 stack[-1] = [before, False]
             else:
                 value = _test(kind[2:], rest, known)
                 stack[-1] = [_and([before, value]), _and([before, _not(value)])]
-        starts.append(m.end())
+        starts.append(line)
         dead.append(any(f[0] is False for f in stack))
     if stack:
         return NONE_UNREACHABLE  # an #if left open: not read reliably
     return Unreachable(starts, dead)
 
 
-def _test(kind: bytes, rest: str, known: Known) -> bool | None:
+def _test(kind: str, rest: str, known: Known) -> bool | None:
     """The value of the test of an #if, #ifdef or #ifndef (``kind`` without an "el")."""
-    if kind == b"if":
+    if kind == "if":
         return condition(rest, known)
     name = rest.split(None, 1)[0] if rest else ""
     value = _defined(name, known) if name else None
-    return value if kind == b"ifdef" else _not(value)
+    return value if kind == "ifdef" else _not(value)
 
 
-def _opened(kind: bytes, rest: str, known: Known) -> list[bool | None]:
+def _opened(kind: str, rest: str, known: Known) -> list[bool | None]:
     """A new #if's frame: [this branch's value, no branch so far taken] (three-valued)."""
     value = _test(kind, rest, known)
     return [value, _not(value)]

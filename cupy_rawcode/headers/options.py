@@ -201,6 +201,8 @@ def parse_options(
                 default_device = True
             elif spelling in JITIFY_ONLY:
                 pass
+            elif spelling.endswith("="):  # NVRTC 12.9 aborts the process on -dopt= or -Xptxas=
+                raise RawcodeValueError(f"option {item!r} has an empty value")
             else:
                 passthrough.append(spelling)  # the item, or its value joined to it by '='
             continue

@@ -93,10 +93,10 @@ def make_request(
             f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "
             f"one (sm_{arch.partition('_')[2]}); for {arch} use target='ptx'"
         )
-    if target == "cubin" and wants_lto(opts.passthrough) and not wants_rdc(opts.passthrough):
-        raise RawcodeValueError(  # NVRTC would give an empty cubin, CuPy a failed load
-            "option -dlto (--dlink-time-opt): NVRTC then emits LTO-IR only, no cubin; it is linked "
-            "into one only with -dc or -rdc=true (add one of them, or leave -dlto out)"
+    if target != "ltoir" and wants_lto(opts.passthrough) and not wants_rdc(opts.passthrough):
+        raise RawcodeValueError(  # NVRTC would give empty code, CuPy a failed load
+            f"option -dlto (--dlink-time-opt): NVRTC then emits LTO-IR only, no {target}; it is "
+            "linked into a cubin only with -dc or -rdc=true (add one of them, or leave -dlto out)"
         )
     return Request(
         source,

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from . import cudaheaders, jitify_names, specializable
-from .shimdata import C_HEADERS, JITIFY_DECLS, STUBS, SUPPORTED
+from .jitify_classes import JITIFY_DECLS
+from .shimdata import C_HEADERS, STUBS, SUPPORTED
 
 ALIAS = "cupy_rawcode/std_alias.h"
 

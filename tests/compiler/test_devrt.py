@@ -326,13 +326,14 @@ def test_no_nvjitlink_and_no_cudadevrt_name_both(relocatable, monkeypatch):
 
 
 @pytest.mark.parametrize("options", [("-dlto",), ("--dlink-time-opt",), ("-rdc=false", "-dlto")])
-def test_lto_without_rdc_is_refused_naming_the_option(options):
-    """NVRTC gives no cubin with -dlto alone (CuPy then fails to load an empty image): named
-    before NVRTC runs."""
+@pytest.mark.parametrize("target, arch", [("cubin", "sm_90"), ("ptx", "compute_90")])
+def test_lto_without_rdc_is_refused_naming_the_option(options, target, arch):
+    """NVRTC gives no cubin or PTX with -dlto alone (CuPy then fails to load an empty image):
+    named before NVRTC runs."""
     from cupy_rawcode import compile as rc_compile
 
-    with pytest.raises(ValueError, match=r"-dlto \(--dlink-time-opt\).*-dc or -rdc=true"):
-        rc_compile(PARENT, options=options, arch="sm_90")
+    with pytest.raises(ValueError, match=rf"-dlto \(--dlink-time-opt\).*no {target}.*-dc or -rdc"):
+        rc_compile(PARENT, options=options, arch=arch, target=target)
 
 
 @pytest.mark.parametrize(

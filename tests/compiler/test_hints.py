@@ -271,6 +271,12 @@ def test_stub_names_in_errors_inside_cccl_are_the_librarys_not_the_kernels():
         ("ptxas fatal   : Unresolved extern function '_ZNSt13runtime_errorC1EPKc'", ["stdexcept"]),
         ("ptxas fatal   : Unresolved extern function '_ZNSt13basic_ostreamIcSt11char_traitsIcEElsEi'", ["ostream"]),
         ("ptxas fatal   : Unresolved extern function '_Z6helperf'", []),  # the kernel's own
+        ("ptxas fatal   : Unresolved extern function '_Z11DoSomethingPf'", []),  # "So" in a name
+        ("ptxas fatal   : Unresolved extern function '_Z8SbufferPi'", []),
+        ("ptxas fatal   : Unresolved extern function '_Z3fooRKSs'", []),  # takes a std::string
+        ("ERROR 9: Undefined reference to '_ZNKSt6vectorIiSaIiEE4sizeEv' in 'x.cubin'", ["vector"]),  # nvJitLink, -rdc
+        ("ptxas fatal   : Unresolved extern function '_ZNSolsEi'", ["ostream"]),
+        ("ptxas fatal   : Unresolved extern function '_ZNSt6bitsetILm8EE3setEv'", []),  # no stub class
         ("error: identifier \"vector\" is undefined", []),  # not ptxas's unresolved call
     ],
 )  # fmt: skip

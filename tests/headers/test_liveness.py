@@ -2,20 +2,26 @@
 raise: conditions read three-valued, branches, the closure's floor, real CUDA headers, and the
 macro facts pinned against NVRTC itself."""
 
+import re
 import warnings
 
 import pytest
 
 import cupy_rawcode
+from cupy_rawcode.headers.directives import directives
 from cupy_rawcode.headers.liveness import (
     ALWAYS_DEFINED,
     NEVER_PREDEFINED,
+    PREDEFINED,
+    _defined,
     condition,
     known_macros,
     unreachable,
 )
 
-KNOWN = known_macros([b"#define MINE 1\n#undef GONE\n"], (("OPT", "1"), ("DROPPED", None)))
+MACROS = (("OPT", "1"), ("DROPPED", None))
+PRELUDE = "#define MINE 1\n#undef GONE\n"
+KNOWN = known_macros([PRELUDE.encode()], MACROS, frozenset({"NULL", "CUDART_VERSION"}))
 
 
 @pytest.mark.parametrize(
@@ -39,6 +45,13 @@ KNOWN = known_macros([b"#define MINE 1\n#undef GONE\n"], (("OPT", "1"), ("DROPPE
         ("__HIPCC__", False),  # another compiler's name: 0 under NVRTC
         ("defined(_MSC_VER) || defined(__clang__)", False),
         ("NOWHERE", False),  # defined by no file and no option: 0
+        ("true", True),  # C++ keeps true and false in #if
+        ("defined(NOWHERE) || true", True),
+        ("false", False),
+        ("CUDART_VERSION", None),  # NVRTC's built-in runtime header defines it
+        ("defined(NULL)", None),
+        ("(" * 200 + "0" + ")" * 200, None),  # deeper than any header: unknown, no RecursionError
+        ("!" * 1000 + "0", None),
         ("defined(NOWHERE)", False),
         ("MINE", None),  # defined in the closure: its value is not read
         ("defined(MINE)", None),  # defined somewhere, maybe after the test
@@ -57,14 +70,28 @@ KNOWN = known_macros([b"#define MINE 1\n#undef GONE\n"], (("OPT", "1"), ("DROPPE
 )
 def test_a_condition_is_read_three_valued(text, value):
     assert condition(text, KNOWN) is value
+    if value is not None:  # NVRTC itself agrees
+        assert ("TAKEN" in _nvrtc_takes(f"{PRELUDE}#if {text}\n#error TAKEN\n#endif\n")) is value
+
+
+def test_without_the_builtin_macros_no_name_is_surely_undefined():
+    """No toolkit <cuda_runtime.h> to read NVRTC's built-in macros from: unknown."""
+    assert condition("NOWHERE", known_macros([b""])) is None
+    assert condition("defined(__HIPCC__)", known_macros([b""])) is False  # another compiler's
 
 
 def _dead(text: str) -> list[bool]:
-    """Whether each `#include` line of ``text`` is in a branch no NVRTC compile takes."""
-    data = text.encode()
-    found = unreachable(data, KNOWN)
-    starts = [i for i in range(len(data)) if data.startswith(b"#include", i)]
-    return [found.at(pos) for pos in starts]
+    """Whether each `#include` line of ``text`` is in a branch no NVRTC compile takes; NVRTC
+    itself never reaches one called so (each include made an #error: soundness)."""
+    found = unreachable(directives(text), KNOWN)
+    lines = [i for i, t in enumerate(text.splitlines(), 1) if t.startswith("#include")]
+    dead = [found.at(line) for line in lines]
+    errors = text.splitlines()
+    for n, line in enumerate(lines):
+        errors[line - 1] = f"#error INCLUDE{n}"
+    reached = _nvrtc_takes(PRELUDE + "\n".join(errors) + "\n")
+    assert not any(d and f"INCLUDE{n}" in reached for n, d in enumerate(dead)), (dead, reached)
+    return dead
 
 
 @pytest.mark.parametrize(
@@ -188,6 +215,21 @@ def test_real_headers_keep_cpp14_unless_they_reach_cccl(header, year):
         assert cupy_rawcode.compile(src, options=("-std=c++14",), arch="sm_90").code
 
 
+def _nvrtc_takes(source: str) -> set[str]:
+    """The words of the #error directives NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED)."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], [])
+    try:
+        flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED"]
+        nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return set(re.findall(r"#error directive: (\w+)", log.decode(errors="replace")))
+
+
 def _nvrtc_defines(name: str, options: tuple[str, ...]) -> bool:
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
     src = f"#ifdef {name}\n#error defined\n#endif\n".encode()
@@ -208,3 +250,36 @@ OPTION_SETS = [(), ("-G",), ("-rdc=true",), ("-std=c++11",), ("-use_fast_math",)
 def test_nvrtc_defines_what_is_always_defined_and_none_of_the_others(options):
     assert all(_nvrtc_defines(n, options) for n in ALWAYS_DEFINED)
     assert not any(_nvrtc_defines(n, options) for n in NEVER_PREDEFINED)
+
+
+def test_always_defined_names_are_in_nvrtcs_predefined_table():
+    assert ALWAYS_DEFINED <= PREDEFINED
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["cuda_fp16.h", "cupy/carray.cuh", "curand_kernel.h", "cooperative_groups.h", "mma.h"],
+)
+def test_names_read_as_surely_undefined_in_real_headers_are_undefined_to_nvrtc(header):
+    """Every name a condition of these headers' closures tests that liveness calls surely
+    undefined, NVRTC indeed leaves undefined (its built-in runtime header included)."""
+    from cupy_rawcode.headers import fast
+    from cupy_rawcode.headers.search import make_context
+
+    ctx = make_context(("-std=c++14",))
+    closure = fast.resolve_fast(f"#include <{header}>\n", ctx)
+    if any(m.name == header for m in closure.missing):
+        pytest.skip(f"<{header}> is not installed here")
+    datas = [s.data for s in closure.scans.values()]
+    known = known_macros(datas, (), fast._builtin_macros(ctx))
+    names = set()
+    for data in datas:
+        for _, kind, rest in directives(data.decode("utf-8")):
+            if kind in ("if", "elif", "ifdef", "ifndef", "elifdef", "elifndef"):
+                names |= {
+                    n for n in re.findall(r"[A-Za-z_]\w*", rest) if _defined(n, known) is False
+                }
+    names -= {"defined", "true", "false"}
+    assert names  # the check is not empty: such names are tested there
+    probe = "".join(f"#ifdef {n}\n#error {n}\n#endif\n" for n in sorted(names))
+    assert _nvrtc_takes(probe) == set()

@@ -62,6 +62,10 @@ def test_relative_include_is_made_absolute(tmp_path):
         (("--include-path=",), "--include-path="),
         (("-I ",), "-I "),  # spaces only: no directory
         (("-D N =1",), "N "),  # NVRTC refuses it too: invalid macro definition
+        (("-dopt", ""), "'-dopt' has an empty value"),  # NVRTC 12.9 aborts the process on these
+        (("-dopt=",), "'-dopt=' has an empty value"),
+        (("-Xptxas=",), "'-Xptxas=' has an empty value"),
+        (("--Ofast-compile=",), "'--Ofast-compile=' has an empty value"),
         (("stray",), "stray"),
         ((3,), "3"),
     ],

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 import cupy_rawcode
 from cupy_rawcode.compiler.hints import stub_hints
-from cupy_rawcode.toolkit import shimdata, shims
+from cupy_rawcode.toolkit import jitify_classes, shimdata, shims
 from cupy_rawcode.toolkit.record import toolchain
 
 # header -> device code using its main names (inside `__global__ void k(float* p, int* q)`)
@@ -351,7 +351,8 @@ SHARED_HOST_CODE = {
     "ostream": "struct Key { char name[8]; int n; friend std::ostream& operator<<(std::ostream& o,"
     ' const Key& k) { o << "name = " << k.name << ", " << k.n << std::endl; return o; } };',
     "string": "struct Named { const std::string name; Named(const char* n) : name(n) {}"
-    " const char* c() const { return name.c_str(); } };",
+    " const char* c() const { return name.c_str(); } bool is(const char* n) const"
+    ' { return name == n || "x" != name; } };',
     "vector": "struct Holder { std::vector<float*> parts; int n; int count() const"
     " { return (int)parts.size(); } };",
     "sstream": "inline std::string describe(int n) { std::ostringstream s; s << n; return s.str(); }",
@@ -377,10 +378,10 @@ def test_stub_classes_hold_members_under_jitify_as_jitifys_did(name, jitify):
 
 
 def test_every_header_with_jitify_classes_has_shared_host_code():
-    assert set(shimdata.JITIFY_DECLS) - {"exception"} == set(SHARED_HOST_CODE)
+    assert set(jitify_classes.JITIFY_DECLS) - {"exception"} == set(SHARED_HOST_CODE)
 
 
-@pytest.mark.parametrize("name", sorted(shimdata.JITIFY_DECLS))
+@pytest.mark.parametrize("name", sorted(jitify_classes.JITIFY_DECLS))
 def test_a_stub_member_called_under_jitify_fails_with_the_hint(name):
     """Declared, not defined: ptxas finds the call unresolved, and the error says why."""
     module = cupy_rawcode.RawModule(code=_kernel([name], STUB_USES[name]), jitify=True)
@@ -391,3 +392,13 @@ def test_a_stub_member_called_under_jitify_fails_with_the_hint(name):
         f"<{name}> has no device implementation (under jitify=True its classes are declared"
         in str(e.value)
     )
+
+
+def test_a_stub_member_called_with_rdc_fails_with_the_hint():
+    """With -rdc=true nvJitLink finds the call undefined ('Undefined reference to'): the same
+    hint."""
+    source = _kernel(["vector"], STUB_USES["vector"])
+    module = cupy_rawcode.RawModule(code=source, jitify=True, options=("-rdc=true",))
+    with pytest.raises(cupy_rawcode.CompileError) as e:
+        module.compile(arch="sm_90")
+    assert "<vector> has no device implementation (under jitify=True" in str(e.value)

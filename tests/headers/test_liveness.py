@@ -223,7 +223,7 @@ def _nvrtc_takes(source: str) -> set[str]:
         flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED"]
         nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = bytearray(size)  # never b" " * size: for size 1 that is Python's shared b" "
         nvrtc.nvrtcGetProgramLog(prog, log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

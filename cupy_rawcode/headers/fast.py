@@ -259,15 +259,23 @@ RUNTIME = "#include <cuda_runtime.h>\n"
 _builtins: dict[tuple[str, ...], frozenset[str] | None] = {}
 
 
+# the search roots NVRTC's built-in runtime header mirrors (CUDA's own: no user, CuPy, CCCL or shim)
+TOOLKIT_TAGS = ("cuda", "crt")
+
+
 def _builtin_macros(ctx: Context) -> frozenset[str] | None:
-    """The macros NVRTC's built-in runtime header defines (CUDART_VERSION, NULL,
+    """The macros NVRTC's built-in runtime header defines (CUDART_VERSION, NULL, CUDARTAPI,
     cudaStreamNonBlocking, ...), read from the closure of the toolkit's <cuda_runtime.h>, which
-    it mirrors; None when the search list has none (then no name is surely undefined)."""
+    it mirrors, within the toolkit's own roots (the shims and CCCL it may reach are no part of
+    NVRTC's); None when they have no <cuda_runtime.h> (then no name is surely undefined)."""
     dirs = tuple(d.path for d in ctx.dirs)
     if dirs not in _builtins:
+        own = tuple(d for d in ctx.dirs if d.tag in TOOLKIT_TAGS)
         plain = ctx._replace(opts=ctx.opts._replace(std="c++20", macros=(), pre_includes=()))
-        closure = resolve_fast(RUNTIME, plain)
-        found = not any(m.name == "cuda_runtime.h" for m in closure.missing)
-        names = liveness.macro_names(s.data for s in closure.scans.values())[0] | {"NULL"}
-        _builtins[dirs] = frozenset(names) if found else None
+        closure = resolve_fast(RUNTIME, plain._replace(dirs=own))
+        if any(m.name == "cuda_runtime.h" for m in closure.missing):
+            _builtins[dirs] = None
+        else:
+            names = liveness.macro_names(s.data for s in closure.scans.values())[0]
+            _builtins[dirs] = frozenset(names | {"NULL"})
     return _builtins[dirs]

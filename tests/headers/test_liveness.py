@@ -216,8 +216,10 @@ def test_real_headers_keep_cpp14_unless_they_reach_cccl(header, year):
 
 
 def _nvrtc_takes(source: str) -> set[str]:
-    """The words of the #error directives NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED)."""
+    """The words of the ``#error WORD`` lines NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED),
+    each asked as a failing static_assert: an #error stops NVRTC at the first."""
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    source = re.sub(r"#error (\w+)", r'static_assert(false, "\1");', source)
     _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], [])
     try:
         flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED"]
@@ -227,7 +229,7 @@ def _nvrtc_takes(source: str) -> set[str]:
         nvrtc.nvrtcGetProgramLog(prog, log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return set(re.findall(r"#error directive: (\w+)", log.decode(errors="replace")))
+    return set(re.findall(r'static assertion failed with "(\w+)"', log.decode(errors="replace")))
 
 
 def _nvrtc_defines(name: str, options: tuple[str, ...]) -> bool:
@@ -270,8 +272,11 @@ def test_names_read_as_surely_undefined_in_real_headers_are_undefined_to_nvrtc(h
     closure = fast.resolve_fast(f"#include <{header}>\n", ctx)
     if any(m.name == header for m in closure.missing):
         pytest.skip(f"<{header}> is not installed here")
+    builtin = fast._builtin_macros(ctx)
+    if builtin is None:
+        pytest.skip("no toolkit <cuda_runtime.h> here: no name is surely undefined then")
     datas = [s.data for s in closure.scans.values()]
-    known = known_macros(datas, (), fast._builtin_macros(ctx))
+    known = known_macros(datas, (), builtin)
     names = set()
     for data in datas:
         for _, kind, rest in directives(data.decode("utf-8")):
@@ -283,3 +288,24 @@ def test_names_read_as_surely_undefined_in_real_headers_are_undefined_to_nvrtc(h
     assert names  # the check is not empty: such names are tested there
     probe = "".join(f"#ifdef {n}\n#error {n}\n#endif\n" for n in sorted(names))
     assert _nvrtc_takes(probe) == set()
+
+
+RUNTIME_NAMES = (
+    *("CUDART_VERSION", "NULL", "CUDARTAPI", "CUDART_CB", "cudaStreamNonBlocking"),
+    *("cudaHostAllocDefault", "cudaEventDefault", "CUDA_IPC_HANDLE_SIZE"),
+)
+
+
+def test_nvrtcs_builtin_runtime_macros_are_never_surely_undefined():
+    """NVRTC's built-in runtime header defines these (not reserved names); they are read from the
+    toolkit's <cuda_runtime.h>, so a branch testing them counts as taken."""
+    from cupy_rawcode.headers import fast
+    from cupy_rawcode.headers.search import make_context
+
+    builtin = fast._builtin_macros(make_context(()))
+    if builtin is None:
+        pytest.skip("no toolkit <cuda_runtime.h> here: no name is surely undefined then")
+    probe = "".join(f"#ifdef {n}\n#error {n}\n#endif\n" for n in RUNTIME_NAMES)
+    assert _nvrtc_takes(probe) == set(RUNTIME_NAMES)
+    known = known_macros([b""], (), builtin)
+    assert [n for n in RUNTIME_NAMES if _defined(n, known) is not None] == []

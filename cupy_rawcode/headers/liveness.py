@@ -141,18 +141,18 @@ class _Reader:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def either(self) -> bool | None:
-        values = [self.both()]
-        while self.peek() == "||":
-            self.i += 1
-            values.append(self.both())
-        return _or(values)
+        return self.joined("||", self.both, _or)
 
     def both(self) -> bool | None:
-        values = [self.operand()]
-        while self.peek() == "&&":
+        return self.joined("&&", self.operand, _and)
+
+    def joined(self, op: str, part, combine) -> bool | None:
+        """``part`` ``op`` ``part`` ...: the values of the parts, combined."""
+        values = [part()]
+        while self.peek() == op:
             self.i += 1
-            values.append(self.operand())
-        return _and(values)
+            values.append(part())
+        return combine(values)
 
     def operand(self) -> bool | None:
         value = self.unary()

@@ -230,7 +230,7 @@ def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, ctx: C
     leaving out includes in branches no NVRTC compile takes (liveness.py) and ``__has_include``
     probes (they open nothing); at most ``superset``, every header's."""
     datas = [main.scan.data, *(n.scan.data for n in nodes.values())]
-    known = liveness.known_macros(datas, ctx.opts.macros, _builtin_macros(ctx))
+    known = liveness.known_macros(datas, ctx.opts.macros, _builtin_macros(ctx), ctx.opts.std)
     best, seen = NO_FLOOR, set[str]()
     stack = [(main, iter(main.edges), _unreachable(main, known))]
     while stack:

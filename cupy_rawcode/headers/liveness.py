@@ -1,5 +1,5 @@
-"""Which ``#include`` lines NVRTC can never reach: those inside a branch whose condition is false
-in every NVRTC compile, whatever the arch, standard or version.
+"""Which ``#include`` lines NVRTC cannot reach at the asked standard: those inside a branch whose
+condition is false in every NVRTC compile at that standard, whatever the arch or version.
 
 Fast mode follows every branch, a superset that is right for the cache key but not for the
 closure's standard floor (standard.py): ``cuda_fp16.h`` includes ``<cstring>`` only under
@@ -17,6 +17,9 @@ C++14 kernel to CCCL's C++17 for a header NVRTC never opens. Conditions are read
   predefine it) and not another compiler's or platform's own (``__HIPCC__``, ``_MSC_VER``,
   ``__GNUC__``: NEVER_PREDEFINED).
 
+``__cplusplus`` compared with a number is read at the asked standard: the floor is the question
+"does a compile at the asked standard reach a header that refuses it?" (an include under
+``#if __cplusplus >= 201703L`` raises nothing, and the branch a C++14 compile takes stays).
 Anything else (values, comparisons, function-like macros) is unknown, and an unknown branch
 counts as reachable, so the answer errs only toward what fast mode already did. A file whose
 conditionals do not balance is read as having no unreachable branch.
@@ -29,7 +32,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .predefined import nvrtc_macros
+from .predefined import STD_CPLUSPLUS, nvrtc_macros
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
 # reserved names of other compilers, platforms and libraries that NVRTC defines under no option
@@ -52,6 +55,14 @@ _MACRO = re.compile(rb"#[ \t]*(define|undef)[ \t]+([A-Za-z_]\w*)")
 _TOKEN = re.compile(r"\s*([A-Za-z_]\w*|\d[\w.']*|&&|\|\||[!=<>]=|<<|>>|\S)")
 _BOUNDARY = ("&&", "||", ")", None)
 _DEPTH = 64  # the most nested operands read
+_COMPARE = {
+    "<": int.__lt__,
+    "<=": int.__le__,
+    ">": int.__gt__,
+    ">=": int.__ge__,
+    "==": int.__eq__,
+    "!=": int.__ne__,
+}
 
 
 # every name NVRTC's predefined table holds (predefined.py), whatever its arch, standard or version
@@ -65,6 +76,7 @@ class Known(NamedTuple):
     defined: frozenset[str]
     maybe: frozenset[str]  # #defined or #undef'd somewhere, predefined, or NVRTC's built-ins'
     strict: bool = True  # False: NVRTC's built-in macros are not known, no name is surely undefined
+    cplusplus: int = 0  # __cplusplus at the asked standard (201402 for C++14); 0: not known
 
 
 def macro_names(datas: Iterable[bytes]) -> tuple[set[str], set[str]]:
@@ -81,16 +93,19 @@ def known_macros(
     datas: list[bytes],
     options: tuple[tuple[str, str | None], ...] = (),
     builtin: frozenset[str] | None = None,
+    std: str | None = None,
 ) -> Known:
     """``Known`` for the files ``datas`` (the source and every header of a closure) compiled with
     the options' macros ``options`` ((name, value) pairs, value None for -U); ``builtin``: the
-    macros NVRTC's built-in headers define (None when they are not known)."""
+    macros NVRTC's built-in headers define (None when they are not known); ``std``: the asked
+    standard ('c++14'), at which ``__cplusplus`` comparisons are read (None: unknown)."""
     defines, undefs = macro_names(datas)
     given = {n for n, v in options if v is not None}
     undefs |= {n for n, v in options if v is None}
     defined = (ALWAYS_DEFINED | given) - undefs
     maybe = defines | undefs | given | PREDEFINED | (builtin or frozenset())
-    return Known(frozenset(defined), frozenset(maybe), builtin is not None)
+    cplusplus = _number(STD_CPLUSPLUS[std]) or 0 if std else 0
+    return Known(frozenset(defined), frozenset(maybe), builtin is not None, cplusplus)
 
 
 def _defined(name: str, known: Known) -> bool | None:
@@ -173,6 +188,10 @@ class _Reader:
 
     def operand_value(self) -> bool | None:
         token = self.peek()
+        if token == "__cplusplus" and self.known.cplusplus:
+            compared = self.cplusplus_compared()
+            if compared is not None:
+                return compared
         if token == "!":
             self.i += 1
             return _not(self.unary())
@@ -212,6 +231,16 @@ class _Reader:
             return None
         self.skip()
         return None
+
+    def cplusplus_compared(self) -> bool | None:
+        """``__cplusplus <op> <number>`` at the asked standard (None, reading nothing, for any
+        other shape)."""
+        op, number, after = (self.tokens[self.i + k : self.i + k + 1] or [None] for k in (1, 2, 3))
+        value = _number(number[0]) if number[0] and number[0][0].isdigit() else None
+        if op[0] not in _COMPARE or value is None or after[0] not in _BOUNDARY:
+            return None
+        self.i += 3
+        return _COMPARE[op[0]](self.known.cplusplus, value)
 
     def skip(self) -> None:
         """Past the rest of this operand: to the next ``&&``/``||`` or unmatched ``)``."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .options import arch_number
 
-_STD_CPLUSPLUS = {
+STD_CPLUSPLUS = {
     "c++03": "199711L",
     "c++11": "201103L",
     "c++14": "201402L",
@@ -32,7 +32,7 @@ def nvrtc_macros(arch: str, std: str, nvrtc_version: tuple[int, int]) -> dict[st
         "__CUDA_API_VER_MAJOR__": str(major),
         "__CUDA_API_VER_MINOR__": str(minor),
         "CUDART_VERSION": str(major * 1000 + minor * 10),
-        "__cplusplus": _STD_CPLUSPLUS[std],
+        "__cplusplus": STD_CPLUSPLUS[std],
         "__LP64__": "1",
         "__EDG__": "1",
         "__STDC_HOSTED__": "1",

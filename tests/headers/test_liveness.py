@@ -74,6 +74,35 @@ def test_a_condition_is_read_three_valued(text, value):
         assert ("TAKEN" in _nvrtc_takes(f"{PRELUDE}#if {text}\n#error TAKEN\n#endif\n")) is value
 
 
+@pytest.mark.parametrize("std", ["c++11", "c++14", "c++17", "c++20"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__cplusplus >= 201103L",
+        "__cplusplus >= 201402L",
+        "__cplusplus >= 201703L",
+        "__cplusplus < 201703L",
+        "__cplusplus == 201402L",
+        "__cplusplus != 201703L",
+        "__cplusplus > 201703L && !defined(__CUDACC_RTC__)",
+        "__cplusplus >= 201703L || defined(NOWHERE)",
+    ],
+)
+def test_cplusplus_is_compared_at_the_asked_standard(std, text):
+    """The floor asks what a compile at the asked standard reaches: __cplusplus has its value."""
+    known = known_macros([PRELUDE.encode()], MACROS, frozenset(), std)
+    value = condition(text, known)
+    assert value is not None
+    assert ("TAKEN" in _nvrtc_takes(f"#if {text}\n#error TAKEN\n#endif\n", std)) is value
+
+
+def test_cplusplus_is_unknown_without_a_standard():
+    assert condition("__cplusplus >= 201103L", KNOWN) is None
+    known = known_macros([b""], (), frozenset(), "c++03")
+    assert condition("__cplusplus >= 201103L", known) is False
+    assert condition("__cplusplus + 0 >= 201103L", known) is None  # another shape: unknown
+
+
 def test_without_the_builtin_macros_no_name_is_surely_undefined():
     """No toolkit <cuda_runtime.h> to read NVRTC's built-in macros from: unknown."""
     assert condition("NOWHERE", known_macros([b""])) is None
@@ -134,7 +163,8 @@ def test_includes_in_branches_no_nvrtc_compile_takes(text, dead):
 
 
 NEEDS17 = '#pragma once\n#if __cplusplus < 201703L\n#error "needs C++17"\n#endif\n'
-KERNEL = 'static_assert(__cplusplus == {year}L, "std");\nextern "C" __global__ void k(int* x) {{ x[0] = 1; }}\n'
+# the standard compiled at, checked in any standard (C++03 has no static_assert)
+KERNEL = 'typedef char std_is[__cplusplus == {year}L ? 1 : -1];\nextern "C" __global__ void k(int* x) {{ x[0] = 1; }}\n'
 
 
 @pytest.mark.parametrize(
@@ -157,6 +187,8 @@ KERNEL = 'static_assert(__cplusplus == {year}L, "std");\nextern "C" __global__ v
             False,
         ),  # a probe opens nothing
         ('#if 0\n#include "needs17.h"\n#endif\n#include "plain.h"\n', (), False),
+        ('#if __cplusplus >= 201703L\n#include "needs17.h"\n#endif\n', (), False),  # C++14 stays
+        ('#if __cplusplus >= 201103L\n#include "needs17.h"\n#endif\n', (), True),
     ],
 )
 def test_the_floor_counts_only_headers_nvrtc_reaches(tmp_path, header, options, raised):
@@ -191,38 +223,40 @@ def _has(header: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "header, year",
+    "header, std, year",
     [
-        ("cuda_fp16.h", 201402),
-        ("cuda_bf16.h", 201402),
-        ("mma.h", 201402),
-        ("cuComplex.h", 201402),
-        ("cupy/carray.cuh", 201402),
-        ("curand_kernel.h", 201703),
-        ("cooperative_groups.h", 201703),
-        ("cub/block/block_reduce.cuh", 201703),
+        ("cuda_fp16.h", "c++14", 201402),
+        ("cuda_bf16.h", "c++14", 201402),
+        ("mma.h", "c++14", 201402),
+        ("cuComplex.h", "c++14", 201402),
+        ("cupy/carray.cuh", "c++14", 201402),
+        ("curand_kernel.h", "c++14", 201703),
+        ("curand_kernel.h", "c++03", 199711),  # reaches CCCL only under __cplusplus >= 201103L
+        ("cooperative_groups.h", "c++14", 201703),
+        ("cub/block/block_reduce.cuh", "c++14", 201703),
     ],
 )
-def test_real_headers_keep_cpp14_unless_they_reach_cccl(header, year):
+def test_real_headers_keep_their_standard_unless_they_reach_cccl(header, std, year):
     """CUDA's half, bfloat16, mma and complex headers and CuPy's carray.cuh include standard
-    headers only for host compilers: a C++14 kernel stays C++14, as in CuPy. cuRAND, cooperative
-    groups and CUB reach CCCL, which refuses C++14: raised."""
+    headers only for host compilers: a C++14 kernel stays C++14, as in CuPy; cuRAND at C++03
+    takes no C++11 branch. cuRAND, cooperative groups and CUB at C++14 reach CCCL, which
+    refuses C++14: raised."""
     if not _has(header):
         pytest.skip(f"<{header}> is not installed here")
     src = f"#include <{header}>\n" + KERNEL.format(year=year)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert cupy_rawcode.compile(src, options=("-std=c++14",), arch="sm_90").code
+        assert cupy_rawcode.compile(src, options=(f"-std={std}",), arch="sm_90").code
 
 
-def _nvrtc_takes(source: str) -> set[str]:
-    """The words of the ``#error WORD`` lines NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED),
-    each asked as a failing static_assert: an #error stops NVRTC at the first."""
+def _nvrtc_takes(source: str, std: str = "c++17") -> set[str]:
+    """The words of the ``#error WORD`` lines NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED,
+    at ``std``), each asked as a failing static_assert: an #error stops NVRTC at the first."""
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
     source = re.sub(r"#error (\w+)", r'static_assert(false, "\1");', source)
     _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], [])
     try:
-        flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED"]
+        flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED", f"-std={std}".encode()]
         nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
         log = bytearray(size)  # never b" " * size: for size 1 that is Python's shared b" "

@@ -46,7 +46,9 @@ class Deferred:
     def _module(self) -> Any:
         name = object.__getattribute__(self, "_deferred_name")
         module = sys.modules.get(name)
-        if module is None:
+        if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+            # not there, or another thread still runs its body: the import waits for that
+            # thread (sys.modules alone would hand over a module half made)
             __import__(name)
             module = sys.modules[name]
         return module

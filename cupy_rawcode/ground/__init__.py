@@ -47,9 +47,7 @@ class Deferred:
         name = object.__getattribute__(self, "_deferred_name")
         module = sys.modules.get(name)
         if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
-            # not there, or another thread still runs its body: the import waits for that
-            # thread (sys.modules alone would hand over a module half made)
-            __import__(name)
+            __import__(name)  # waits for a thread still running its body (no half-made module)
             module = sys.modules[name]
         return module
 

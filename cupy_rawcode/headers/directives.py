@@ -69,3 +69,12 @@ def _file_directives(path: str) -> tuple[tuple, tuple[str, list]]:
         text = data.decode("utf-8")
         hit = _lines_memo[fid] = (_scan.digest_bytes(data), directives(text))
     return fid, hit
+
+
+def scanned_directives(fid: tuple, scan: _scan.FileScan) -> list[tuple[int, str, str]]:
+    """The directive lines of a file fast mode scanned (its file id and FileScan), from the
+    bytes the scan read: remembered with _file_directives', no second read or digest."""
+    hit = _lines_memo.get(fid)
+    if hit is None:
+        hit = _lines_memo[fid] = (scan.digest, directives(scan.data.decode("utf-8")))
+    return hit[1]

@@ -13,7 +13,7 @@ from ..toolkit import jitify_names
 from . import liveness
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
-from .directives import directives
+from .directives import directives, scanned_directives
 from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_year
 
@@ -199,7 +199,7 @@ def resolve_fast(
         default=NO_FLOOR,
     )
     if floor.year > std_year(ctx.opts.std):  # a raise, if NVRTC can reach a header that asks
-        floor = _reached_floor(main, nodes, floor, ctx)
+        floor = _reached_floor(main, nodes, file_ids, floor, ctx)
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
@@ -224,7 +224,9 @@ def resolve_fast(
     )
 
 
-def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, ctx: Context) -> Floor:
+def _reached_floor(
+    main: _Node, nodes: dict[str, _Node], file_ids: dict[str, tuple], superset: Floor, ctx: Context
+) -> Floor:
     """The highest floor among the headers NVRTC can reach from the source, met in the order
     the preprocessor meets them (depth first: the first is the ``#error`` NVRTC would report),
     leaving out includes in branches no NVRTC compile takes (liveness.py) and ``__has_include``
@@ -232,7 +234,8 @@ def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, ctx: C
     datas = [main.scan.data, *(n.scan.data for n in nodes.values())]
     known = liveness.known_macros(datas, ctx.opts.macros, _builtin_macros(ctx), ctx.opts.std)
     best, seen = NO_FLOOR, set[str]()
-    stack = [(main, iter(main.edges), _unreachable(main, known))]
+    unreachable = liveness.unreachable(directives(main.scan.data.decode("utf-8")), known)
+    stack = [(main, iter(main.edges), unreachable)]
     while stack:
         node, edges, unreachable = stack[-1]
         for line, kind, path in edges:
@@ -244,15 +247,12 @@ def _reached_floor(main: _Node, nodes: dict[str, _Node], superset: Floor, ctx: C
                 best = Floor(child.scan.std_floor, child.found.logical)
                 if best.year >= superset.year:
                     return best
-            stack.append((child, iter(child.edges), _unreachable(child, known)))
+            lines = scanned_directives(file_ids[path], child.scan)
+            stack.append((child, iter(child.edges), liveness.unreachable(lines, known)))
             break
         else:
             stack.pop()
     return best
-
-
-def _unreachable(node: _Node, known: liveness.Known) -> liveness.Unreachable:
-    return liveness.unreachable(directives(node.scan.data.decode("utf-8")), known)
 
 
 RUNTIME = "#include <cuda_runtime.h>\n"

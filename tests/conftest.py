@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -65,6 +66,55 @@ def tree(tmp_path):
 
 def corpus(name: str) -> str:
     return (CORPUS / name).read_text()
+
+
+class BareCompile(NamedTuple):
+    """What NVRTC alone made of a program: its result, its log, and one output when asked."""
+
+    result: object
+    log: str
+    output: bytes | None
+
+    @property
+    def ok(self) -> bool:
+        from cuda.bindings import nvrtc
+
+        return self.result == nvrtc.nvrtcResult.NVRTC_SUCCESS
+
+    @property
+    def refused_options(self) -> bool:
+        from cuda.bindings import nvrtc
+
+        return self.result == nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_OPTION
+
+
+def bare_nvrtc(
+    source: str, options: tuple[str, ...] = (), arch: str = "sm_90", kind: str | None = None
+) -> BareCompile:
+    """Compile ``source`` with NVRTC straight from cuda.bindings, none of the package between
+    (no GPU needed): the reference the package's readings are checked against."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], [])
+    try:
+        flags = [f"-arch={arch}".encode()] + [o.encode() for o in options]
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = bytearray(size)  # never b" " * size: for size 1 that is Python's shared b" "
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        output = None
+        if kind is not None and result == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            get_size, get = {
+                "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
+                "ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+                "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR),
+            }[kind]
+            _, size = get_size(prog)
+            buffer = bytearray(size)
+            get(prog, buffer)
+            output = bytes(buffer)
+        return BareCompile(result, log.rstrip(bytes(1)).decode(errors="replace"), output)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def json_runs(script: str, kernel: str, cache: Path, n: int = 2) -> list:

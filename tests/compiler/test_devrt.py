@@ -5,6 +5,7 @@ import os
 import struct
 
 import pytest
+from conftest import bare_nvrtc
 
 from cupy_rawcode.compiler import devrt, strip
 from cupy_rawcode.compiler.devrt import LinkError, link, search
@@ -170,29 +171,10 @@ def test_this_machine_has_one():
 
 def nvrtc_compile(source: str, kind: str, options: tuple[str, ...], arch: str = "sm_90") -> bytes:
     """NVRTC's output of one kind, straight from cuda.bindings (no driver needed for any kind)."""
-    from cuda.bindings import nvrtc
-
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
-    try:
-        flags = [f"-arch={arch}".encode()] + [o.encode() for o in options]
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
-        if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = bytearray(size)  # never b" " * size: CPython shares one-byte bytes
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError(log.decode())
-        get_size, get = {
-            "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
-            "ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
-            "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR),
-        }[kind]
-        _, size = get_size(prog)
-        buffer = bytearray(size)
-        get(prog, buffer)
-        out = bytes(buffer)
-        return out.rstrip(bytes(1)) if kind == "ptx" else out
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    done = bare_nvrtc(source, options, arch, kind)
+    if not done.ok:
+        raise RuntimeError(done.log)
+    return done.output.rstrip(bytes(1)) if kind == "ptx" else done.output
 
 
 def elf_functions(cubin: bytes) -> dict[str, bool]:

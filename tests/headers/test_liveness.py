@@ -6,6 +6,7 @@ import re
 import warnings
 
 import pytest
+from conftest import bare_nvrtc
 
 import cupy_rawcode
 from cupy_rawcode.headers.directives import directives
@@ -252,31 +253,15 @@ def test_real_headers_keep_their_standard_unless_they_reach_cccl(header, std, ye
 def _nvrtc_takes(source: str, std: str = "c++17") -> set[str]:
     """The words of the ``#error WORD`` lines NVRTC reaches in ``source`` (-DOPT=1 -UDROPPED,
     at ``std``), each asked as a failing static_assert: an #error stops NVRTC at the first."""
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
     source = re.sub(r"#error (\w+)", r'static_assert(false, "\1");', source)
-    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], [])
-    try:
-        flags = [b"-arch=sm_90", b"-DOPT=1", b"-UDROPPED", f"-std={std}".encode()]
-        nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = bytearray(size)  # never b" " * size: for size 1 that is Python's shared b" "
-        nvrtc.nvrtcGetProgramLog(prog, log)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    return set(re.findall(r'static assertion failed with "(\w+)"', log.decode(errors="replace")))
+    log = bare_nvrtc(source, ("-DOPT=1", "-UDROPPED", f"-std={std}")).log
+    return set(re.findall(r'static assertion failed with "(\w+)"', log))
 
 
 def _nvrtc_defines(name: str, options: tuple[str, ...]) -> bool:
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    src = f"#ifdef {name}\n#error defined\n#endif\n".encode()
-    _, prog = nvrtc.nvrtcCreateProgram(src, b"probe.cu", 0, [], [])
-    try:
-        flags = [b"-arch=sm_90"] + [o.encode() for o in options]
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
-        assert result != nvrtc.nvrtcResult.NVRTC_ERROR_INVALID_OPTION, options
-        return result != nvrtc.nvrtcResult.NVRTC_SUCCESS
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    done = bare_nvrtc(f"#ifdef {name}\n#error defined\n#endif\n", options)
+    assert not done.refused_options, options
+    return not done.ok
 
 
 OPTION_SETS = [(), ("-G",), ("-rdc=true",), ("-std=c++11",), ("-use_fast_math",)]

@@ -1,4 +1,5 @@
 import pytest
+from conftest import bare_nvrtc
 
 from cupy_rawcode.headers.options import (
     NEXT_VALUE,
@@ -201,14 +202,7 @@ def test_an_option_missing_its_value_at_the_end_is_named():
 
 def _nvrtc_accepts(options: tuple[str, ...]) -> bool:
     """Whether NVRTC itself takes ``options`` (an empty program: no GPU needed)."""
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    _, prog = nvrtc.nvrtcCreateProgram(b"", b"options.cu", 0, [], [])
-    try:
-        flags = [b"-arch=sm_90"] + [o.encode() for o in options]
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(flags), flags)
-        return result == nvrtc.nvrtcResult.NVRTC_SUCCESS
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    return bare_nvrtc("", options).ok
 
 
 @pytest.mark.parametrize("spelling", sorted(NEXT_VALUE))

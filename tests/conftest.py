@@ -50,6 +50,18 @@ def _isolated_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def compiles(monkeypatch):
+    """The NVRTC compiles the package makes in this process, one item each (workers are other
+    processes)."""
+    from cupy_rawcode.orchestrator import compiling
+
+    calls = []
+    real = compiling._nvrtc_compile
+    monkeypatch.setattr(compiling, "_nvrtc_compile", lambda *a: (calls.append(1), real(*a))[1])
+    return calls
+
+
+@pytest.fixture
 def tree(tmp_path):
     """Write a small file tree: tree({"a/x.h": "...", ...}) -> root path."""
 

@@ -23,7 +23,6 @@ from cupy_rawcode.cli import main  # noqa: E402
 from cupy_rawcode.cli import transfer as transfer_cli  # noqa: E402
 from cupy_rawcode.ground.errors import RawcodeWarning  # noqa: E402
 from cupy_rawcode.hook import install as hook  # noqa: E402
-from cupy_rawcode.orchestrator import compiling as program  # noqa: E402
 from cupy_rawcode.parallel import keys as record_keys  # noqa: E402
 from cupy_rawcode.parallel import prebuild  # noqa: E402
 from cupy_rawcode.store import Store, default_store  # noqa: E402
@@ -129,15 +128,6 @@ def team(tmp_path, monkeypatch):
     return tmp_path / "team"
 
 
-@pytest.fixture
-def nvrtc(monkeypatch):
-    """Count our NVRTC compiles in this process."""
-    calls = []
-    orig = program._nvrtc_compile
-    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: (calls.append(1), orig(*a))[1])
-    return calls
-
-
 def machine(monkeypatch, tmp_path, name: str) -> Path:
     """Switch this process to machine ``name``'s own cache directory."""
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(tmp_path / name))
@@ -202,7 +192,7 @@ def test_an_edited_header_changes_its_entrys_key_and_a_missing_one_is_reported(t
 
 
 def test_machine_b_pulls_what_machine_a_prebuilt_then_compiles_nothing(
-    app, team, tmp_path, monkeypatch, capsys, nvrtc
+    app, team, tmp_path, monkeypatch, capsys, compiles
 ):
     rec, base = app
     machine(monkeypatch, tmp_path, "a")
@@ -217,13 +207,13 @@ def test_machine_b_pulls_what_machine_a_prebuilt_then_compiles_nothing(
     assert "[########################] 3/3 entries settled" in err  # not a tty: one line a step
     assert held(b) == keys
     monkeypatch.delenv("CUPY_RAWCODE_REMOTE")  # B alone now: its own cache answers
-    nvrtc.clear()
+    compiles.clear()
     hook.install("all")
     try:
         compile_all(str(base / "inc"))
     finally:
         hook.uninstall()
-    assert nvrtc == []
+    assert compiles == []
     assert default_store().level("disk").counts() == (3, 0)  # 3 hits, no miss
     status, out, _ = cli(capsys, *pull_args(rec, base, "--json"))
     assert status == 2 and out == ""  # no remote level now
@@ -378,15 +368,15 @@ def test_push_then_pull_round_trip(app, team, tmp_path, monkeypatch, capsys):
 # ---------------------------------------------------------------- warmup
 
 
-def test_warmup_of_a_record_pulls_before_it_compiles(app, team, tmp_path, monkeypatch, nvrtc):
+def test_warmup_of_a_record_pulls_before_it_compiles(app, team, tmp_path, monkeypatch, compiles):
     rec, base = app
     machine(monkeypatch, tmp_path, "a")
     run_prebuild(rec, base)
     b = machine(monkeypatch, tmp_path, "b")
-    nvrtc.clear()
+    compiles.clear()
     summary = cupy_rawcode.warmup(rec, arch=ARCH, root=base, workers=1)
     assert summary.ok and summary.compiled == [] and summary.workers == 0, summary
-    assert len(summary.cached) == 3 and nvrtc == []
+    assert len(summary.cached) == 3 and compiles == []
     [pulled] = summary.pulled
     assert pulled.fetched == {TeamCache().location: 3}
     assert "3 fetched from remote levels" in str(summary)

@@ -12,7 +12,6 @@ from conftest import ROOT
 
 import cupy_rawcode
 from cupy_rawcode.kernel.cucomplex import translate_cucomplex
-from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.toolkit.discovery import choose_arch
 
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
@@ -20,15 +19,6 @@ TEMPLATE = (
     "#include <cub/warp/warp_reduce.cuh>\n"
     "template <typename T> __global__ void twice(T* x) { x[threadIdx.x] *= 2; }\n"
 )
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """Count NVRTC compiles in this process."""
-    calls = []
-    orig = program._nvrtc_compile
-    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: (calls.append(1), orig(*a))[1])
-    return calls
 
 
 def test_constructing_never_compiles(compiles):

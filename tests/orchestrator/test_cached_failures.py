@@ -25,15 +25,6 @@ BAD = 'extern "C" __global__ void k(float* x) { x[0] = undefined_thing; }\n'
 GOOD = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
 
 
-@pytest.fixture
-def nvrtc(monkeypatch):
-    """The NVRTC compiles made by cupy_rawcode's own compiles (a list, one item each)."""
-    calls = []
-    real = program._nvrtc_compile
-    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: calls.append(1) or real(*a))
-    return calls
-
-
 def failing(source=BAD, **kw):
     """The exception compile() raises (and what reached log_stream)."""
     stream = io.StringIO()
@@ -67,11 +58,11 @@ def entries() -> list[tuple[str, dict, bytes]]:
     return found
 
 
-def test_a_compile_error_is_raised_again_without_nvrtc(nvrtc):
+def test_a_compile_error_is_raised_again_without_nvrtc(compiles):
     first, log1 = failing()
-    assert len(nvrtc) == 1 and "undefined_thing" in first.log
+    assert len(compiles) == 1 and "undefined_thing" in first.log
     again, log2 = failing()
-    assert len(nvrtc) == 1, "the second identical request compiled"
+    assert len(compiles) == 1, "the second identical request compiled"
     assert same(first, again) and log1 == log2 == ""  # as CuPy: nothing to log_stream on failure
     [(key, meta, code)] = entries()
     record = json.loads(code)  # data, never a pickle
@@ -94,7 +85,7 @@ except cupy_rawcode.CompileError as e:
 """
 
 
-def test_a_new_process_raises_it_without_nvrtc(tmp_path, nvrtc):
+def test_a_new_process_raises_it_without_nvrtc(tmp_path, compiles):
     first, _ = failing()
     env = dict(os.environ)
     out = subprocess.run(
@@ -105,16 +96,16 @@ def test_a_new_process_raises_it_without_nvrtc(tmp_path, nvrtc):
     assert got == {"class": "CompileError", "message": str(first), "log": first.log, "compiles": 0}
 
 
-def test_opting_out_keeps_nothing_and_serves_nothing(monkeypatch, nvrtc):
+def test_opting_out_keeps_nothing_and_serves_nothing(monkeypatch, compiles):
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_FAILURES", "0")
     failing()
     failing()
-    assert len(nvrtc) == 2 and entries() == []
+    assert len(compiles) == 2 and entries() == []
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_FAILURES", "1")
     failing()  # kept now
     monkeypatch.setenv("CUPY_RAWCODE_CACHE_FAILURES", "0")
     failing()  # held, but not served
-    assert len(nvrtc) == 4
+    assert len(compiles) == 4
 
 
 @pytest.mark.parametrize(
@@ -127,26 +118,26 @@ def test_opting_out_keeps_nothing_and_serves_nothing(monkeypatch, nvrtc):
     ],
     ids=["option", "arch", "source", "name expression"],
 )
-def test_a_request_that_differs_in_anything_keyed_compiles(nvrtc, change):
+def test_a_request_that_differs_in_anything_keyed_compiles(compiles, change):
     failing()
     kw = dict(change)
     failing(kw.pop("source", BAD), **kw)
-    assert len(nvrtc) == 2
+    assert len(compiles) == 2
 
 
-def test_editing_a_header_makes_it_a_miss(tmp_path, nvrtc):
+def test_editing_a_header_makes_it_a_miss(tmp_path, compiles):
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "h.h").write_text("#define VALUE undefined_one\n")
     src = '#include "h.h"\nextern "C" __global__ void k(float* x) { x[0] = VALUE; }\n'
     opts = (f"-I{inc}",)
     first, _ = failing(src, options=opts)
-    n = len(nvrtc)  # 2 where the header is too new for the early compile to be trusted
+    n = len(compiles)  # 2 where the header is too new for the early compile to be trusted
     failing(src, options=opts)
-    assert len(nvrtc) == n and "undefined_one" in first.log
+    assert len(compiles) == n and "undefined_one" in first.log
     (inc / "h.h").write_text("#define VALUE undefined_two\n")
     second, _ = failing(src, options=opts)
-    assert len(nvrtc) > n and "undefined_two" in second.log
+    assert len(compiles) > n and "undefined_two" in second.log
 
 
 def test_a_header_changed_during_the_compile_keeps_nothing(tmp_path, monkeypatch):
@@ -183,22 +174,22 @@ def test_a_missing_header_is_never_kept():
     [b"not json", b"[]", b'{"kind": "compile-error", "class": "CompileError"}', b"\xff\xfe"],
     ids=["not json", "a list", "no message", "not text"],
 )
-def test_a_record_that_does_not_read_back_is_a_miss(nvrtc, code):
+def test_a_record_that_does_not_read_back_is_a_miss(compiles, code):
     first, _ = failing()
     [(key, meta, _)] = entries()
     default_store().put(key, encode(key, code, meta))
     again, _ = failing()
-    assert len(nvrtc) == 2 and same(first, again)
+    assert len(compiles) == 2 and same(first, again)
 
 
-def test_a_log_over_the_bound_is_not_kept(monkeypatch, nvrtc):
+def test_a_log_over_the_bound_is_not_kept(monkeypatch, compiles):
     monkeypatch.setattr(failures, "MAX_LOG", 10)
     failing()
     failing()
-    assert len(nvrtc) == 2 and entries() == []
+    assert len(compiles) == 2 and entries() == []
 
 
-def test_a_failure_served_is_no_hit_of_a_kernel(nvrtc):
+def test_a_failure_served_is_no_hit_of_a_kernel(compiles):
     disk = default_store().level("disk")
     failing()
     failing()
@@ -210,16 +201,16 @@ def test_a_failure_served_is_no_hit_of_a_kernel(nvrtc):
     assert disk.counts() == (1, 1)
 
 
-def test_the_drop_in_classes_raise_it_again_without_nvrtc(nvrtc):
+def test_the_drop_in_classes_raise_it_again_without_nvrtc(compiles):
     errors = []
     for _ in range(2):
         with pytest.raises(cupy_rawcode.CompileError) as e:
             cupy_rawcode.RawKernel(BAD, "k").compile(arch="sm_90")
         errors.append(e.value)
-    assert len(nvrtc) == 1 and same(*errors)
+    assert len(compiles) == 1 and same(*errors)
 
 
-def test_cache_list_and_a_bundle_carry_the_failure(tmp_path, capsys, nvrtc):
+def test_cache_list_and_a_bundle_carry_the_failure(tmp_path, capsys, compiles):
     first, _ = failing()
     cupy_rawcode.compile(GOOD, arch="sm_90")
     assert cli.main(["cache", "list", "-l"]) == 0

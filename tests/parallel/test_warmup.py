@@ -16,7 +16,6 @@ from conftest import CORPUS, ROOT
 import cupy_rawcode
 from cupy_rawcode.ground import config
 from cupy_rawcode.kernel import building
-from cupy_rawcode.orchestrator import compiling as program
 from cupy_rawcode.parallel import sizing
 from cupy_rawcode.parallel.precompile import Summary
 from cupy_rawcode.store import layout
@@ -29,15 +28,6 @@ def tiny(i: int) -> str:
 
 
 BAD = 'extern "C" __global__ void bad(float* x) { x[0] = not_declared_anywhere; }\n'
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """Count NVRTC compiles in this process (workers are other processes)."""
-    calls = []
-    orig = program._nvrtc_compile
-    monkeypatch.setattr(program, "_nvrtc_compile", lambda *a: (calls.append(1), orig(*a))[1])
-    return calls
 
 
 def entries() -> list[str]:

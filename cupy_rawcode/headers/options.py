@@ -72,6 +72,10 @@ JITIFY_ONLY = frozenset(
 )
 
 
+# NVRTC trims these from both ends of every option: " -D N=1" (ArrayFire's spelling) is -DN=1
+_WHITESPACE = " \t\n\r\v\f"
+
+
 class NotAnOptionError(RawcodeError, ValueError):
     """An item of the options that is no option (it does not start with '-'): ``item``."""
 
@@ -185,6 +189,7 @@ def parse_options(
             raise RawcodeValueError(f"option {o!r} is not a string")
         if "\0" in o or not o.isascii():  # NVRTC would cut the option at a NUL
             check_option(o, i)
+    given, items = items, [o.strip(_WHITESPACE) for o in items]  # as NVRTC reads each option
     base = cwd or os.getcwd()
     include, isystem, pre, passthrough = [], [], [], []
     macros: dict[str, str | None] = {}
@@ -193,7 +198,7 @@ def parse_options(
     while i < len(items):
         item = items[i]
         if not item.startswith("-"):
-            raise NotAnOptionError(item)
+            raise NotAnOptionError(given[i])
         spelling, value, i = _split(item, items, i)
         kind = _VALUED.get(spelling)
         if kind is None:

@@ -5,8 +5,8 @@
   search list;
 - ``#include <x>``: the search list only;
 - ``#include_next``: the search list after the entry where the current file was found;
-- search list: ``-I`` (tags user0..), ``-isystem`` (isys0..), then the system roots of
-  toolchain.py (cccl, cuda, shim).
+- search list: the CCCL roots (tag cccl), ``-I`` (tags user0..), ``-isystem`` (isys0..),
+  then the other system roots of toolchain.py (cupy, cuda, curand, crt, shim): CuPy's order.
 """
 
 import errno
@@ -40,10 +40,14 @@ class Found:
 
 
 def search_list(opts: Options, tc: Toolchain) -> tuple[SearchDir, ...]:
-    """The full ordered search list: user -I, -isystem, then system roots."""
+    """The full ordered search list, CuPy's: the CCCL roots, user -I, -isystem, then the other
+    system roots. CuPy puts its CCCL's ``-I`` before the user's options, so a ``-I`` holding
+    another CCCL (a CUDA 12 toolkit's ``include/``) is never mixed with it."""
     user = [SearchDir(f"user{i}", d, "user") for i, d in enumerate(opts.include_dirs)]
     isys = [SearchDir(f"isys{i}", d, "user") for i, d in enumerate(opts.isystem_dirs)]
-    return tuple(user + isys + list(tc.system_dirs))
+    cccl = [d for d in tc.system_dirs if d.tag == "cccl"]
+    rest = [d for d in tc.system_dirs if d.tag != "cccl"]
+    return tuple(cccl + user + isys + rest)
 
 
 class Context(NamedTuple):

@@ -3,6 +3,7 @@ from conftest import bare_nvrtc
 
 from cupy_rawcode.headers.options import (
     NEXT_VALUE,
+    NotAnOptionError,
     is_arch,
     normalize_arch,
     parse_options,
@@ -61,7 +62,7 @@ def test_relative_include_is_made_absolute(tmp_path):
         (("-std=c++99",), "c++99"),
         (("-arch=foo",), "foo"),
         (("--include-path=",), "--include-path="),
-        (("-I ",), "-I "),  # spaces only: no directory
+        (("-I ",), "'-I' needs a value"),  # spaces only: no directory
         (("-D N =1",), "N "),  # NVRTC refuses it too: invalid macro definition
         (("-dopt", ""), "'-dopt' has an empty value"),  # NVRTC 12.9 aborts the process on these
         (("-dopt=",), "'-dopt=' has an empty value"),
@@ -235,3 +236,29 @@ def test_options_with_values_apart_compile_through_the_package(tmp_path):
     assert cache_key(src, options=apart, arch="sm_90") == cache_key(
         src, options=joined, arch="sm_90"
     )
+
+
+# NVRTC trims every option of ASCII whitespace at both ends (ArrayFire writes " -D NAME=V")
+PADDED = [
+    (" -D TILE=32", "-DTILE=32"),
+    ("\t-DTILE=32\n", "-DTILE=32"),
+    ("  -std=c++14 ", "-std=c++14"),
+    ("\r--use_fast_math\f", "--use_fast_math"),
+    (" -I /tmp ", "-I/tmp"),
+    ("\v-ftz=false", "-ftz=false"),
+]
+
+
+@pytest.mark.parametrize("padded, plain", PADDED)
+def test_whitespace_around_an_option_is_read_as_nvrtc_reads_it(padded, plain, tmp_path):
+    assert parse_options((padded, "-lineinfo")) == parse_options((plain, "-lineinfo"))
+    source = 'static_assert(TILE == 32, "");\n' if "TILE" in plain else ""
+    assert bare_nvrtc(source, (padded,)).ok and bare_nvrtc(source, (plain,)).ok
+
+
+@pytest.mark.parametrize("item", ["", " ", "\t", " lineinfo"])
+def test_an_item_blank_or_without_a_dash_is_refused_as_it_was_given(item):
+    assert not bare_nvrtc("", (item,)).ok
+    with pytest.raises(NotAnOptionError) as e:
+        parse_options(("-lineinfo", item))
+    assert e.value.item == item

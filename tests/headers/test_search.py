@@ -280,3 +280,36 @@ def test_nvrtc_bundled_headers_source(monkeypatch, tmp_path):
     monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "nvrtc")
     r = compile_request(make_request(corpus("block_reduce.cu"), arch="sm_90"))
     assert r.code[:4] == b"\x7fELF" and r.header_count > 100
+
+
+# A -I holding a CCCL of its own, as a CUDA 12 toolkit's include/ does: CuPy puts its CCCL's -I
+# before the user's, so its CCCL answers; a header only the user's tree has still comes from it
+OLD_CCCL = {
+    "old/cuda/std/type_traits": '#error "the -I CCCL\'s type_traits"\n',
+    "old/cub/cub.cuh": '#error "the -I CCCL\'s cub"\n',
+    "old/cuda/std/only_here.h": "// a header the package's CCCL lacks\n",
+}
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_the_package_cccl_comes_before_a_user_cccl(tree, exact):
+    root = tree(OLD_CCCL)
+    main = "#include <cuda/std/type_traits>\n#include <cuda/std/only_here.h>\n"
+    closure = resolve(main, (f"-I{root / 'old'}",), exact=exact)
+    tags = {h.logical.split(":", 1)[1]: h.logical.split(":", 1)[0] for h in closure.headers}
+    assert tags["cuda/std/type_traits"] == "cccl"
+    assert tags["cuda/std/only_here.h"] == "user0"
+
+
+def test_the_search_list_is_cupys_cccl_then_user_then_the_other_roots(tree):
+    from cupy_rawcode.headers.search import make_context
+
+    root = tree({"a/x.h": "", "b/y.h": ""})
+    ctx = make_context((f"-I{root / 'a'}", "-isystem", str(root / "b")))
+    tags = [d.tag for d in ctx.dirs]
+    first_user = tags.index("user0")
+    assert set(tags[:first_user]) == {"cccl"} and tags[first_user : first_user + 2] == [
+        "user0",
+        "isys0",
+    ]
+    assert "cccl" not in tags[first_user:] and tags[-1] == "shim"

@@ -100,10 +100,11 @@ def test_a_record_round_trips_and_names_headers_by_tag(layout, tmp_path):
     assert list(records) == [keyed.record]
     data = records[keyed.record]
     assert data["schema"] == portable.SCHEMA and data["count"] == N + 2  # local.h, the shim's
-    assert ["user1", 1, "lib/h0.h"] in [h[:3] for h in data["headers"]]
+    ctx = context(_request(paths))
+    user1 = [d.tag for d in ctx.dirs].index("user1")  # after the CCCL roots (search.py)
+    assert ["user1", user1, "lib/h0.h"] in [h[:3] for h in data["headers"]]
     assert all(str(tmp_path) not in json.dumps(h) for h in data["headers"])  # no paths
     assert data["absent"] == ["cupy_rawcode/workaround.h", "local.h"]  # looked for in src/
-    ctx = context(_request(paths))
     facts, ids = portable.validate(data, ctx)
     assert facts["closure"] == data["closure"] and len(ids) == N + 2 + 2
 

@@ -14,14 +14,19 @@ from . import scan as _scan
 _TOKENS = re.compile(
     r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
     r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with its line,
-    r"|'(?:\\.|[^'\\\n])*'?"  # as NVRTC's front end reads it (don't /* opens no comment)
+    r"|'(?:(?<![\w.]')|(?<=(?<![\w.])[uUL]')|(?<=(?<![\w.])u8'))(?:\\.|[^'\\\n])*'?"
+    #   as NVRTC reads it (don't /* opens no comment); a ' after a digit or a letter other than
+    #   a prefix (L'a', u8'a') opens none: a digit separator (C++14: 1'000)
     r"|//(?:[^\n\\]|\\\r?\n|\\)*"  # a line comment, with the lines a backslash joins to it
     r"|/\*.*?\*/",
     re.S,
 )
-# a directive: '#' first on a line that no backslash joined to the one before
+# a directive: '#' (or its digraph '%:') first on a line that no backslash joined to the one
+# before; a backslash-newline (or a comment, made one by _strip) may stand before its name
 _DIRECTIVE = re.compile(
-    r"(?<!\\\n)(?<!\\\r\n)^[ \t]*#[ \t]*([A-Za-z_]\w*)((?:[^\n\\]|\\\r?\n|\\)*)", re.M
+    r"(?<!\\\n)(?<!\\\r\n)^[ \t\f\v]*(?:#|%:)(?:[ \t\f\v]|\\\r?\n)*([A-Za-z_]\w*)"
+    r"((?:[^\n\\]|\\\r?\n|\\)*)",
+    re.M,
 )
 _SPLICE = re.compile(r"\\\r?\n")
 
@@ -41,7 +46,7 @@ def _strip(m: re.Match) -> str:
     s = m.group(0)
     if m.group(1) is not None:  # a raw string
         return " " + "\n" * s.count("\n")
-    if s[0] in "\"'":
+    if s[0] in "\"'":  # a literal
         return s
     return " " + "\\\n" * s.count("\n")
 

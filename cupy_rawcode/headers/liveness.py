@@ -15,14 +15,18 @@ C++14 kernel to CCCL's C++17 for a header NVRTC never opens. Conditions are read
   ``<cuda_runtime.h>`` closure: ``CUDART_VERSION``, ``NULL``, ``cudaStreamNonBlocking``; with no
   toolkit headers found, no name is), unless it is reserved (``__x``, ``_X``: the compiler may
   predefine it) and not another compiler's or platform's own (``__HIPCC__``, ``_MSC_VER``,
-  ``__GNUC__``: NEVER_PREDEFINED).
+  ``__GNUC__``: NEVER_PREDEFINED), or ``<nv/target>``'s (``NV_IS_DEVICE``: NVRTC defines them
+  built in). ``true``/``false`` keep their values unless a file defines them, and
+  ``__cplusplus`` its standard's unless a file defines or undefines it.
 
 ``__cplusplus`` compared with a number is read at the asked standard: the floor is the question
 "does a compile at the asked standard reach a header that refuses it?" (an include under
 ``#if __cplusplus >= 201703L`` raises nothing, and the branch a C++14 compile takes stays).
 Anything else (values, comparisons, function-like macros) is unknown, and an unknown branch
 counts as reachable, so the answer errs only toward what fast mode already did. A file whose
-conditionals do not balance is read as having no unreachable branch.
+conditionals do not balance is read as having no unreachable branch; ``#elifdef`` and
+``#elifndef`` (NVRTC knows neither) are unknown. tests/headers/test_liveness.py holds the shapes
+a differential fuzzer against NVRTC found read wrongly, each checked against NVRTC.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from .predefined import STD_CPLUSPLUS, nvrtc_macros
+from .scan import GAP
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
 # reserved names of other compilers, platforms and libraries that NVRTC defines under no option
@@ -50,9 +55,14 @@ NEVER_PREDEFINED = frozenset(
 )
 
 # a macro's name where it is defined or undefined; unanchored, so re finds the '#' by fast search
-# (one not first on its line, in a string or a comment, only makes a name less certain)
-_MACRO = re.compile(rb"#[ \t]*(define|undef)[ \t]+([A-Za-z_]\w*)")
+# (one not first on its line, in a string or a comment, only makes a name less certain); a
+# comment or a backslash-newline may stand between the words, and '%:' or '??=' for the '#'
+_MACRO = re.compile(rb"#" + GAP + rb"*(define|undef)" + GAP + rb"+([A-Za-z_]\w*)")
+_MACRO_SPELLED = re.compile(
+    rb"(?:%:|\?\?=)" + GAP + rb"*(define|undef)" + GAP + rb"+([A-Za-z_]\w*)"
+)
 _TOKEN = re.compile(r"\s*([A-Za-z_]\w*|\d[\w.']*|&&|\|\||[!=<>]=|<<|>>|\S)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _BOUNDARY = ("&&", "||", ")", None)
 _DEPTH = 64  # the most nested operands read
 _COMPARE = {
@@ -84,7 +94,10 @@ def macro_names(datas: Iterable[bytes]) -> tuple[set[str], set[str]]:
     comment, a string) counts, which only makes it less certain."""
     defines, undefs = set[str](), set[str]()
     for data in datas:
-        for kind, name in _MACRO.findall(data):
+        found = _MACRO.findall(data)
+        if b"%:" in data or b"??=" in data:  # a digraph or trigraph '#': rare, so looked at apart
+            found += _MACRO_SPELLED.findall(data)
+        for kind, name in found:
             (defines if kind == b"define" else undefs).add(name.decode())
     return defines, undefs
 
@@ -104,7 +117,8 @@ def known_macros(
     undefs |= {n for n, v in options if v is None}
     defined = (ALWAYS_DEFINED | given) - undefs
     maybe = defines | undefs | given | PREDEFINED | (builtin or frozenset())
-    cplusplus = _number(STD_CPLUSPLUS[std]) or 0 if std else 0
+    redefined = "__cplusplus" in defines | undefs  # then its value is not the standard's
+    cplusplus = _number(STD_CPLUSPLUS[std]) or 0 if std and not redefined else 0
     return Known(frozenset(defined), frozenset(maybe), builtin is not None, cplusplus)
 
 
@@ -115,8 +129,12 @@ def _defined(name: str, known: Known) -> bool | None:
         return None
     if name in NEVER_PREDEFINED:
         return False
-    if not known.strict or name.startswith("__") or (name[:1] == "_" and name[1:2].isupper()):
-        return None
+    if (
+        not known.strict
+        or name.startswith(("__", "NV_"))
+        or (name[:1] == "_" and name[1:2].isupper())
+    ):
+        return None  # reserved, or <nv/target>'s, which NVRTC defines built in (NV_IS_DEVICE)
     return False
 
 
@@ -170,6 +188,10 @@ class _Reader:
         return combine(values)
 
     def operand(self) -> bool | None:
+        if self.peek() == "__cplusplus" and self.known.cplusplus:
+            compared = self.cplusplus_compared()  # `!__cplusplus < N` is `(!__cplusplus) < N`
+            if compared is not None:
+                return compared
         value = self.unary()
         if self.peek() in _BOUNDARY:
             return value
@@ -188,10 +210,6 @@ class _Reader:
 
     def operand_value(self) -> bool | None:
         token = self.peek()
-        if token == "__cplusplus" and self.known.cplusplus:
-            compared = self.cplusplus_compared()
-            if compared is not None:
-                return compared
         if token == "!":
             self.i += 1
             return _not(self.unary())
@@ -221,8 +239,8 @@ class _Reader:
         after = self.tokens[self.i + 1] if self.i + 1 < len(self.tokens) else None
         if token is not None and after in _BOUNDARY:
             self.i += 1  # a lone operand: a number, true/false, or a name 0 when undefined
-            if token in ("true", "false"):  # C++ keeps their values in #if
-                return token == "true"
+            if token in ("true", "false"):  # C++ keeps their values in #if, unless #defined
+                return None if token in self.known.maybe else token == "true"
             if token[0].isdigit():
                 number = _number(token)
                 return None if number is None else number != 0
@@ -302,8 +320,8 @@ def unreachable(lines: list[tuple[int, str, str]], known: Known) -> Unreachable:
             before = stack[-1][1]
             if kind == "else":
                 stack[-1] = [before, False]
-            else:
-                value = _test(kind[2:], rest, known)
+            else:  # NVRTC knows no #elifdef/#elifndef: skipped, or an error, so unknown
+                value = _test(kind[2:], rest, known) if kind == "elif" else None
                 stack[-1] = [_and([before, value]), _and([before, _not(value)])]
         starts.append(line)
         dead.append(any(f[0] is False for f in stack))
@@ -316,8 +334,8 @@ def _test(kind: str, rest: str, known: Known) -> bool | None:
     """The value of the test of an #if, #ifdef or #ifndef (``kind`` without an "el")."""
     if kind == "if":
         return condition(rest, known)
-    name = rest.split(None, 1)[0] if rest else ""
-    value = _defined(name, known) if name else None
+    name = _NAME.match(rest)  # `#ifdef MINE;` tests MINE, as NVRTC reads it
+    value = _defined(name.group(), known) if name else None
     return value if kind == "ifdef" else _not(value)
 
 

@@ -21,7 +21,16 @@ from ..toolkit.specializable import specialized_names
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
-_INCLUDE = re.compile(rb"#[ \t]*include(_next)?[ \t]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
+_INCLUDE = re.compile(rb"#[ \t\f\v]*include(_next)?[ \t\f\v]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
+# what may stand between a directive's '#' and its name, and between its words: blanks, a
+# comment (never read past its */) or a backslash-newline
+GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/))*\*/|\\\r?\n)"
+# an #include spelled so that _INCLUDE misses it: '%:' or '??=' for the '#', or a comment or a
+# backslash-newline between its words; looked for only in a file _ODD or a '%:'/'??=' flags
+_ODD = re.compile(rb"#[ \t\f\v]*(?:/\*|\\\r?\n)")
+_ODD_INCLUDE = re.compile(
+    rb"(?:#|%:|\?\?=)" + GAP + rb"*include(_next)?" + GAP + rb"*(<[^>\n]*>|\"[^\"\n]*\")"
+)
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M
@@ -92,7 +101,7 @@ def _at_line_start(data: bytes, start: int) -> bool:
     return (
         not start
         or data[start - 1] == 10
-        or not data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t")
+        or not data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t\f\v")
     )
 
 
@@ -121,6 +130,9 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             includes.append(
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
+    if b"%:" in data or b"??=" in data or _ODD.search(data):
+        includes += _odd_includes(data, {i.pos for i in includes})
+        includes.sort(key=lambda i: i.pos)
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
         for m in _PROBE.finditer(data):
@@ -142,6 +154,20 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         guard_year(data),
         specialized_names(data),
     )
+
+
+def _odd_includes(data: bytes, seen: set[int]) -> list[Include]:
+    """The #include lines _INCLUDE misses (``%:include``, ``#/**/include``, ``#\\`` + newline +
+    ``include``): NVRTC reads them all, so the closure, and so the key, must hold them too."""
+    found = []
+    for m in _ODD_INCLUDE.finditer(data):
+        start = m.start()
+        if start not in seen and _at_line_start(data, start):
+            text = m.group(2).decode()
+            line = data.count(b"\n", 0, start) + 1
+            kind = "next" if m.group(1) else "include"
+            found.append(Include(text[1:-1], text[0] == "<", line, kind, start))
+    return found
 
 
 def _conditional_at(data: bytes, pos: int) -> bool:

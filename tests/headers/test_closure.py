@@ -61,3 +61,27 @@ def test_chain_names_each_step(tree):
         c = resolve("#include <a.h>\n", ("-I", str(root / "i")), exact=exact)
         b = next(h for h in c.headers if h.logical == "user0:b.h")
         assert [str(s) for s in b.chain] == ["<source>:1", "user0:a.h:2"]
+
+
+# #include spelled in ways a line scan for '#include' misses; NVRTC reads every one
+ODD_INCLUDES = {
+    "digraph": '%:include "h.h"\n',
+    "comment after '#'": '#/* why */include "h.h"\n',
+    "comment across lines": '# /* a\n */ include "h.h"\n',
+    "backslash-newline after '#'": '#\\\ninclude "h.h"\n',
+    "form feed before '#'": '\f#include "h.h"\n',
+    "comment before the name": '#include/**/"h.h"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_INCLUDES))
+@pytest.mark.parametrize("exact", [True, False])
+def test_an_include_however_spelled_is_in_the_closure(tree, name, exact):
+    """NVRTC reads the header (its static_assert fails), so the closure, and the key, hold it."""
+    from conftest import bare_nvrtc
+
+    root = tree({"i/h.h": 'static_assert(false, "read");\n'})
+    src = ODD_INCLUDES[name]
+    assert "read" in bare_nvrtc(src, (f"-I{root / 'i'}",)).log
+    closure = resolve(src, (f"-I{root / 'i'}",), exact=exact)
+    assert [h.logical for h in closure.headers if h.root == "user0"] == ["user0:h.h"]

@@ -22,7 +22,8 @@ from cupy_rawcode.headers.liveness import (
 
 MACROS = (("OPT", "1"), ("DROPPED", None))
 PRELUDE = "#define MINE 1\n#undef GONE\n"
-KNOWN = known_macros([PRELUDE.encode()], MACROS, frozenset({"NULL", "CUDART_VERSION"}))
+BUILTIN = frozenset({"NULL", "CUDART_VERSION"})  # NVRTC's built-in runtime header defines them
+KNOWN = known_macros([PRELUDE.encode()], MACROS, BUILTIN)
 
 
 @pytest.mark.parametrize(
@@ -328,3 +329,102 @@ def test_nvrtcs_builtin_runtime_macros_are_never_surely_undefined():
     assert _nvrtc_takes(probe) == set(RUNTIME_NAMES)
     known = known_macros([b""], (), builtin)
     assert [n for n in RUNTIME_NAMES if _defined(n, known) is not None] == []
+
+
+# shapes a differential fuzzer of conditions against NVRTC found read as dead where NVRTC takes
+# the branch: (text, standard, whether each #include line is dead)
+TAKEN = {
+    "'!' before a __cplusplus comparison is (!__cplusplus) < N": (
+        '#if !__cplusplus < 202002L\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "'!!' before a __cplusplus comparison": (
+        '#if !!__cplusplus < 201703\n#include "a"\n#endif\n',
+        "c++20",
+        [False],
+    ),
+    "NVRTC knows no #elifdef: the #else after it is taken": (
+        '#if 0\n#elifdef __CUDACC__\n#else\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "#ifdef tests the name before junk": ('#ifdef MINE;\n#include "a"\n#endif\n', "c++17", [False]),
+    "#ifdef tests an option's name before junk": (
+        '#ifdef OPT+1\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "'%:' is '#'": ('#ifdef NOWHERE\n%:else\n#include "a"\n#endif\n', "c++17", [False]),
+    "a backslash-newline after '#'": (
+        '#ifdef NOWHERE\n#\\\nelse\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a comment across lines after '#'": (
+        '#ifdef NOWHERE\n#/*\n*/else\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a form feed before '#'": ('#ifdef NOWHERE\n\f#else\n#include "a"\n#endif\n', "c++17", [False]),
+    "a vertical tab before '#'": (
+        '#ifdef NOWHERE\n\v#else\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a comment between #define and its name": (
+        '#define/**/XQ 1\n#if XQ\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "%:define": ('%:define XQ 1\n#if XQ\n#include "a"\n#endif\n', "c++17", [False]),
+    "%:undef of an always-defined name": (
+        '%:undef __CUDACC__\n#ifndef __CUDACC__\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a digit separator opens no character literal": (
+        'static_assert(1\'0 == 10, ""); /*\n#if 0\n*/\n#include "a"\n'
+        'static_assert(2\'0 == 20, ""); /*\n#endif\n*/\n',
+        "c++14",
+        [False],
+    ),
+    "true defined by a file": (
+        '#define true 0\n#if !true\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "__cplusplus defined by a file": (
+        "#undef __cplusplus\n#define __cplusplus 202002L\n#if __cplusplus >= 202002L\n"
+        '#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "NVRTC defines <nv/target>'s names built in": (
+        '#ifdef NV_IS_DEVICE\n#include "a"\n#endif\n#if defined(NV_PROVIDES_SM_90)\n'
+        '#include "b"\n#endif\n',
+        "c++17",
+        [False, False],
+    ),
+    "still dead: a branch no compile takes": (
+        '#if !(__cplusplus >= 201103L)\n#include "a"\n#elif !defined(__CUDACC__)\n'
+        '#include "b"\n#endif\n',
+        "c++17",
+        [True, True],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAKEN))
+def test_what_nvrtc_takes_is_never_read_dead(name):
+    text, std, dead = TAKEN[name]
+    known = known_macros([(PRELUDE + text).encode()], MACROS, BUILTIN, std)
+    found = unreachable(directives(PRELUDE + text), known)
+    lines = [i for i, t in enumerate((PRELUDE + text).splitlines(), 1) if t.startswith("#include")]
+    assert [found.at(line) for line in lines] == dead
+    marked = (PRELUDE + text).splitlines()
+    for n, line in enumerate(lines):
+        marked[line - 1] = f"#error INCLUDE{n}"
+    reached = _nvrtc_takes("\n".join(marked) + "\n", std)
+    assert {f"INCLUDE{n}" for n, d in enumerate(dead) if not d} <= reached
+    assert not {f"INCLUDE{n}" for n, d in enumerate(dead) if d} & reached

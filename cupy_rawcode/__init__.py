@@ -28,6 +28,7 @@ _EXPORTS = {
     "SignatureWarning": "ground.errors:SignatureWarning",
     "StandardRaisedWarning": "headers.standard:StandardRaisedWarning",
     "HeaderChangedWarning": "orchestrator.compiling:HeaderChangedWarning",
+    "UnresolvedIncludeWarning": "orchestrator.compiling:UnresolvedIncludeWarning",
     "DroppedIncludeWarning": "orchestrator.jitify:DroppedIncludeWarning",
     "RecordWarning": "hook.recording:RecordWarning",
     "Signature": "launch.signature:Signature",

@@ -149,11 +149,14 @@ class _Pch:
 
 def prefix_stamps(req: Request, ctx=None) -> tuple | None:
     """The stamps (stamps.take part) of every file a PCH of ``req``'s header prefix reads, taken
-    now: its fast-mode closure, with the pre-includes; None when it cannot be resolved."""
+    now: its fast-mode closure, with the pre-includes; None when it cannot be resolved, or
+    holds a computed include the scan cannot expand (a file NVRTC reads could not be stamped)."""
     ctx = ctx if ctx is not None else context(req)
     try:
         closure = fast.resolve_fast(include_prefix(req.source), ctx, req.pre_includes)
     except (OSError, ValueError):
+        return None
+    if closure.unresolved:
         return None
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     return take(ids + [absent(p) for p in closure.absent])

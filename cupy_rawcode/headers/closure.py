@@ -98,6 +98,9 @@ class Closure:
     scans: dict[str, Any] = field(default_factory=dict, repr=False)  # path -> FileScan (fast)
     # (fast) files a quoted include of the main source looked for in its directory, not found
     absent: tuple[str, ...] = ()
+    # (fast) computed includes ("file:line: #include H(x)") whose macro some file defines in a
+    # way the scan cannot expand: the header NVRTC reads there is unknown, so is the key
+    unresolved: tuple[str, ...] = ()
 
     def digests(self) -> list[tuple[str, str]]:
         """(logical name, content digest), sorted: the closure's part of the cache key."""

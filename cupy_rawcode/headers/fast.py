@@ -92,6 +92,8 @@ def resolve_fast(
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
+    for n, v in main.scan.defines:  # '#define H "h.h"' then '#include H' in the source itself
+        table[n].add(v)
     work = [main]
 
     def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
@@ -211,6 +213,7 @@ def resolve_fast(
             {"::" + s for n in (main, *own) for s in jitify_names.own_global_names(n.scan.data)}
         )
     scans = {n.found.path: n.scan for n in nodes.values() if n.found is not None}
+    unresolved = _unresolved(deferred, table, main, nodes, ctx, main_name, n_pre)
     return Closure(
         headers,
         tuple(missing.values()),
@@ -221,7 +224,27 @@ def resolve_fast(
         specialized=tuple(specialized),
         scans=scans,
         absent=tuple(sorted(absent)),
+        unresolved=unresolved,
     )
+
+
+def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: str, n_pre: int):
+    """The computed includes no value of the scan's macro table expands to a header name while
+    a file (or an option) defines a name they use: a function-like ``#define H(x) #x``, or a
+    spelling the scan does not read. NVRTC may read a header there that the key cannot name.
+    (One whose names nothing defines opens nothing: NVRTC skips or refuses it.)"""
+    found, defined = [], None
+    for node, inc in deferred:
+        if expand_computed(inc.name, table):
+            continue
+        if defined is None:
+            datas = [main.scan.data] + [n.scan.data for n in nodes.values()]
+            defined = liveness.macro_names(datas)[0] | {n for n, _ in ctx.opts.macros}
+        if any(m.group() in defined for m in _ID.finditer(inc.name)):
+            where = node.found.logical if node.found else main_name
+            line = inc.line - n_pre if node is main else inc.line
+            found.append(f"{where}:{line}: #include {inc.name}")
+    return tuple(dict.fromkeys(found))
 
 
 def _reached_floor(

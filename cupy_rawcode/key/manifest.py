@@ -17,6 +17,7 @@ path (a -I directory) is not seen by ``stat`` validation (ccache has the same li
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import NamedTuple
 
@@ -97,6 +98,7 @@ class Facts(NamedTuple):
     floor: Floor
     specialized: tuple[str, ...]
     record: str = ""
+    unresolved: tuple[str, ...] = ()  # the closure's computed includes it cannot key (fast.py)
 
 
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
@@ -150,6 +152,12 @@ def closure_digests(
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     rec, values = take(ids + [absent(p) for p in closure.absent])
+    if closure.unresolved:  # no manifest or record, and a digest no other compile shares
+        unknown = [("unresolved", secrets.token_hex(16))]
+        digest = closure_digest(closure.digests() + unknown)
+        found = filename.expands_file(source, closure.scans.values(), ctx.opts.macros)
+        facts = Facts(digest, len(ids), (rec, values), found, closure.floor, closure.specialized)
+        return facts._replace(unresolved=closure.unresolved), closure
     fields = {
         "closure": closure_digest(closure.digests()),
         "count": len(ids),

@@ -142,6 +142,26 @@ def _not_cached(req: Request, ctx, path: str) -> None:
     )
 
 
+class UnresolvedIncludeWarning(RawcodeWarning, UserWarning):
+    """A computed include names its header through a macro the scan cannot expand (``#define
+    H(x) #x``, ``#include H(h.h)``): the key cannot hold that header, so the code is compiled
+    and used, never cached."""
+
+
+def _unresolved(req: Request, keyed) -> bool:
+    """Whether the request's closure has includes the key cannot hold; warned of, once a place."""
+    found = keyed.closure.unresolved if keyed.closure is not None else ()
+    if found:
+        warnings.warn(
+            f"cupy-rawcode: {req.program_name}: " + "; ".join(found) + ": the header this "
+            "names is unknown to the cache key, so the code is compiled every time, never "
+            "cached (write the header name itself, or an object-like #define of it)",
+            UnresolvedIncludeWarning,
+            stacklevel=5,
+        )
+    return bool(found)
+
+
 def _worth_overlapping(req: Request) -> bool:
     """A source that includes nothing keys in well under a millisecond: handing its compile to
     another thread would cost more (GIL hand-offs) than the overlap saves."""
@@ -207,6 +227,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             raise _missing_header(e, req, ctx) from None
         raise
     key, count, ctx = keyed.key, keyed.count, keyed.context
+    cacheable = not _unresolved(req, keyed)
     t1 = time.perf_counter()
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
@@ -238,7 +259,8 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
         try:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         except Exception as e:
-            _keep_failure(e, store, key, req, keyed, ctx)
+            if cacheable:
+                _keep_failure(e, store, key, req, keyed, ctx)
             raise
         finally:
             _forget(req, early)
@@ -265,7 +287,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
         changed = first_changed(keyed.closure_stamps)  # ccache's check: still what the key saw?
         if changed is not None:
             _not_cached(req, ctx, changed)
-        else:
+        elif cacheable:
             store.put(key, encode(key, code, meta))
         return Result(
             code,
@@ -281,7 +303,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             made.made,
             keyed,
             made.log,
-            changed is None,
+            changed is None and cacheable,
         )
 
 

@@ -1,0 +1,62 @@
+"""A computed include (``#include H``) is keyed on the header it names, wherever the macro is
+defined; one the scan cannot expand is compiled every time and never cached, with a warning:
+an edit of the header it names is never served stale (from the store or a PCH)."""
+
+import warnings
+
+import pytest
+
+import cupy_rawcode
+from cupy_rawcode.orchestrator.compiling import UnresolvedIncludeWarning
+
+KERNEL = 'extern "C" __global__ void k(int* o) { o[0] = VAL; }\n'
+# name -> (the source's lines before the kernel, whether it is cached)
+CASES = {
+    "an object-like macro the source defines": ('#define H "h.h"\n#include H\n', True),
+    "a chain of them": ('#define P Q\n#define Q "h.h"\n#include P\n', True),
+    "a macro an option defines": ("#include H\n", True),  # -DH="h.h" (below)
+    "a function-like macro": ("#define S(x) #x\n#define H(x) S(x)\n#include H(h.h)\n", False),
+    "a macro a header defines with a comment in the way": (
+        '#include "names.h"\n#include HEADER\n',
+        False,
+    ),
+}
+
+
+def _value(source: str, root) -> str:
+    options = (f"-I{root}",) + (('-DH="h.h"',) if source.startswith("#include H\n") else ())
+    code = cupy_rawcode.compile(source, options=options, arch="sm_90", target="ptx").code
+    moves = [ln for ln in bytes(code).decode().splitlines() if "mov.u32" in ln]
+    return moves[0].rsplit(",", 1)[1].strip(" ;")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_edited_header_a_computed_include_names_is_never_served_stale(
+    name, tree, compiles, tmp_path
+):
+    head, cached = CASES[name]
+    source = head + KERNEL
+    root = tree({"h.h": "#define VAL 1\n", "names.h": '#define/**/HEADER "h.h"\n'})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = _value(source, root)
+        before = len(compiles)
+        again = _value(source, root)
+        compiled_again = len(compiles) - before
+        (root / "h.h").write_text("#define VAL 2\n")
+        edited = _value(source, root)
+    assert (first, again, edited) == ("1", "1", "2")
+    unresolved = [w for w in caught if issubclass(w.category, UnresolvedIncludeWarning)]
+    if cached:
+        assert compiled_again == 0 and not unresolved
+    else:
+        assert compiled_again == 1 and "#include H" in str(unresolved[0].message)
+        assert not [p for p in (tmp_path / "cache" / "entries").rglob("*") if p.is_file()]
+
+
+def test_a_computed_include_of_a_macro_nothing_defines_keeps_the_cache():
+    """NVRTC opens nothing there (the branch is skipped), so nothing is unknown to the key."""
+    source = "#ifdef NOWHERE\n#include NOWHERE\n#endif\n" + KERNEL.replace("VAL", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnresolvedIncludeWarning)
+        cupy_rawcode.compile(source, arch="sm_90", target="ptx")

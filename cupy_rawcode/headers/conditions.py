@@ -13,7 +13,7 @@ import re
 
 import pcpp
 
-from .directives import _header_name
+from .lexical import header_name
 
 _INT_SUFFIX = re.compile(r"^((?:0[xX][0-9a-fA-F]+)|(?:0[bB][01]+)|\d+)[uUlL]+$")
 _SUFFIX_ONLY = re.compile(r"^[uUlL]+$")
@@ -136,7 +136,7 @@ class _Pcpp(pcpp.Preprocessor):
         """``__has_include(<h>)`` (or ``_next``) at ``i``: 1 when the search finds the header."""
         j, k = _parenthesized(tokens, i + 1)
         text = "".join(str(x.value) for x in tokens[j + 1 : k]).strip()
-        name, angled = _header_name(text)
+        name, angled = header_name(text)
         nxt = tokens[i].value.endswith("next")
         return int(name is not None and self.has_include(name, angled, nxt)), k + 1
 

@@ -20,7 +20,8 @@ from .closure import (
     UnreadableHeaderError,
 )
 from .conditions import _HAS_INCLUDE, _Pcpp
-from .directives import _file_directives, _header_name, directives
+from .directives import _file_directives
+from .lexical import directives, header_name
 from .predefined import nvrtc_macros
 from .search import Context, Found, find, searched
 
@@ -119,10 +120,10 @@ class _Walker:
         return bool(value)
 
     def include(self, rest, nxt, includer, name, line, chain):
-        header, angled = _header_name(rest)
+        header, angled = header_name(rest)
         if header is None:  # computed include: expand, then read a header name
             toks = self.pp.expand_macros(self.pp.tokenize(rest))
-            header, angled = _header_name("".join(str(t.value) for t in toks))
+            header, angled = header_name("".join(str(t.value) for t in toks))
             if header is None:
                 raise ResolveError(
                     f"{name}:{line}: #include {rest} does not expand to a header name"

@@ -13,7 +13,8 @@ from ..toolkit import jitify_names
 from . import liveness
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
-from .directives import directives, scanned_directives
+from .directives import scanned_directives
+from .lexical import directives
 from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_year
 

@@ -36,8 +36,8 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from .lexical import GAP
 from .predefined import STD_CPLUSPLUS, nvrtc_macros
-from .scan import GAP
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
 # reserved names of other compilers, platforms and libraries that NVRTC defines under no option

@@ -18,13 +18,11 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
+from .lexical import GAP
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
 _INCLUDE = re.compile(rb"#[ \t\f\v]*include(_next)?[ \t\f\v]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
-# what may stand between a directive's '#' and its name, and between its words: blanks, a
-# comment (never read past its */) or a backslash-newline
-GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/))*\*/|\\\r?\n)"
 # an #include spelled so that _INCLUDE misses it: '%:' or '??=' for the '#', or a comment or a
 # backslash-newline between its words; looked for only in a file _ODD or a '%:'/'??=' flags
 _ODD = re.compile(rb"#[ \t\f\v]*(?:/\*|\\\r?\n)")

@@ -9,7 +9,7 @@ import pytest
 from conftest import bare_nvrtc
 
 import cupy_rawcode
-from cupy_rawcode.headers.directives import directives
+from cupy_rawcode.headers.lexical import directives
 from cupy_rawcode.headers.liveness import (
     ALWAYS_DEFINED,
     NEVER_PREDEFINED,

@@ -1,0 +1,62 @@
+"""The text of C++ as NVRTC's preprocessor reads it, as pure functions: comments, strings and
+raw strings told apart (``_TOKENS``), the directive lines of a text (``directives``), the header
+name of an ``#include`` or ``__has_include`` operand, and what may stand between a directive's
+words (``GAP``). The fast scan (scan.py), directive lines per file (directives.py), liveness and
+exact mode read text through these."""
+
+from __future__ import annotations
+
+import re
+
+# what may stand between a directive's '#' and its name, and between its words: blanks, a
+# comment (never read past its */) or a backslash-newline (bytes: the scans read bytes)
+GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/))*\*/|\\\r?\n)"
+_TOKENS = re.compile(
+    r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
+    r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with its line,
+    r"|'(?:(?<![\w.]')|(?<=(?<![\w.])[uUL]')|(?<=(?<![\w.])u8'))(?:\\.|[^'\\\n])*'?"
+    #   as NVRTC reads it (don't /* opens no comment); a ' after a digit or a letter other than
+    #   a prefix (L'a', u8'a') opens none: a digit separator (C++14: 1'000)
+    r"|//(?:[^\n\\]|\\\r?\n|\\)*"  # a line comment, with the lines a backslash joins to it
+    r"|/\*.*?\*/",
+    re.S,
+)
+# a directive: '#' (or its digraph '%:') first on a line that no backslash joined to the one
+# before; a backslash-newline (or a comment, made one by _strip) may stand before its name
+_DIRECTIVE = re.compile(
+    r"(?<!\\\n)(?<!\\\r\n)^[ \t\f\v]*(?:#|%:)(?:[ \t\f\v]|\\\r?\n)*([A-Za-z_]\w*)"
+    r"((?:[^\n\\]|\\\r?\n|\\)*)",
+    re.M,
+)
+_SPLICE = re.compile(r"\\\r?\n")
+
+
+def header_name(text: str) -> tuple[str | None, bool]:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == "<" and text[-1] == ">":
+        return re.sub(r"\s+", "", text[1:-1]) if " " in text else text[1:-1], True
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return text[1:-1], False
+    return None, False
+
+
+def _strip(m: re.Match) -> str:
+    """A string as it is; a comment as one space, and a raw string as spaces, each keeping its
+    line breaks (as backslash-newlines, so a directive a comment spans goes on past it)."""
+    s = m.group(0)
+    if m.group(1) is not None:  # a raw string
+        return " " + "\n" * s.count("\n")
+    if s[0] in "\"'":  # a literal
+        return s
+    return " " + "\\\n" * s.count("\n")
+
+
+def directives(text: str) -> list[tuple[int, str, str]]:
+    """(line, directive, rest) of every directive line, comments removed, continuations joined."""
+    clean = _TOKENS.sub(_strip, text)
+    out, line, pos = [], 1, 0
+    for m in _DIRECTIVE.finditer(clean):
+        line += clean.count("\n", pos, m.start())
+        pos = m.start()
+        out.append((line, m.group(1), _SPLICE.sub(" ", m.group(2)).strip()))
+    return out

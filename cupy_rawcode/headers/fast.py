@@ -60,8 +60,9 @@ class _Node:
 
 def _live(node: _Node, pos: int, kind: str) -> bool:
     """Whether an include is reached unconditionally along its first-found chain (a miss there
-    is an error NVRTC will hit); probes and computed includes never are."""
-    if kind.startswith(("probe", "computed")):
+    is an error NVRTC will hit); probes, computed includes and those at no known position (an
+    #include spelled oddly: scan.py) never are."""
+    if kind.startswith(("probe", "computed")) or pos < 0:
         return False
     at: _Node | None = node
     while at is not None:

@@ -10,7 +10,7 @@ import re
 
 # what may stand between a directive's '#' and its name, and between its words: blanks, a
 # comment (never read past its */) or a backslash-newline (bytes: the scans read bytes)
-GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/))*\*/|\\\r?\n)"
+GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/)){0,256}\*/|\\\r?\n)"  # {0,256}: never n²
 _TOKENS = re.compile(
     r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
     r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with its line,
@@ -18,7 +18,7 @@ _TOKENS = re.compile(
     #   as NVRTC reads it (don't /* opens no comment); a ' after a digit or a letter other than
     #   a prefix (L'a', u8'a') opens none: a digit separator (C++14: 1'000)
     r"|//(?:[^\n\\]|\\\r?\n|\\)*"  # a line comment, with the lines a backslash joins to it
-    r"|/\*.*?\*/",
+    r"|/\*.*?(?:\*/|\Z)",  # a comment; one left open ends the text (linear, never n²)
     re.S,
 )
 # a directive: '#' (or its digraph '%:') first on a line that no backslash joined to the one
@@ -29,6 +29,10 @@ _DIRECTIVE = re.compile(
     re.M,
 )
 _SPLICE = re.compile(r"\\\r?\n")
+# a backslash-newline inside a token (``#el\`` newline ``se``, ``"h\`` newline ``.h"``): rare,
+# so only a text holding one is spliced first (the others' splices end lines, inside comments,
+# or continue directives, which the patterns above read as they are)
+_IN_TOKEN = re.compile(r"\\\r?\n[\w\"<>.:%#]")
 
 
 def header_name(text: str) -> tuple[str | None, bool]:
@@ -42,17 +46,41 @@ def header_name(text: str) -> tuple[str | None, bool]:
 
 def _strip(m: re.Match) -> str:
     """A string as it is; a comment as one space, and a raw string as spaces, each keeping its
-    line breaks (as backslash-newlines, so a directive a comment spans goes on past it)."""
+    line breaks (as backslash-newlines, so a directive a comment spans goes on past it; as
+    newlines where the comment opens its line, so a '#' after it starts one: ``/*`` newline
+    ``*/#else`` is a directive)."""
     s = m.group(0)
     if m.group(1) is not None:  # a raw string
         return " " + "\n" * s.count("\n")
     if s[0] in "\"'":  # a literal
         return s
-    return " " + "\\\n" * s.count("\n")
+    lines = s.count("\n")
+    if lines:
+        text, at = m.string, m.start()
+        start = text.rfind("\n", 0, at) + 1
+        if not text[start:at].strip() and not text.endswith(("\\\n", "\\\r\n"), 0, start):
+            return " " + "\n" * lines
+    return " " + "\\\n" * lines
+
+
+def spliced(text: str) -> str:
+    """``text`` with its backslash-newlines removed (translation phase 2), each line they join
+    followed by as many empty lines, so that every line keeps its number."""
+    parts = _SPLICE.split(text)
+    out, owed = [], 0
+    for i, piece in enumerate(parts):
+        if owed and "\n" in piece:
+            at = piece.index("\n")
+            piece, owed = piece[:at] + "\n" * owed + piece[at:], 0
+        out.append(piece)
+        owed += i < len(parts) - 1
+    return "".join(out) + "\n" * owed
 
 
 def directives(text: str) -> list[tuple[int, str, str]]:
     """(line, directive, rest) of every directive line, comments removed, continuations joined."""
+    if _IN_TOKEN.search(text):
+        text = spliced(text)
     clean = _TOKENS.sub(_strip, text)
     out, line, pos = [], 1, 0
     for m in _DIRECTIVE.finditer(clean):

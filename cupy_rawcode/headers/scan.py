@@ -18,17 +18,24 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
-from .lexical import GAP
+from .lexical import directives, header_name, spliced
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
 _INCLUDE = re.compile(rb"#[ \t\f\v]*include(_next)?[ \t\f\v]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
-# an #include spelled so that _INCLUDE misses it: '%:' or '??=' for the '#', or a comment or a
-# backslash-newline between its words; looked for only in a file _ODD or a '%:'/'??=' flags
-_ODD = re.compile(rb"#[ \t\f\v]*(?:/\*|\\\r?\n)")
-_ODD_INCLUDE = re.compile(
-    rb"(?:#|%:|\?\?=)" + GAP + rb"*include(_next)?" + GAP + rb"*(<[^>\n]*>|\"[^\"\n]*\")"
+# a file that may spell an #include so that _INCLUDE misses it (a comment or a backslash-newline
+# between its words or before its '#', '%:' or a trigraph for the '#'): each pattern opens with
+# a literal, which re finds by fast search; only such a file is read again (_odd_includes)
+_ODD = tuple(
+    re.compile(p)
+    for p in (
+        rb"#[ \t\f\v]*(?:/\*|\\\r?\n)",
+        rb"\\\r?\n[\w\"<>.:%#]",
+        rb"\*/[ \t\f\v]*(?:#|%:)",
+        rb"include(?:_next)?[ \t\f\v]*(?:/\*|\\)",
+    )
 )
+_TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M
@@ -128,9 +135,8 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             includes.append(
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
-    if b"%:" in data or b"??=" in data or _ODD.search(data):
-        includes += _odd_includes(data, {i.pos for i in includes})
-        includes.sort(key=lambda i: i.pos)
+    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD):
+        includes += _odd_includes(data, {(i.name, i.kind) for i in includes})
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
         for m in _PROBE.finditer(data):
@@ -154,17 +160,26 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
     )
 
 
-def _odd_includes(data: bytes, seen: set[int]) -> list[Include]:
-    """The #include lines _INCLUDE misses (``%:include``, ``#/**/include``, ``#\\`` + newline +
-    ``include``): NVRTC reads them all, so the closure, and so the key, must hold them too."""
+def _odd_includes(data: bytes, seen: set[tuple[str, str]]) -> list[Include]:
+    """The #include lines of a file as NVRTC's preprocessor reads them (lexical.py, after
+    trigraphs and backslash-newlines: ``%:include``, ``#/**/include``, ``#inc\\`` + newline +
+    ``lude``) that _INCLUDE missed: NVRTC reads them all, so the closure, and the key, hold
+    them too. Trigraphs are read at every standard: a superset. Their position is -1 (unknown:
+    fast.py never calls one unconditional) and their lines are the spliced text's."""
+    text = data.decode("utf-8")
+    for trigraph, char in _TRIGRAPHS:
+        text = text.replace(trigraph, char)
     found = []
-    for m in _ODD_INCLUDE.finditer(data):
-        start = m.start()
-        if start not in seen and _at_line_start(data, start):
-            text = m.group(2).decode()
-            line = data.count(b"\n", 0, start) + 1
-            kind = "next" if m.group(1) else "include"
-            found.append(Include(text[1:-1], text[0] == "<", line, kind, start))
+    for line, name, rest in directives(spliced(text)):
+        if name not in ("include", "include_next"):
+            continue
+        kind = "next" if name == "include_next" else "include"
+        header, angled = header_name(rest)
+        if header is None:
+            header, kind = rest, "computed_next" if kind == "next" else "computed"
+        if header and (header, kind) not in seen:
+            seen.add((header, kind))
+            found.append(Include(header, angled, line, kind, -1))
     return found
 
 

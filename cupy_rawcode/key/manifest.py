@@ -33,14 +33,15 @@ fast = deferred("cupy_rawcode.headers.fast")
 filename = deferred("cupy_rawcode.headers.filename")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 
-SCHEMA = "cupy-rawcode-manifest-13"  # 6: the stamps' digest covers values only; 7: "file",
+SCHEMA = "cupy-rawcode-manifest-14"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
 #                                        entries (toolkit/jitify_names.py); 11: the key
 #                                        of the closure's portable record (portable.py);
 #                                        12: the floor of headers NVRTC can reach; 13: includes
-#                                        however spelled, the floor read soundly
+#                                        however spelled, the floor read soundly; 14: and
+#                                        split by backslash-newlines inside their words
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 

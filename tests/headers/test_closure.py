@@ -71,6 +71,13 @@ ODD_INCLUDES = {
     "backslash-newline after '#'": '#\\\ninclude "h.h"\n',
     "form feed before '#'": '\f#include "h.h"\n',
     "comment before the name": '#include/**/"h.h"\n',
+    "comment before '#'": '/**/#include "h.h"\n',
+    "comment across lines before '#'": '/*\n*/#include "h.h"\n',
+    "backslash-newline inside 'include'": '#inc\\\nlude "h.h"\n',
+    "backslash-newline inside '%:'": '%\\\n:include "h.h"\n',
+    "backslash-newline inside the name": '#include "h\\\n.h"\n',
+    "backslash-newline before the name": '#include \\\n "h.h"\n',
+    "comment across lines before the name": '#include /*\n*/ "h.h"\n',
 }
 
 

@@ -406,6 +406,27 @@ TAKEN = {
         "c++17",
         [False, False],
     ),
+    "'or' is '||'": ('#if 1 or 1 && 0\n#include "a"\n#endif\n', "c++17", [False]),
+    "a UTF-8 name a file defines": (
+        '#define Xé 1\n#ifdef Xé\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a universal character name glued to an #ifndef's": (
+        '#ifndef __CUDACC__\\u00e9\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a comment across lines before '#'": (
+        '#ifdef NOWHERE\n/*\n*/#else\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
+    "a backslash-newline inside a directive's name": (
+        '#ifdef NOWHERE\n#el\\\nse\n#include "a"\n#endif\n',
+        "c++17",
+        [False],
+    ),
     "still dead: a branch no compile takes": (
         '#if !(__cplusplus >= 201103L)\n#include "a"\n#elif !defined(__CUDACC__)\n'
         '#include "b"\n#endif\n',
@@ -428,3 +449,8 @@ def test_what_nvrtc_takes_is_never_read_dead(name):
     reached = _nvrtc_takes("\n".join(marked) + "\n", std)
     assert {f"INCLUDE{n}" for n, d in enumerate(dead) if not d} <= reached
     assert not {f"INCLUDE{n}" for n, d in enumerate(dead) if d} & reached
+
+
+def test_cplusplus_an_option_defines_is_not_the_standards():
+    known = known_macros([b""], (("__cplusplus", "1"),), BUILTIN, "c++17")
+    assert condition("__cplusplus < 201103L", known) is None

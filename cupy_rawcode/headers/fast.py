@@ -19,19 +19,29 @@ from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_year
 
 _ID = re.compile(r"[A-Za-z_]\w*")
+_WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
 
 
 def expand_computed(
     text: str, table: dict[str, set[str]], limit: int = 64
 ) -> list[tuple[str, bool]]:
     """Every header name a computed include can take, using all values seen for each macro."""
-    results, done = {text}, set[str]()
+    return expansions(text, table, limit)[0]
+
+
+def expansions(
+    text: str, table: dict[str, set[str]], limit: int = 64
+) -> tuple[list[tuple[str, bool]], bool]:
+    """(every header name a computed include can take, whether that is all of them): False
+    when the ``limit`` of values or the depth of 24 expansions cut it short. A name inside a
+    string literal is never replaced (``#define h 1`` leaves ``"h.h"`` as it is)."""
+    results, done, complete = {text}, set[str](), True
     for _ in range(24):
         pending = results - done
         if not pending:
             break
         for t in pending:
-            m = next((m for m in _ID.finditer(t) if m.group() in table), None)
+            m = next((m for m in _WORD.finditer(t) if m.group() in table), None)
             if m is None:
                 done.add(t)
                 continue
@@ -39,12 +49,16 @@ def expand_computed(
             for v in sorted(table[m.group()]):
                 if len(results) < limit:
                     results.add(t[: m.start()] + v + t[m.end() :])
+                else:
+                    complete = False
+    if results - done:
+        complete = False
     names = []
     for t in sorted(done):
         t = t.strip()
         if len(t) > 2 and ((t[0] == "<" and t[-1] == ">") or (t[0] == '"' and t[-1] == '"')):
             names.append((re.sub(r"\s+", "", t[1:-1]) if t[0] == "<" else t[1:-1], t[0] == "<"))
-    return names
+    return names, complete
 
 
 @dataclass
@@ -231,22 +245,42 @@ def resolve_fast(
 
 
 def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: str, n_pre: int):
-    """The computed includes no value of the scan's macro table expands to a header name while
-    a file (or an option) defines a name they use: a function-like ``#define H(x) #x``, or a
-    spelling the scan does not read. NVRTC may read a header there that the key cannot name.
-    (One whose names nothing defines opens nothing: NVRTC skips or refuses it.)"""
-    found, defined = [], None
+    """The computed includes the scan cannot name every header of: a name they use (or one its
+    values use) has a definition the table lacks (a function-like ``#define H(x) #x``, a value
+    the scan does not read), or no value expands to a header name while something defines one
+    of their names, or the expansion was cut short. NVRTC may read a header there the key cannot
+    name. (One whose names nothing defines opens nothing: NVRTC skips or refuses it.)"""
+    found, unread, defined = [], None, None
     for node, inc in deferred:
-        if expand_computed(inc.name, table):
+        names, complete = expansions(inc.name, table)
+        used = _names_used(inc.name, table)
+        if unread is None:
+            scans = [main.scan] + [n.scan for n in nodes.values()]
+            unread = frozenset().union(*(s.unread for s in scans))
+        if complete and names and not used & unread:
             continue
-        if defined is None:
-            datas = [main.scan.data] + [n.scan.data for n in nodes.values()]
-            defined = liveness.macro_names(datas)[0] | {n for n, _ in ctx.opts.macros}
-        if any(m.group() in defined for m in _ID.finditer(inc.name)):
-            where = node.found.logical if node.found else main_name
-            line = inc.line - n_pre if node is main else inc.line
-            found.append(f"{where}:{line}: #include {inc.name}")
+        if complete and not names:  # nothing to read: unknown only when something defines it
+            if defined is None:
+                datas = [main.scan.data] + [n.scan.data for n in nodes.values()]
+                defined = liveness.macro_names(datas)[0] | {n for n, _ in ctx.opts.macros}
+            if not used & defined:
+                continue
+        where = node.found.logical if node.found else main_name
+        line = inc.line - n_pre if node is main else inc.line
+        found.append(f"{where}:{line}: #include {inc.name}")
     return tuple(dict.fromkeys(found))
+
+
+def _names_used(text: str, table: dict[str, set[str]]) -> set[str]:
+    """The names ``text`` uses, and those their values in ``table`` use, transitively."""
+    used, todo = set[str](), [m.group() for m in _ID.finditer(text)]
+    while todo:
+        name = todo.pop()
+        if name not in used:
+            used.add(name)
+            for value in table.get(name, ()):
+                todo += [m.group() for m in _WORD.finditer(value)]
+    return used
 
 
 def _reached_floor(

@@ -24,7 +24,7 @@ _TOKENS = re.compile(
 # a directive: '#' (or its digraph '%:') first on a line that no backslash joined to the one
 # before; a backslash-newline (or a comment, made one by _strip) may stand before its name
 _DIRECTIVE = re.compile(
-    r"(?<!\\\n)(?<!\\\r\n)^[ \t\f\v]*(?:#|%:)(?:[ \t\f\v]|\\\r?\n)*([A-Za-z_]\w*)"
+    r"(?<!\\\n)(?<!\\\r\n)^[ \t\f\v\r]*(?:#|%:)(?:[ \t\f\v\r]|\\\r?\n)*([A-Za-z_]\w*)"
     r"((?:[^\n\\]|\\\r?\n|\\)*)",
     re.M,
 )
@@ -46,9 +46,9 @@ def header_name(text: str) -> tuple[str | None, bool]:
 
 def _strip(m: re.Match) -> str:
     """A string as it is; a comment as one space, and a raw string as spaces, each keeping its
-    line breaks (as backslash-newlines, so a directive a comment spans goes on past it; as
-    newlines where the comment opens its line, so a '#' after it starts one: ``/*`` newline
-    ``*/#else`` is a directive)."""
+    line breaks: as backslash-newlines in a directive's line (a directive a comment spans goes
+    on past it), as newlines elsewhere (NVRTC starts a directive at a '#' after a comment that
+    spans lines: ``x; /*`` newline ``*/ #else`` is one)."""
     s = m.group(0)
     if m.group(1) is not None:  # a raw string
         return " " + "\n" * s.count("\n")
@@ -58,7 +58,8 @@ def _strip(m: re.Match) -> str:
     if lines:
         text, at = m.string, m.start()
         start = text.rfind("\n", 0, at) + 1
-        if not text[start:at].strip() and not text.endswith(("\\\n", "\\\r\n"), 0, start):
+        head = text[start:at].lstrip(" \t\f\v\r")
+        if not head.startswith(("#", "%:")) and not text.endswith(("\\\n", "\\\r\n"), 0, start):
             return " " + "\n" * lines
     return " " + "\\\n" * lines
 
@@ -77,11 +78,12 @@ def spliced(text: str) -> str:
     return "".join(out) + "\n" * owed
 
 
-def directives(text: str) -> list[tuple[int, str, str]]:
-    """(line, directive, rest) of every directive line, comments removed, continuations joined."""
+def directives(text: str, raw: bool = False) -> list[tuple[int, str, str]]:
+    """(line, directive, rest) of every directive line, comments removed, continuations joined;
+    ``raw``: comments and literals left in (a superset of the lines, for the fast scan)."""
     if _IN_TOKEN.search(text):
         text = spliced(text)
-    clean = _TOKENS.sub(_strip, text)
+    clean = text if raw else _TOKENS.sub(_strip, text)
     out, line, pos = [], 1, 0
     for m in _DIRECTIVE.finditer(clean):
         line += clean.count("\n", pos, m.start())

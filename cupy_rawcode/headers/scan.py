@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,7 +23,9 @@ from .lexical import directives, header_name, spliced
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
-_INCLUDE = re.compile(rb"#[ \t\f\v]*include(_next)?[ \t\f\v]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))")
+_INCLUDE = re.compile(
+    rb"#[ \t\f\v\r]*include(_next)?[ \t\f\v\r]*(?:(<[^>\n]*>|\"[^\"\n]*\")|([^\n]*))"
+)
 # a file that may spell an #include so that _INCLUDE misses it (a comment or a backslash-newline
 # between its words or before its '#', '%:' or a trigraph for the '#'): each pattern opens with
 # a literal, which re finds by fast search; only such a file is read again (_odd_includes)
@@ -38,8 +41,9 @@ _ODD = tuple(
 _TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(
-    rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*$", re.M
+    rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*(?://[^\n]*)?$", re.M
 )
+_ANY_DEFINE = re.compile(rb"#[ \t]*define[ \t]+([A-Za-z_]\w*)")  # every definition, any value
 _CONDITIONAL = re.compile(rb"#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)")
 _COMMENT = re.compile(rb"/\*.*?\*/|//.*", re.S)
 _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
@@ -62,6 +66,8 @@ class FileScan:
     data: bytes
     std_floor: int = 0  # the standard year an #error guard of this file demands (standard.py)
     specializes: tuple[str, ...] = ()  # std templates it specializes (toolkit/specializable.py)
+    # names it defines more often than ``defines`` holds them (function-like, another value)
+    unread: frozenset[str] = frozenset()
 
     def conditional(self, pos: int) -> bool:
         """True when the directive at byte ``pos`` sits inside #if (an include guard does not
@@ -106,7 +112,7 @@ def _at_line_start(data: bytes, start: int) -> bool:
     return (
         not start
         or data[start - 1] == 10
-        or not data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t\f\v")
+        or not data[data.rfind(b"\n", 0, start) + 1 : start].strip(b" \t\f\v\r")
     )
 
 
@@ -150,6 +156,10 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             )
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
+    named = _ANY_DEFINE.findall(data)
+    sites = Counter(named)
+    sites.subtract(a.encode() for a, _ in defines)
+    unread = frozenset(n.decode() for n, left in sites.items() if left > 0)
     return FileScan(
         digest_bytes(data),
         tuple(includes),
@@ -157,30 +167,39 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         data,
         guard_year(data),
         specialized_names(data),
+        unread,
     )
 
 
 def _odd_includes(data: bytes, seen: set[tuple[str, str]]) -> list[Include]:
-    """The #include lines of a file as NVRTC's preprocessor reads them (lexical.py, after
-    trigraphs and backslash-newlines: ``%:include``, ``#/**/include``, ``#inc\\`` + newline +
-    ``lude``) that _INCLUDE missed: NVRTC reads them all, so the closure, and the key, hold
-    them too. Trigraphs are read at every standard: a superset. Their position is -1 (unknown:
+    """The #include lines of a file as NVRTC's preprocessor may read them that _INCLUDE missed
+    (``%:include``, ``#/**/include``, ``#inc\\`` + newline + ``lude``): NVRTC reads them all,
+    so the closure, and the key, hold them too. A superset: the text is read with trigraphs and
+    without, lexed (lexical.directives) and raw (comments and literals left in, where lexing
+    may hide a line NVRTC reads: a quote in a skipped group). Their position is -1 (unknown:
     fast.py never calls one unconditional) and their lines are the spliced text's."""
     text = data.decode("utf-8")
+    found = []
+    for variant in {text, _with_trigraphs(text)}:
+        lines = spliced(variant)
+        for line, name, rest in directives(lines) + directives(lines, raw=True):
+            if name not in ("include", "include_next"):
+                continue
+            kind = "next" if name == "include_next" else "include"
+            m = _NAME.match(rest.encode())  # the name first: what follows it NVRTC only warns of
+            header, angled = header_name(m.group(1).decode()) if m else (None, False)
+            if header is None:
+                header, kind = rest, "computed_next" if kind == "next" else "computed"
+            if header and (header, kind) not in seen:
+                seen.add((header, kind))
+                found.append(Include(header, angled, line, kind, -1))
+    return found
+
+
+def _with_trigraphs(text: str) -> str:
     for trigraph, char in _TRIGRAPHS:
         text = text.replace(trigraph, char)
-    found = []
-    for line, name, rest in directives(spliced(text)):
-        if name not in ("include", "include_next"):
-            continue
-        kind = "next" if name == "include_next" else "include"
-        header, angled = header_name(rest)
-        if header is None:
-            header, kind = rest, "computed_next" if kind == "next" else "computed"
-        if header and (header, kind) not in seen:
-            seen.add((header, kind))
-            found.append(Include(header, angled, line, kind, -1))
-    return found
+    return text
 
 
 def _conditional_at(data: bytes, pos: int) -> bool:

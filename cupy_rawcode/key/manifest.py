@@ -33,7 +33,7 @@ fast = deferred("cupy_rawcode.headers.fast")
 filename = deferred("cupy_rawcode.headers.filename")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 
-SCHEMA = "cupy-rawcode-manifest-14"  # 6: the stamps' digest covers values only; 7: "file",
+SCHEMA = "cupy-rawcode-manifest-15"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
@@ -41,7 +41,8 @@ SCHEMA = "cupy-rawcode-manifest-14"  # 6: the stamps' digest covers values only;
 #                                        of the closure's portable record (portable.py);
 #                                        12: the floor of headers NVRTC can reach; 13: includes
 #                                        however spelled, the floor read soundly; 14: and
-#                                        split by backslash-newlines inside their words
+#                                        split by backslash-newlines inside their words; 15:
+#                                        computed includes' every value, '..' past symlinks
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 

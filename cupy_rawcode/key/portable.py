@@ -37,10 +37,11 @@ from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
 
-SCHEMA = "cupy-rawcode-closure-5"  # 2: the includes looked for and not found ("missing");
+SCHEMA = "cupy-rawcode-closure-6"  # 2: the includes looked for and not found ("missing");
 #                                   3: the floor of headers NVRTC can reach (liveness.py);
 #                                   4: includes however spelled, the floor read soundly; 5: split
-#                                   by backslash-newlines inside their words
+#                                   by backslash-newlines inside their words; 6: computed
+#                                   includes' every value, '..' past symlinks
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 

@@ -16,6 +16,18 @@ CASES = {
     "a chain of them": ('#define P Q\n#define Q "h.h"\n#include P\n', True),
     "a macro an option defines": ("#include H\n", True),  # -DH="h.h" (below)
     "a function-like macro": ("#define S(x) #x\n#define H(x) S(x)\n#include H(h.h)\n", False),
+    "a comment after the #define's value": ('#define H "h.h" // the header\n#include H\n', True),
+    "a name in a string literal is no macro": ('#define h 1\n#define H "h.h"\n#include H\n', True),
+    "one value read, another a function-like macro": (
+        '#define S(x) #x\n#ifdef NOWHERE\n#define H "x.h"\n#else\n#define H S(h.h)\n#endif\n'
+        "#include H\n",
+        False,
+    ),
+    "more values than the scan follows": (
+        "".join(f'#define H "a{i}.h"\n#undef H\n' for i in range(70))
+        + '#define H "h.h"\n#include H\n',
+        False,
+    ),
     "a macro a header defines with a comment in the way": (
         '#include "names.h"\n#include HEADER\n',
         False,

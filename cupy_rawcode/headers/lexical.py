@@ -11,16 +11,19 @@ import re
 # what may stand between a directive's '#' and its name, and between its words: blanks, a
 # comment (never read past its */) or a backslash-newline (bytes: the scans read bytes)
 GAP = rb"(?:[ \t\f\v]|/\*(?:[^*]|\*(?!/)){0,256}\*/|\\\r?\n)"  # {0,256}: never n²
-_TOKENS = re.compile(
-    r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
-    r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with its line,
-    r"|'(?:(?<![\w.]')|(?<=(?<![\w.])[uUL]')|(?<=(?<![\w.])u8'))(?:\\.|[^'\\\n])*'?"
-    #   as NVRTC reads it (don't /* opens no comment); a ' after a digit or a letter other than
-    #   a prefix (L'a', u8'a') opens none: a digit separator (C++14: 1'000)
+_RAW = r'(?<!\w)(?:u8|[uUL])?R"([^()\\\s]{0,16})\(.*?\)\1"'  # a raw string: no directives
+_STRING = r'|"(?:\\.|[^"\\\n])*"?'  # a string or character literal: one left open ends with
+_CHAR = r"|'(?:(?<![\w.]')|(?<=(?<![\w.])[uUL]')|(?<=(?<![\w.])u8'))(?:\\.|[^'\\\n])*'?"
+#   its line, as NVRTC reads it (don't /* opens no comment); a ' after a digit or a letter other
+#   than a prefix (L'a', u8'a') opens none: a digit separator (C++14: 1'000)
+_ANY_CHAR = r"|'(?:\\.|[^'\\\n])*'?"  # as NVRTC reads a skipped group: every ' opens one
+_COMMENTS = (
     r"|//(?:[^\n\\]|\\\r?\n|\\)*"  # a line comment, with the lines a backslash joins to it
-    r"|/\*.*?(?:\*/|\Z)",  # a comment; one left open ends the text (linear, never n²)
-    re.S,
+    r"|/\*.*?(?:\*/|\Z)"  # a comment; one left open ends the text (linear, never n²)
 )
+_TOKENS = re.compile(_RAW + _STRING + _CHAR + _COMMENTS, re.S)
+_LEADING_COMMENTS = re.compile(r"^(?:[ \t\f\v\r]|/\*.*?\*/)*")
+_TOKENS_SKIPPED = re.compile(_RAW + _STRING + _ANY_CHAR + _COMMENTS, re.S)
 # a directive: '#' (or its digraph '%:') first on a line that no backslash joined to the one
 # before; a backslash-newline (or a comment, made one by _strip) may stand before its name
 _DIRECTIVE = re.compile(
@@ -58,8 +61,9 @@ def _strip(m: re.Match) -> str:
     if lines:
         text, at = m.string, m.start()
         start = text.rfind("\n", 0, at) + 1
-        head = text[start:at].lstrip(" \t\f\v\r")
-        if not head.startswith(("#", "%:")) and not text.endswith(("\\\n", "\\\r\n"), 0, start):
+        head = _LEADING_COMMENTS.sub("", text[start:at])  # `/**/#include /*`: a directive's
+        directive = head.startswith(("#", "%:")) or "*/" in head  # after a comment's end: go on
+        if not directive and not text.endswith(("\\\n", "\\\r\n"), 0, start):
             return " " + "\n" * lines
     return " " + "\\\n" * lines
 
@@ -78,12 +82,25 @@ def spliced(text: str) -> str:
     return "".join(out) + "\n" * owed
 
 
-def directives(text: str, raw: bool = False) -> list[tuple[int, str, str]]:
-    """(line, directive, rest) of every directive line, comments removed, continuations joined;
-    ``raw``: comments and literals left in (a superset of the lines, for the fast scan)."""
+def _joined(m: re.Match) -> str:
+    s = m.group(0)
+    return s if m.group(1) is None and s[0] in "\"'" else " "
+
+
+def directives(text: str, reading: str = "nvrtc") -> list[tuple[int, str, str]]:
+    """(line, directive, rest) of every directive line, comments removed, continuations joined.
+    Other ``reading``s, each a superset for the fast scan where NVRTC's own may differ: "raw"
+    (comments and literals left in), "joined" (a comment is one space, its line breaks gone:
+    phase 3 to the letter), "skipped" (every ' opens a character literal, as in a skipped
+    group)."""
     if _IN_TOKEN.search(text):
         text = spliced(text)
-    clean = text if raw else _TOKENS.sub(_strip, text)
+    if reading == "raw":
+        clean = text
+    elif reading == "joined":
+        clean = _TOKENS.sub(_joined, text)
+    else:
+        clean = (_TOKENS_SKIPPED if reading == "skipped" else _TOKENS).sub(_strip, text)
     out, line, pos = [], 1, 0
     for m in _DIRECTIVE.finditer(clean):
         line += clean.count("\n", pos, m.start())

@@ -104,6 +104,8 @@ def macro_names(datas: Iterable[bytes]) -> tuple[set[str], set[str]]:
     comment, a string) counts, which only makes it less certain."""
     defines, undefs = set[str](), set[str]()
     for data in datas:
+        if b"??/" in data:  # a trigraph splice (C++14 and older): both readings, a superset
+            data += b"\n" + data.replace(b"??/", b"\\")
         if _IN_TOKEN.search(data):  # `#defin\` newline `e X`: read it spliced
             data = spliced(data.decode("utf-8", "replace")).encode()
         found = _MACRO.findall(data)

@@ -33,12 +33,17 @@ _ODD = tuple(
     re.compile(p)
     for p in (
         rb"#[ \t\f\v]*(?:/\*|\\\r?\n)",
-        rb"\\\r?\n[\w\"<>.:%#]",
         rb"\*/[ \t\f\v]*(?:#|%:)",
         rb"include(?:_next)?[ \t\f\v]*(?:/\*|\\)",
     )
 )
-_TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
+_TRIGRAPHS = (("??/", "\\"), ("??=", "#"))
+_READINGS = (
+    "nvrtc",
+    "raw",
+    "joined",
+    "skipped",
+)  # lexical.directives' readings: a superset  # the two that can make or hide a directive
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*(?://[^\n]*)?$", re.M
@@ -141,7 +146,7 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             includes.append(
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
-    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD):
+    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD) or _split(data):
         includes += _odd_includes(data, {(i.name, i.kind) for i in includes})
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
@@ -171,18 +176,32 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
     )
 
 
+_SPLICE_BEFORE = re.compile(rb"\\\r?\n[\w\"<>.:%#]")
+_TOKEN_BYTES = frozenset(
+    b'_"<>.:%#' + bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123))
+)
+
+
+def _split(data: bytes) -> bool:
+    """Whether a backslash-newline splits a token (``#inc\\`` newline ``lude``): a token
+    character on both sides (a macro's continuation line after a blank is no such split)."""
+    return any(
+        m.start() and data[m.start() - 1] in _TOKEN_BYTES for m in _SPLICE_BEFORE.finditer(data)
+    )
+
+
 def _odd_includes(data: bytes, seen: set[tuple[str, str]]) -> list[Include]:
     """The #include lines of a file as NVRTC's preprocessor may read them that _INCLUDE missed
     (``%:include``, ``#/**/include``, ``#inc\\`` + newline + ``lude``): NVRTC reads them all,
     so the closure, and the key, hold them too. A superset: the text is read with trigraphs and
-    without, lexed (lexical.directives) and raw (comments and literals left in, where lexing
-    may hide a line NVRTC reads: a quote in a skipped group). Their position is -1 (unknown:
-    fast.py never calls one unconditional) and their lines are the spliced text's."""
+    without, in each of lexical.directives' readings (where one may hide a line NVRTC reads).
+    Their position is -1 (unknown: fast.py never calls one unconditional) and their lines are
+    the spliced text's."""
     text = data.decode("utf-8")
     found = []
     for variant in {text, _with_trigraphs(text)}:
         lines = spliced(variant)
-        for line, name, rest in directives(lines) + directives(lines, raw=True):
+        for line, name, rest in [d for r in _READINGS for d in directives(lines, r)]:
             if name not in ("include", "include_next"):
                 continue
             kind = "next" if name == "include_next" else "include"

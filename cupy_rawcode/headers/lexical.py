@@ -68,6 +68,18 @@ def _strip(m: re.Match) -> str:
     return " " + "\\\n" * lines
 
 
+_SPLICE_BYTES = re.compile(rb"\\\r?\n[\w\"<>.:%#]")
+_TOKEN_BYTES = frozenset(b'_"<>.:%#0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz')
+
+
+def splits_token(data: bytes) -> bool:
+    """Whether a backslash-newline splits a token of ``data`` (``#inc\\`` newline ``lude``): a
+    token character on both sides (a macro's continuation line after a blank is no split)."""
+    return any(
+        m.start() and data[m.start() - 1] in _TOKEN_BYTES for m in _SPLICE_BYTES.finditer(data)
+    )
+
+
 def spliced(text: str) -> str:
     """``text`` with its backslash-newlines removed (translation phase 2), each line they join
     followed by as many empty lines, so that every line keeps its number."""

@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .lexical import GAP, spliced
+from .lexical import GAP, spliced, splits_token
 from .predefined import STD_CPLUSPLUS, nvrtc_macros
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
@@ -72,7 +72,6 @@ _TOKEN = re.compile(r"\s*([A-Za-z_]\w*|\d[\w.']*|&&|\|\||[!=<>]=|<<|>>|\S)")
 # C++'s alternative tokens are operators in #if too: `#if A or B` is `#if A || B`
 _ALTERNATIVE = {"and": "&&", "or": "||", "not": "!", "not_eq": "!="}
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_IN_TOKEN = re.compile(rb"\\\r?\n[\w\"<>.:%#]")  # a backslash-newline inside a token
 _BOUNDARY = ("&&", "||", ")", None)
 _DEPTH = 64  # the most nested operands read
 _COMPARE = {
@@ -106,7 +105,7 @@ def macro_names(datas: Iterable[bytes]) -> tuple[set[str], set[str]]:
     for data in datas:
         if b"??/" in data:  # a trigraph splice (C++14 and older): both readings, a superset
             data += b"\n" + data.replace(b"??/", b"\\")
-        if _IN_TOKEN.search(data):  # `#defin\` newline `e X`: read it spliced
+        if splits_token(data):  # `#defin\` newline `e X`: read it spliced
             data = spliced(data.decode("utf-8", "replace")).encode()
         found = _MACRO.findall(data)
         if b"%:" in data or b"??=" in data:  # a digraph or trigraph '#': rare, so looked at apart

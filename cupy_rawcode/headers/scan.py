@@ -19,7 +19,7 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
-from .lexical import directives, header_name, spliced
+from .lexical import directives, header_name, spliced, splits_token
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
@@ -37,13 +37,8 @@ _ODD = tuple(
         rb"include(?:_next)?[ \t\f\v]*(?:/\*|\\)",
     )
 )
-_TRIGRAPHS = (("??/", "\\"), ("??=", "#"))
-_READINGS = (
-    "nvrtc",
-    "raw",
-    "joined",
-    "skipped",
-)  # lexical.directives' readings: a superset  # the two that can make or hide a directive
+_TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
+_READINGS = ("nvrtc", "raw", "joined", "skipped")  # lexical.directives' readings: a superset
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*(?://[^\n]*)?$", re.M
@@ -146,7 +141,7 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             includes.append(
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
-    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD) or _split(data):
+    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD) or splits_token(data):
         includes += _odd_includes(data, {(i.name, i.kind) for i in includes})
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
@@ -173,20 +168,6 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         guard_year(data),
         specialized_names(data),
         unread,
-    )
-
-
-_SPLICE_BEFORE = re.compile(rb"\\\r?\n[\w\"<>.:%#]")
-_TOKEN_BYTES = frozenset(
-    b'_"<>.:%#' + bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123))
-)
-
-
-def _split(data: bytes) -> bool:
-    """Whether a backslash-newline splits a token (``#inc\\`` newline ``lude``): a token
-    character on both sides (a macro's continuation line after a blank is no such split)."""
-    return any(
-        m.start() and data[m.start() - 1] in _TOKEN_BYTES for m in _SPLICE_BEFORE.finditer(data)
     )
 
 

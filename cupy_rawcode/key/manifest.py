@@ -100,7 +100,6 @@ class Facts(NamedTuple):
     floor: Floor
     specialized: tuple[str, ...]
     record: str = ""
-    unresolved: tuple[str, ...] = ()  # the closure's computed includes it cannot key (fast.py)
 
 
 def discard(source: str, ctx, pre_includes: tuple[str, ...] = ()) -> None:
@@ -159,7 +158,7 @@ def closure_digests(
         digest = closure_digest(closure.digests() + unknown)
         found = filename.expands_file(source, closure.scans.values(), ctx.opts.macros)
         facts = Facts(digest, len(ids), (rec, values), found, closure.floor, closure.specialized)
-        return facts._replace(unresolved=closure.unresolved), closure
+        return facts, closure  # the closure's unresolved includes: the orchestrator's to warn
     fields = {
         "closure": closure_digest(closure.digests()),
         "count": len(ids),

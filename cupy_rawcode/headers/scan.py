@@ -7,11 +7,12 @@ collected so computed includes (``#define H <cub/x.cuh>`` / ``#include H``) can 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..ground import open_regular, read_fd
@@ -69,10 +70,15 @@ class FileScan:
     # names it defines more often than ``defines`` holds them (function-like, another value)
     unread: frozenset[str] = frozenset()
 
+    _marks: _Marks | None = field(default=None, repr=False, compare=False)
+
     def conditional(self, pos: int) -> bool:
         """True when the directive at byte ``pos`` sits inside #if (an include guard does not
-        count). Only includes that match nothing ask, so it is computed then, up to ``pos``."""
-        return _conditional_at(self.data, pos)
+        count). Only includes that match nothing ask, so the file's conditionals are read at
+        the first question, once, and each question is then a bisection."""
+        if self._marks is None:
+            self._marks = _Marks.of(self.data)
+        return self._marks.conditional(pos)
 
 
 class ScanError(RawcodeError):
@@ -202,21 +208,39 @@ def _with_trigraphs(text: str) -> str:
     return text
 
 
-def _conditional_at(data: bytes, pos: int) -> bool:
-    """Whether the directive at ``pos`` is inside an #if block, not counting an include guard
-    (a file opening with "#ifndef X" directly followed by "#define X")."""
-    depth, opened = 0, list[re.Match]()
-    for m in _CONDITIONAL.finditer(data, 0, pos):
-        if not _at_line_start(data, m.start()):
-            continue
-        kind = m.group(1)
-        if len(opened) < 2:
-            opened.append(m)
-        if kind in (b"if", b"ifdef", b"ifndef"):
-            depth += 1
-        elif kind == b"endif":
-            depth = max(0, depth - 1)
-    return depth > (1 if _guarded(opened) else 0)
+class _Marks(NamedTuple):
+    """A file's conditional directives at line starts, in order: their byte offsets, the #if
+    depth after each, and whether the first two make an include guard."""
+
+    starts: list[int]
+    depths: list[int]
+    guarded: bool
+
+    @classmethod
+    def of(cls, data: bytes) -> _Marks:
+        starts, depths, opened, depth = [], [], list[re.Match](), 0
+        for m in _CONDITIONAL.finditer(data):
+            if not _at_line_start(data, m.start()):
+                continue
+            kind = m.group(1)
+            if len(opened) < 2:
+                opened.append(m)
+            if kind in (b"if", b"ifdef", b"ifndef"):
+                depth += 1
+            elif kind == b"endif":
+                depth = max(0, depth - 1)
+            starts.append(m.start())
+            depths.append(depth)
+        return cls(starts, depths, _guarded(opened))
+
+    def conditional(self, pos: int) -> bool:
+        """Whether the directive at ``pos`` is inside an #if block, not counting an include
+        guard (a file opening with "#ifndef X" directly followed by "#define X")."""
+        before = bisect.bisect_left(self.starts, pos)  # the directives that start before pos
+        if not before:
+            return False
+        guard = 1 if before >= 2 and self.guarded else 0
+        return self.depths[before - 1] > guard
 
 
 def _guarded(matches: list) -> bool:

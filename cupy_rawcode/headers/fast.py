@@ -3,11 +3,12 @@ reads, enough for the cache key), expanding computed includes from the macros se
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..toolkit import jitify_names
 from . import liveness
@@ -15,6 +16,7 @@ from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
 from .directives import scanned_directives
 from .lexical import directives
+from .options import macro_name, macro_parameters
 from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_year
 
@@ -22,43 +24,129 @@ _ID = re.compile(r"[A-Za-z_]\w*")
 _WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
 
 
-def expand_computed(
-    text: str, table: dict[str, set[str]], limit: int = 64
-) -> list[tuple[str, bool]]:
+class Function(NamedTuple):
+    """A function-like macro's definition, a value of the macro table: its parameters and value."""
+
+    params: tuple[str, ...]
+    body: str
+
+
+Table = dict[str, set[Any]]  # macro name -> every value seen: a str, or a Function
+_STRINGIZED = re.compile(r"(?<!#)#(?!#)[ \t]*([A-Za-z_]\w*)")  # '#x' in a macro's value
+_PASTED = re.compile(r"#[ \t]*([A-Za-z_]\w*)|([A-Za-z_]\w*)[ \t]*##")  # '#x', 'x ##', '## x'
+_PASTE = re.compile(r"[ \t]*##[ \t]*")
+
+
+def expand_computed(text: str, table: Table, limit: int = 64) -> list[tuple[str, bool]]:
     """Every header name a computed include can take, using all values seen for each macro."""
     return expansions(text, table, limit)[0]
 
 
-def expansions(
-    text: str, table: dict[str, set[str]], limit: int = 64
-) -> tuple[list[tuple[str, bool]], bool]:
+def expansions(text: str, table: Table, limit: int = 64) -> tuple[list[tuple[str, bool]], bool]:
     """(every header name a computed include can take, whether that is all of them): False
-    when the ``limit`` of values or the depth of 24 expansions cut it short. A name inside a
-    string literal is never replaced (``#define h 1`` leaves ``"h.h"`` as it is)."""
-    results, done, complete = {text}, set[str](), True
-    for _ in range(24):
-        pending = results - done
-        if not pending:
-            break
-        for t in pending:
-            m = next((m for m in _WORD.finditer(t) if m.group() in table), None)
-            if m is None:
-                done.add(t)
-                continue
-            results.discard(t)
-            for v in sorted(table[m.group()]):
-                if len(results) < limit:
-                    results.add(t[: m.start()] + v + t[m.end() :])
-                else:
-                    complete = False
-    if results - done:
-        complete = False
+    when the ``limit`` of values or the depth of 24 expansions cut it short, or a call's
+    arguments hold a quote. A name inside a string literal is never replaced (``#define h 1``
+    leaves ``"h.h"`` as it is)."""
+    done, complete = _expanded(text, table, limit)
     names = []
     for t in sorted(done):
         t = t.strip()
         if len(t) > 2 and ((t[0] == "<" and t[-1] == ">") or (t[0] == '"' and t[-1] == '"')):
             names.append((re.sub(r"\s+", "", t[1:-1]) if t[0] == "<" else t[1:-1], t[0] == "<"))
     return names, complete
+
+
+def _expanded(text: str, table: Table, limit: int) -> tuple[set[str], bool]:
+    """(every text ``text`` expands to, with no macro left to replace; whether that is all)."""
+    results, done, complete = {text}, set[str](), True
+    for _ in range(24):
+        pending = results - done
+        if not pending:
+            break
+        for t in pending:
+            m = next((m for m in _WORD.finditer(t) if _expands(t, m, table)), None)
+            if m is None:
+                done.add(t)
+                continue
+            results.discard(t)
+            for v in sorted(table[m.group()], key=str):
+                new, whole = _replaced(t, m, v, table, limit)
+                complete &= whole and len(results) + len(new) <= limit
+                results.update(new[: max(0, limit - len(results))])
+    return done, complete and not results - done
+
+
+def _expands(text: str, m: re.Match, table: Table) -> bool:
+    """Whether the name at ``m`` is a macro there: object-like, or function-like and called."""
+    values = table.get(m.group(), ())
+    return bool(values) and (
+        any(isinstance(v, str) for v in values) or _arguments(text, m.end()) is not None
+    )
+
+
+def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[list[str], bool]:
+    """(``text`` with the macro at ``m`` replaced by ``value``, one text for each value its
+    arguments can take; whether that is all). A function-like value has no call there, or one
+    of another number of arguments, gives none (NVRTC refuses that)."""
+    if isinstance(value, str):
+        return [text[: m.start()] + value + text[m.end() :]], True
+    call = _arguments(text, m.end())
+    if call is None:
+        return [], True
+    args, end = call
+    if any(q in a for a in args for q in "\"'"):
+        return [], False  # a comma or parenthesis may hide in a literal: not split here
+    params = value.params
+    if len(args) != max(len(params), 1) or (not params and args != [""]):
+        return [], True
+    given = dict(zip(params, args, strict=False))  # F() has one empty argument
+    # '#x' and 'x ## y' take the argument as written; elsewhere it is expanded first
+    raw = {n for pair in _PASTED.findall(value.body) for n in pair if n in given}
+    body = _STRINGIZED.sub(
+        lambda s: '"' + " ".join(given[s[1]].split()) + '"' if s[1] in given else s[0],
+        value.body,
+    )
+    choices, whole = [], True
+    for p in params:
+        if p in raw:
+            choices.append([given[p]])
+            continue
+        texts, all_ = _expanded(given[p], table, limit)
+        choices.append(sorted(texts))
+        whole &= all_
+    out = []
+    for combo in itertools.islice(itertools.product(*choices), limit + 1):
+        chosen = dict(zip(params, combo, strict=True))
+        out.append(text[: m.start()] + _substituted(body, chosen) + text[end:])
+    return out[:limit], whole and len(out) <= limit
+
+
+def _substituted(body: str, chosen: dict[str, str]) -> str:
+    """A function-like macro's value with its parameters replaced (outside string literals)
+    and its ``##`` pastes made."""
+    done = _WORD.sub(lambda w: chosen.get(w.group(), w.group()), body)
+    return _PASTE.sub("", done) if "##" in done else done
+
+
+def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
+    """The arguments of a call whose '(' is the first thing after ``at`` but blanks, and the
+    end of the call; None when none follows or it is not closed."""
+    i = len(text) - len(text[at:].lstrip(" \t"))
+    if i >= len(text) or text[i] != "(":
+        return None
+    depth, args, start = 0, list[str](), i + 1
+    for j in range(i, len(text)):
+        c = text[j]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if not depth:
+                return [*args, text[start:j].strip()], j + 1
+        elif c == "," and depth == 1:
+            args.append(text[start:j].strip())
+            start = j + 1
+    return None
 
 
 @dataclass
@@ -96,10 +184,12 @@ def resolve_fast(
     ``main_name`` names the source in include chains (its file's name, else "<source>")."""
     memo: dict[str, bool] = {}
     found_memo: dict[tuple, Any] = {}
-    table: dict[str, set[str]] = defaultdict(set)
-    for name, value in ctx.opts.macros:
-        if value is not None:
-            table[name].add(value)
+    table: Table = defaultdict(set)
+    for head, value in ctx.opts.macros:
+        params = macro_parameters(head)
+        if value is None or (params and params[-1] == "..."):
+            continue  # a variadic one is never expanded: its includes are unresolved
+        table[macro_name(head)].add(value if params is None else Function(params, value))
     nodes: dict[str, _Node] = {}
     file_ids: dict[str, tuple] = {}
     missing: dict[tuple, Missing] = {}
@@ -108,8 +198,7 @@ def resolve_fast(
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
-    for n, v in main.scan.defines:  # '#define H "h.h"' then '#include H' in the source itself
-        table[n].add(v)
+    _add_macros(table, main.scan)  # '#define H "h.h"' then '#include H' in the source itself
     work = [main]
 
     def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
@@ -179,8 +268,7 @@ def resolve_fast(
             ) from None
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
-        for n, v in fscan.defines:
-            table[n].add(v)
+        _add_macros(table, fscan)
         work.append(node)
 
     def visit(node: _Node) -> None:
@@ -244,6 +332,14 @@ def resolve_fast(
     )
 
 
+def _add_macros(table: Table, scan: _scan.FileScan) -> None:
+    """Enter a file's macros that may name a header into the table."""
+    for n, v in scan.defines:
+        table[n].add(v)
+    for n, params, body in scan.functions:
+        table[n].add(Function(params, body))
+
+
 def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: str, n_pre: int):
     """The computed includes the scan cannot name every header of: a name they use (or one its
     values use) has a definition the table lacks (a function-like ``#define H(x) #x``, a value
@@ -262,7 +358,9 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
         if complete and not names:  # nothing to read: unknown only when something defines it
             if defined is None:
                 datas = [main.scan.data] + [n.scan.data for n in nodes.values()]
-                defined = liveness.macro_names(datas)[0] | {n for n, _ in ctx.opts.macros}
+                defined = liveness.macro_names(datas)[0] | {
+                    macro_name(n) for n, _ in ctx.opts.macros
+                }
             if not used & defined:
                 continue
         where = node.found.logical if node.found else main_name
@@ -271,7 +369,7 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
     return tuple(dict.fromkeys(found))
 
 
-def _names_used(text: str, table: dict[str, set[str]]) -> set[str]:
+def _names_used(text: str, table: Table) -> set[str]:
     """The names ``text`` uses, and those their values in ``table`` use, transitively."""
     used, todo = set[str](), [m.group() for m in _ID.finditer(text)]
     while todo:
@@ -279,7 +377,8 @@ def _names_used(text: str, table: dict[str, set[str]]) -> set[str]:
         if name not in used:
             used.add(name)
             for value in table.get(name, ()):
-                todo += [m.group() for m in _WORD.finditer(value)]
+                body = value if isinstance(value, str) else value.body
+                todo += [m.group() for m in _WORD.finditer(body)]
     return used
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .options import macro_name
+
 LINE_INFO = frozenset({"-lineinfo", "--generate-line-info", "-G", "--device-debug"})
 FILE_NAMES = frozenset(
     {
@@ -67,7 +69,7 @@ def expands_file(source: str, scans, macros: Iterable[tuple[str, str | None]] = 
     bodies: dict[bytes, list[bytes]] = {}
     for macro, value in macros:
         if value is not None:
-            bodies.setdefault(macro.encode(), []).append(value.encode())
+            bodies.setdefault(macro_name(macro).encode(), []).append(value.encode())
     where: dict[bytes, list[tuple[bytes, int]]] = {}
     for s in scans:
         for name, start in _defines(s.digest, s.data):

@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from .lexical import GAP, spliced, splits_token
+from .options import macro_name
 from .predefined import STD_CPLUSPLUS, nvrtc_macros
 
 ALWAYS_DEFINED = frozenset({"__CUDACC__", "__CUDACC_RTC__", "__CUDA_ARCH__", "__cplusplus"})
@@ -122,11 +123,11 @@ def known_macros(
     std: str | None = None,
 ) -> Known:
     """``Known`` for the files ``datas`` (the source and every header of a closure) compiled with
-    the options' macros ``options`` ((name, value) pairs, value None for -U); ``builtin``: the
+    the options' macros ``options`` ((head, value) pairs, value None for -U); ``builtin``: the
     macros NVRTC's built-in headers define (None when they are not known); ``std``: the asked
     standard ('c++14'), at which ``__cplusplus`` comparisons are read (None: unknown)."""
     defines, undefs = macro_names(datas)
-    given = {n for n, v in options if v is not None}
+    given = {macro_name(n) for n, v in options if v is not None}
     undefs |= {n for n, v in options if v is None}
     defined = (ALWAYS_DEFINED | given) - undefs
     maybe = defines | undefs | given | PREDEFINED | (builtin or frozenset())

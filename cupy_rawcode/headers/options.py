@@ -11,6 +11,8 @@ from ..ground.inputs import check_option
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
+# a function-like macro's parameter list after its '(', as NVRTC takes it: names, '...' last
+_PARAMS = r"[ \t]*(?:(?:[A-Za-z_]\w*[ \t]*,[ \t]*)*(?:[A-Za-z_]\w*|\.\.\.)[ \t]*)?\)\Z"
 
 # option spellings -> canonical name; each takes a value (joined, "=", or the next item)
 _VALUED = {
@@ -89,9 +91,10 @@ class NotAnOptionError(RawcodeError, ValueError):
 
 class Options(NamedTuple):
     """Normalized compile options. Paths are absolute; macros keep only their final state.
-    Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((name, value) pairs,
-    value None for -U), ``std``, ``arch`` (or None), ``pre_includes``, ``default_device`` (bool),
-    ``passthrough`` (options handed to NVRTC as they are)."""
+    Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((head, value)
+    pairs, value None for -U; the head is the name, with its parameter list for a function-like
+    macro: ``macro_name`` gives the name), ``std``, ``arch`` (or None), ``pre_includes``,
+    ``default_device`` (bool), ``passthrough`` (options handed to NVRTC as they are)."""
 
     include_dirs: tuple[str, ...] = ()
     isystem_dirs: tuple[str, ...] = ()
@@ -171,10 +174,32 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
 
 
 def _check_macro(spelling: str, value: str, undef: bool) -> tuple[str, str | None]:
-    name, eq, body = value.partition("=")
-    if not re.match(_IDENT, name) or (undef and eq):
-        raise RawcodeValueError(f"option {spelling} {value!r}: {name!r} is not a valid macro name")
-    return (name, None) if undef else (name, body if eq else "1")
+    """(the macro's head, its value or None for -U): the head is its name, or for a
+    function-like ``-DF(a, b)=a+b`` (which NVRTC takes) the name with its parameter list."""
+    head, eq, body = value.partition("=")
+    name, paren, params = head.partition("(")
+    if (
+        not re.match(_IDENT, name)
+        or (undef and (eq or paren))
+        or (paren and not re.match(_PARAMS, params))
+    ):
+        raise RawcodeValueError(f"option {spelling} {value!r}: {head!r} is not a valid macro name")
+    return (name, None) if undef else (head, body if eq else "1")
+
+
+def macro_name(head: str) -> str:
+    """The name of a macro an option defines (``F`` of a function-like ``F(a, b)``)."""
+    return head.partition("(")[0]
+
+
+def macro_parameters(head: str) -> tuple[str, ...] | None:
+    """The parameters of a function-like macro's head (``F(a, b)``: ``("a", "b")``; ``F()``:
+    ``()``), None for an object-like one."""
+    _, paren, params = head.partition("(")
+    if not paren:
+        return None
+    names = tuple(p.strip() for p in params[:-1].split(","))
+    return () if names == ("",) else names
 
 
 def parse_options(
@@ -192,7 +217,7 @@ def parse_options(
     given, items = items, [o.strip(_WHITESPACE) for o in items]  # as NVRTC reads each option
     base = cwd or os.getcwd()
     include, isystem, pre, passthrough = [], [], [], []
-    macros: dict[str, str | None] = {}
+    macros: dict[str, tuple[str, str | None]] = {}  # name -> (head, value)
     std, arch, default_device = "c++17", None, False
     i = 0
     while i < len(items):
@@ -218,9 +243,10 @@ def parse_options(
         elif kind == "isystem":
             isystem.append(os.path.normpath(os.path.join(base, value)))
         elif kind in ("define", "undef"):
-            name, val = _check_macro(spelling, value, kind == "undef")
+            head, val = _check_macro(spelling, value, kind == "undef")
+            name = macro_name(head)
             macros.pop(name, None)  # keep command-line order of the final state
-            macros[name] = val
+            macros[name] = (head, val)
         elif kind == "std":
             if value not in STD_VALUES:
                 raise RawcodeValueError(
@@ -236,7 +262,7 @@ def parse_options(
     return Options(
         tuple(include),
         tuple(isystem),
-        tuple(macros.items()),
+        tuple(macros.values()),
         std,
         arch,
         tuple(pre),

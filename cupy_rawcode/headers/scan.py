@@ -44,11 +44,16 @@ _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]
 _DEFINE = re.compile(
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*(?://[^\n]*)?$", re.M
 )
+# a function-like macro ('#define H(x) <cuda/std/x>', CUTLASS's; '#define S(x) #x'): its value
+# is read apart (_value), and only for the names computed includes use (fast.py)
+_FUNCTION = re.compile(rb"#[ \t]*define[ \t]+(\w+)\(([\w \t,]*)\)([^\n]*)")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
 _ANY_DEFINE = re.compile(rb"#[ \t]*define[ \t]+([A-Za-z_]\w*)")  # every definition, any value
 _CONDITIONAL = re.compile(rb"#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)")
 _COMMENT = re.compile(rb"/\*.*?\*/|//.*", re.S)
 _IFNDEF = re.compile(rb"\s*([A-Za-z_]\w*)")
 _NAME = re.compile(rb"(<[^>\n]*>|\"[^\"\n]*\")")
+_PARAM = re.compile(r"[A-Za-z_]\w*", re.ASCII)
 
 
 class Include(NamedTuple):  # a NamedTuple: thousands are made per closure
@@ -67,8 +72,10 @@ class FileScan:
     data: bytes
     std_floor: int = 0  # the standard year an #error guard of this file demands (standard.py)
     specializes: tuple[str, ...] = ()  # std templates it specializes (toolkit/specializable.py)
-    # names it defines more often than ``defines`` holds them (function-like, another value)
+    # names it defines more often than ``defines`` and ``functions`` hold them (another value)
     unread: frozenset[str] = frozenset()
+    # function-like macros whose value may name a header: (name, parameters, value)
+    functions: tuple[tuple[str, tuple[str, ...], str], ...] = ()
 
     _marks: _Marks | None = field(default=None, repr=False, compare=False)
 
@@ -162,9 +169,15 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             )
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
+    functions = tuple(
+        (a.decode(), params, value)
+        for a, p, b in (_FUNCTION.findall(data) if b"define" in data else ())
+        if (params := _parameters(p.decode())) is not None
+        and (value := _value(b.decode())) is not None
+    )
     named = _ANY_DEFINE.findall(data)
     sites = Counter(named)
-    sites.subtract(a.encode() for a, _ in defines)
+    sites.subtract([a.encode() for a, _ in defines] + [a.encode() for a, _, _ in functions])
     unread = frozenset(n.decode() for n, left in sites.items() if left > 0)
     return FileScan(
         digest_bytes(data),
@@ -174,7 +187,27 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         guard_year(data),
         specialized_names(data),
         unread,
+        functions,
     )
+
+
+def _value(text: str) -> str | None:
+    """A #define's value as read on its line, comments gone; None where it goes on past the
+    line (a backslash-newline, a comment left open): then it is not read."""
+    if "/" in text:
+        text = _BLOCK_COMMENT.sub(" ", text).partition("//")[0]
+        if "/*" in text:
+            return None
+    text = text.strip()
+    return None if text.endswith("\\") else text
+
+
+def _parameters(text: str) -> tuple[str, ...] | None:
+    """A function-like macro's parameter names (``"a, b"``), None unless all are names."""
+    names = tuple(p.strip() for p in text.split(","))
+    if names == ("",):
+        return ()
+    return names if all(_PARAM.fullmatch(n) for n in names) else None
 
 
 def _odd_includes(data: bytes, seen: set[tuple[str, str]]) -> list[Include]:

@@ -143,9 +143,9 @@ def _not_cached(req: Request, ctx, path: str) -> None:
 
 
 class UnresolvedIncludeWarning(RawcodeWarning, UserWarning):
-    """A computed include names its header through a macro the scan cannot expand (``#define
-    H(x) #x``, ``#include H(h.h)``): the key cannot hold that header, so the code is compiled
-    and used, never cached."""
+    """A computed include names its header through a macro the scan cannot expand (a variadic
+    one, a value on more than one line, an object-like macro whose value calls another): the
+    key cannot hold that header, so the code is compiled and used, never cached."""
 
 
 def _unresolved(req: Request, keyed) -> bool:
@@ -155,7 +155,8 @@ def _unresolved(req: Request, keyed) -> bool:
         warnings.warn(
             f"cupy-rawcode: {req.program_name}: " + "; ".join(found) + ": the header this "
             "names is unknown to the cache key, so the code is compiled every time, never "
-            "cached (write the header name itself, or an object-like #define of it)",
+            "cached (name the header directly, or through a one-line #define: an object-like "
+            "one whose value is the name, or a function-like one such as H(x) <x.h>)",
             UnresolvedIncludeWarning,
             stacklevel=5,
         )

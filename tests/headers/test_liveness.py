@@ -454,3 +454,12 @@ def test_what_nvrtc_takes_is_never_read_dead(name):
 def test_cplusplus_an_option_defines_is_not_the_standards():
     known = known_macros([b""], (("__cplusplus", "1"),), BUILTIN, "c++17")
     assert condition("__cplusplus < 201103L", known) is None
+
+
+def test_a_function_like_macro_an_option_defines_is_defined():
+    """``-DF(x)=x`` defines F (NVRTC takes it: tests/headers/test_options.py): the options give
+    its head with the parameter list, and ``#ifdef F`` is taken, ``#ifndef F`` is not."""
+    known = known_macros([b""], (("F(x)", "x"),), BUILTIN)
+    text = '#ifdef F\n#include "a"\n#endif\n#ifndef F\n#include "b"\n#endif\n'
+    found = unreachable(directives(text), known)
+    assert [found.at(2), found.at(5)] == [False, True]

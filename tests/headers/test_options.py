@@ -32,6 +32,14 @@ from cupy_rawcode.headers.options import (
         (("-DN=1", "-UN"), "macros", (("N", None),)),
         (("-UN", "-DN=2"), "macros", (("N", "2"),)),
         (("--undefine-macro=N",), "macros", (("N", None),)),
+        # function-like, as NVRTC takes them: the name with its parameter list is the head
+        (("-DSQ(a)=((a)*(a))",), "macros", (("SQ(a)", "((a)*(a))"),)),
+        (("-DF( a , b )=a+b",), "macros", (("F( a , b )", "a+b"),)),
+        (("-DF(x)",), "macros", (("F(x)", "1"),)),
+        (("-DF()=2",), "macros", (("F()", "2"),)),
+        (("-DV(a, ...)=a",), "macros", (("V(a, ...)", "a"),)),
+        (("-DF(x)=3", "-UF"), "macros", (("F", None),)),
+        (("-DF(x)=3", "-DF=4"), "macros", (("F", "4"),)),
         (("-std=c++14",), "std", "c++14"),
         (("--std=c++20",), "std", "c++20"),
         ((), "std", "c++17"),
@@ -64,6 +72,10 @@ def test_relative_include_is_made_absolute(tmp_path):
         (("--include-path=",), "--include-path="),
         (("-I ",), "'-I' needs a value"),  # spaces only: no directory
         (("-D N =1",), "N "),  # NVRTC refuses it too: invalid macro definition
+        (("-DF(1)=2",), "F(1)"),  # and these: invalid macro definition
+        (("-DF(a=2",), "F(a"),
+        (("-DF(...,a)=2",), "F(...,a)"),
+        (("-UF(a)",), "F(a)"),
         (("-dopt", ""), "'-dopt' has an empty value"),  # NVRTC 12.9 aborts the process on these
         (("-dopt=",), "'-dopt=' has an empty value"),
         (("-Xptxas=",), "'-Xptxas=' has an empty value"),
@@ -262,3 +274,20 @@ def test_an_item_blank_or_without_a_dash_is_refused_as_it_was_given(item):
     with pytest.raises(NotAnOptionError) as e:
         parse_options(("-lineinfo", item))
     assert e.value.item == item
+
+
+# function-like -D macros, which NVRTC takes: each compiles through the package as bare NVRTC
+FUNCTION_LIKE = [
+    ("-DSQ(a)=((a)*(a))", 'static_assert(SQ(3) == 9, "");\n'),
+    ("-DADD( a , b )=a+b", 'static_assert(ADD(1, 2) == 3, "");\n'),
+    ("-DFIRST(a, ...)=a", 'static_assert(FIRST(4, 5, 6) == 4, "");\n'),
+    ("-DF(x)", '#ifdef F\nstatic_assert(F(0) == 1, "");\n#else\n#error no F\n#endif\n'),
+]
+
+
+@pytest.mark.parametrize("option, source", FUNCTION_LIKE)
+def test_a_function_like_macro_is_defined_as_nvrtc_defines_it(option, source, tmp_path):
+    import cupy_rawcode
+
+    assert bare_nvrtc(source, (option,)).ok
+    cupy_rawcode.compile(source, arch="sm_90", target="ptx", options=(option,))

@@ -15,7 +15,16 @@ CASES = {
     "an object-like macro the source defines": ('#define H "h.h"\n#include H\n', True),
     "a chain of them": ('#define P Q\n#define Q "h.h"\n#include P\n', True),
     "a macro an option defines": ("#include H\n", True),  # -DH="h.h" (below)
-    "a function-like macro": ("#define S(x) #x\n#define H(x) S(x)\n#include H(h.h)\n", False),
+    "a function-like macro that stringizes": (
+        "#define S(x) #x\n#define H(x) S(x)\n#include H(h.h)\n",
+        True,
+    ),
+    "a stringized argument that is a macro, expanded first": (
+        "#define S_(x) #x\n#define S(x) S_(x)\n#define NAME h.h\n#include S(NAME)\n",
+        True,
+    ),
+    "pasted names": ("#define P(a, b) <a ## b.h>\n#include P(h, )\n", True),
+    "a value on the next line": ('#define H \\\n "h.h"\n#include H\n', False),
     "a comment after the #define's value": ('#define H "h.h" // the header\n#include H\n', True),
     "a name in a string literal is no macro": ('#define h 1\n#define H "h.h"\n#include H\n', True),
     "one value read, another a function-like macro": (
@@ -32,11 +41,33 @@ CASES = {
         '#include "names.h"\n#include HEADER\n',
         False,
     ),
+    # CUTLASS 4.2 and later: '#define CUDA_STD_HEADER(header) <cuda/std/header>'
+    "a function-like macro whose value is a header name": (
+        "#define HDR(name) <name.h>\n#include HDR(h)\n",
+        True,
+    ),
+    "a function-like macro a header defines, in two branches": (
+        '#include "hdr.h"\n#include HDR(h)\n',
+        True,
+    ),
+    "a function-like macro calling another": (
+        "#define G(n) <n.h>\n#define HDR(n) G(n)\n#include HDR(h)\n",
+        True,
+    ),
+    "a function-like macro an option defines": ("#include HDR(h)\n", True),  # -DHDR(n)=<n.h>
+    "a call with a quote among its arguments": (
+        '#define HDR(n, s) <n.h>\n#include HDR(h, "x")\n',
+        False,
+    ),
+    "a variadic macro": ("#define HDR(...) <__VA_ARGS__.h>\n#include HDR(h)\n", False),
 }
+OPTIONS = {"#include H\n": ('-DH="h.h"',), "#include HDR(h)\n": ("-DHDR(n)=<n.h>",)}
 
 
 def _value(source: str, root) -> str:
-    options = (f"-I{root}",) + (('-DH="h.h"',) if source.startswith("#include H\n") else ())
+    options = (f"-I{root}",) + next(
+        (given for head, given in OPTIONS.items() if source.startswith(head)), ()
+    )
     code = cupy_rawcode.compile(source, options=options, arch="sm_90", target="ptx").code
     moves = [ln for ln in bytes(code).decode().splitlines() if "mov.u32" in ln]
     return moves[0].rsplit(",", 1)[1].strip(" ;")
@@ -48,7 +79,13 @@ def test_an_edited_header_a_computed_include_names_is_never_served_stale(
 ):
     head, cached = CASES[name]
     source = head + KERNEL
-    root = tree({"h.h": "#define VAL 1\n", "names.h": '#define/**/HEADER "h.h"\n'})
+    root = tree(
+        {
+            "h.h": "#define VAL 1\n",
+            "names.h": '#define/**/HEADER "h.h"\n',
+            "hdr.h": "#ifdef NOWHERE\n#define HDR(n) <x/n.h>\n#else\n#define HDR(n) <n.h>\n#endif\n",
+        }
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = _value(source, root)

@@ -159,7 +159,8 @@ def prefix_stamps(req: Request, ctx=None) -> tuple | None:
     if closure.unresolved:
         return None
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    return take(ids + [absent(p) for p in closure.absent])
+    empty = dict.fromkeys((*closure.absent, *closure.probed))  # a file there would shadow one
+    return take(ids + [absent(p) for p in empty])
 
 
 _pch = _Pch()

@@ -98,6 +98,9 @@ class Closure:
     scans: dict[str, Any] = field(default_factory=dict, repr=False)  # path -> FileScan (fast)
     # (fast) files a quoted include of the main source looked for in its directory, not found
     absent: tuple[str, ...] = ()
+    # (fast) every path the header search looked at and found no file at: one that appears
+    # there while NVRTC runs may be read in place of a keyed header (orchestrator/compiling.py)
+    probed: tuple[str, ...] = ()
     # (fast) computed includes ("file:line: #include H(x)") whose macro some file defines in a
     # way the scan cannot expand: the header NVRTC reads there is unknown, so is the key
     unresolved: tuple[str, ...] = ()

@@ -329,6 +329,7 @@ def resolve_fast(
         scans=scans,
         absent=tuple(sorted(absent)),
         unresolved=unresolved,
+        probed=tuple(sorted(path for path, there in memo.items() if not there)),
     )
 
 

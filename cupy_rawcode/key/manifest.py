@@ -12,7 +12,8 @@ resolved again and the manifest replaced. With no manifest here, a portable clos
 content) answers in its place and a manifest is written from it; after a fresh resolve one is
 put in the store. A new file shadowing a header earlier in the search
 path (a -I directory) is not seen by ``stat`` validation (ccache has the same limit):
-``cupy-rawcode cache clear``.
+``cupy-rawcode cache clear``; a miss resolves again before it compiles, and replaces the
+manifest then (orchestrator/compiling.py).
 """
 
 from __future__ import annotations

@@ -123,7 +123,16 @@ class Keyed:
     portable record (key/portable.py; "" for none). (A slotted class, not a NamedTuple: a
     field named ``count`` would shadow tuple.count.)"""
 
-    __slots__ = ("closure", "closure_stamps", "context", "count", "key", "options", "record")
+    __slots__ = (
+        "closure",
+        "closure_stamps",
+        "context",
+        "count",
+        "digest",
+        "key",
+        "options",
+        "record",
+    )
 
     def __init__(
         self,
@@ -134,9 +143,11 @@ class Keyed:
         closure_stamps: tuple,
         options: Options,
         record: str = "",
+        digest: str = "",
     ):
         self.key, self.closure, self.count, self.context = key, closure, count, context
         self.closure_stamps, self.options, self.record = closure_stamps, options, record
+        self.digest = digest  # the closure's (key/__init__.py closure_digest)
 
     @property
     def stamps(self) -> list | None:
@@ -182,7 +193,7 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
             link_field(req.options.passthrough),
         ],
     )
-    return Keyed(digest_fields(fields), closure, count, ctx, part, options, facts.record)
+    return Keyed(digest_fields(fields), closure, count, ctx, part, options, facts.record, digest)
 
 
 def _for_closure(req: Request, floor, specialized: tuple[str, ...]) -> Options:

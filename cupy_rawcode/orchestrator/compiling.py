@@ -13,15 +13,18 @@ import warnings
 from ..compiler import early
 from ..compiler.early import Early
 from ..compiler.signals import taken_by_keeper
-from ..ground import config, errors  # errors' CuPy-based classes are built on first use
+from ..ground import config, deferred, errors  # errors' CuPy-based classes are built on first use
 from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarning
-from ..ground.stamps import changed_since, first_changed
-from ..key import manifest
+from ..ground.stamps import absent, changed_since, first_changed, take
+from ..headers.options import file_options
+from ..key import closure_digest, manifest
 from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import CLOSURE_RECORD, encode, entry_log
 from ..store.layout import using_cache_dir
 from . import failures
+
+fast = deferred("cupy_rawcode.headers.fast")  # a miss whose key a manifest gave only
 
 
 class Result:
@@ -228,12 +231,13 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             raise _missing_header(e, req, ctx) from None
         raise
     key, count, ctx = keyed.key, keyed.count, keyed.context
-    cacheable = not _unresolved(req, keyed)
+    # an include the key cannot name, or a file NVRTC writes or reads besides the headers
+    cacheable = not _unresolved(req, keyed) and not file_options(req.options.passthrough)
     t1 = time.perf_counter()
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
     with lock:  # threads racing on one key compile once
-        found = _look_up(store, key, req, dump)
+        found = _look_up(store, key, req, dump) if cacheable else None
         if found is not None:
             _forget(req, early)
             code, meta, layer = found
@@ -251,6 +255,11 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
                 keyed=keyed,
                 log=entry_log(meta, req.program_name),
             )
+        search = _search_stamps(req, ctx, keyed)
+        if search is None:  # a header the manifest names is shadowed now: key it afresh
+            _forget(req, early)
+            manifest.discard(req.source, ctx, req.pre_includes)
+            return _compile_request(req, store, dump)
         if keyed.options != req.options:  # another standard, own std templates (key/request.py)
             _forget(req, early)
             req, early = req._replace(options=keyed.options), None
@@ -261,7 +270,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
             made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
         except Exception as e:
             if cacheable:
-                _keep_failure(e, store, key, req, keyed, ctx)
+                _keep_failure(e, store, key, req, keyed, ctx, search)
             raise
         finally:
             _forget(req, early)
@@ -285,7 +294,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
         if not code:  # never cache nothing as a kernel
             raise RawcodeRuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
         store.record(False)
-        changed = first_changed(keyed.closure_stamps)  # ccache's check: still what the key saw?
+        changed = _changed(keyed, search)  # ccache's check: still what the key saw?
         if changed is not None:
             _not_cached(req, ctx, changed)
         elif cacheable:
@@ -323,12 +332,35 @@ def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, 
     return None
 
 
-def _keep_failure(e: Exception, store: Levels, key: str, req: Request, keyed, ctx) -> None:
+def _search_stamps(req: Request, ctx, keyed) -> tuple | None:
+    """Every path the header search looked at and found no file at, stamped absent (stamps.take
+    part): a file that appears at one while NVRTC runs may be read in place of a keyed header
+    (an earlier -I directory's), which ``_changed`` sees. From the key's closure, or where a
+    manifest answered, from a resolve now (a compile costs far more): None when that finds
+    another closure than the manifest holds (a header shadowed since it was written)."""
+    closure = keyed.closure
+    if closure is None and not req.is_ptx:
+        closure = fast.resolve_fast(req.source, ctx, req.pre_includes, req.program_name)
+        if closure_digest(closure.digests()) != keyed.digest:
+            return None
+    return take([absent(p) for p in (closure.probed if closure is not None else ())])
+
+
+def _changed(keyed, search: tuple) -> str | None:
+    """The first file that differs now from what the key read, once NVRTC read the files
+    (ccache's check): a closure file whose stamp changed, or a file where the search found
+    none (``_search_stamps``); else None."""
+    return first_changed(keyed.closure_stamps) or first_changed(search)
+
+
+def _keep_failure(
+    e: Exception, store: Levels, key: str, req: Request, keyed, ctx, search: tuple
+) -> None:
     """Keep NVRTC's compile failure under the key (failures.py), when failures are kept and no
     file the key read changed while NVRTC compiled (the check a success gets)."""
     if not failures.nvrtc_verdict(e) or not failures.wanted():
         return
-    if first_changed(keyed.closure_stamps) is not None:
+    if _changed(keyed, search) is not None:
         return
     data = failures.of_compile_error(e, req.program_name)
     if data is not None:

@@ -1,0 +1,102 @@
+"""A header that appears earlier in the search path than the one the key read (an earlier -I
+directory) is what NVRTC reads from then on: a compile during which one appears stores nothing,
+a manifest that names the shadowed header is keyed afresh on the next miss, and a precompiled
+header made before it is never reused."""
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+import cupy_rawcode
+from cupy_rawcode.key.request import make_request
+from cupy_rawcode.orchestrator import compiling as program
+from cupy_rawcode.orchestrator.compiling import compile_request
+
+KERNEL = '#include <hv.h>\nextern "C" __global__ void k(int* p) { *p = VAL; }\n'
+OLD, NEW = "#define VAL 1111111\n", "#define VAL 2222222\n"
+
+
+def _compile(root: Path, arch: str = "sm_80", source: str = KERNEL):
+    options = (f"-I{root / 'a'}", f"-I{root / 'b'}")
+    return compile_request(make_request(source, arch=arch, target="ptx", options=options))
+
+
+def _value(result) -> str:
+    ptx = result.code.decode()
+    assert ("1111111" in ptx) != ("2222222" in ptx), ptx
+    return "1111111" if "1111111" in ptx else "2222222"
+
+
+def _entries() -> list[Path]:
+    root = Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "entries"
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def _appearing(monkeypatch, path: Path) -> None:
+    """``path`` (holding NEW) appears once, while the next NVRTC compile starts."""
+    real, done = program._nvrtc_compile, []
+
+    def hook(req, ctx, dump):
+        if not done:
+            done.append(1)
+            path.write_text(NEW)
+        return real(req, ctx, dump)
+
+    monkeypatch.setattr(program, "_nvrtc_compile", hook)
+
+
+@pytest.mark.parametrize("keyed_by", ["a fresh resolve", "a manifest"])
+def test_a_header_that_appears_earlier_in_the_search_mid_compile_stores_nothing(
+    keyed_by, tree, monkeypatch
+):
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    root = tree({"b/hv.h": OLD, "a/other.h": ""})
+    if keyed_by == "a manifest":  # the manifest is the source's: another arch misses on it
+        assert _value(_compile(root, "sm_75")) == "1111111"
+    before = len(_entries())
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _appearing(mp, root / "a" / "hv.h")
+        first = _compile(root)
+    assert _value(first) == "2222222"  # NVRTC read the new header: the key holds the old one
+    changed = [w for w in caught if issubclass(w.category, cupy_rawcode.HeaderChangedWarning)]
+    assert len(changed) == 1 and str(root / "a" / "hv.h") in str(changed[0].message)
+    assert len(_entries()) == before
+    (root / "a" / "hv.h").unlink()
+    again = _compile(root)
+    assert _value(again) == "1111111" and not again.hit
+
+
+def test_a_manifest_whose_header_is_shadowed_since_is_keyed_afresh_on_a_miss(tree, monkeypatch):
+    """The manifest's stamps cannot see a new file earlier in the search path (ccache's limit,
+    README); a miss resolves again before it compiles, so what it stores is keyed on the header
+    NVRTC reads, and the manifest is written anew."""
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    root = tree({"b/hv.h": OLD, "a/other.h": ""})
+    assert _value(_compile(root, "sm_75")) == "1111111"
+    (root / "a" / "hv.h").write_text(NEW)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cupy_rawcode.HeaderChangedWarning)
+        shadowed = _compile(root)
+    assert _value(shadowed) == "2222222" and not shadowed.hit
+    assert _value(_compile(root)).startswith("2") and _compile(root).hit
+    assert _value(_compile(root, "sm_75")) == "2222222"  # the new manifest names a/hv.h
+    (root / "a" / "hv.h").unlink()
+    assert _value(_compile(root)) == "1111111"
+
+
+def test_a_precompiled_header_is_not_reused_once_a_header_is_shadowed(tree, monkeypatch):
+    """NVRTC keeps a PCH of the headers it read; a header that appears earlier in the search
+    path since makes the next compile of the prefix make a new one."""
+    from cupy_rawcode.compiler import nvrtc
+
+    monkeypatch.setenv("CUPY_RAWCODE_PCH", "1")
+    monkeypatch.setattr(nvrtc, "_pch", nvrtc._Pch())
+    root = tree({"b/hv.h": OLD, "a/other.h": ""})
+    for i, value in enumerate(["1111111", "1111111", "2222222", "2222222"]):
+        if i == 2:
+            (root / "a" / "hv.h").write_text(NEW)
+        source = KERNEL.replace("*p = VAL", f"*p = VAL + {i} - {i}")  # a miss each time
+        assert _value(_compile(root, source=source)) == value

@@ -2,11 +2,12 @@
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ..ground import config
-from ..ground.errors import RawcodeError, RawcodeValueError
+from ..ground import config, kind_of
+from ..ground.errors import BadInputError, RawcodeError, RawcodeValueError
 from ..ground.inputs import check_option
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
@@ -259,6 +260,8 @@ def parse_options(
             arch = value
         elif kind == "pre_include":
             pre.append(value)
+    for option in passthrough:
+        _check_read_file(option, base)
     return Options(
         tuple(include),
         tuple(isystem),
@@ -335,6 +338,34 @@ def wants_rdc(passthrough: Iterable[str]) -> bool:
         if option.startswith(_RDC_VALUED):
             rdc = option.partition("=")[2] == "true"
     return rdc
+
+
+# NVRTC options naming a file NVRTC writes (a timing report, a precompiled header) or reads
+# besides the headers (a precompiled header, whose content the key does not hold): a compile
+# with one always runs NVRTC, as in CuPy, so the file is written every time and never skipped
+FILE_OPTIONS = ("time", "fdevice-time-trace", "create-pch", "use-pch")
+
+
+def file_options(passthrough: Iterable[str]) -> list[str]:
+    """The options among ``passthrough`` that name a file NVRTC writes or reads itself."""
+    return [o for o in passthrough if o.lstrip("-").partition("=")[0] in FILE_OPTIONS]
+
+
+def _check_read_file(option: str, cwd: str) -> None:
+    """Refuse ``-use-pch=F`` where F is something NVRTC would block on or cannot read as a file
+    (a FIFO, a device, a directory); a missing file is NVRTC's to report."""
+    name, _, path = option.lstrip("-").partition("=")
+    if name != "use-pch":
+        return
+    try:
+        st = os.stat(os.path.join(cwd, path))
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInputError(
+            f"option {option}: {path} is {kind_of(st.st_mode)}, not a regular file "
+            "(NVRTC would wait on it or fail)"
+        )
 
 
 LTO_FLAGS = ("-dlto", "--dlink-time-opt")

@@ -103,13 +103,14 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
 _stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 _sizebound = deferred("cupy_rawcode.store.sizebound")  # publishing it: saving an entry only
 
-INDEX_SCHEMA = "cupy-rawcode-index-8"  # 2: stamps digest the values only; 3: stamps hold the
+INDEX_SCHEMA = "cupy-rawcode-index-9"  # 2: stamps digest the values only; 3: stamps hold the
 #                                      ctime; 4: a standard floor NVRTC can reach (liveness.py);
 #                                      5: the CCCL roots before -I (search.py: CuPy's order)
 #                                      6: includes however spelled (%:include), and a floor read
 #                                      soundly (liveness.py: what a fuzzer against NVRTC found)
 #                                      7: the fuzzer's second pass (splices inside tokens, ...)
 #                                      8: its third (computed includes, '..' past symlinks)
+#                                      9: options naming a file NVRTC writes are never kept
 
 
 def index_id(

@@ -41,8 +41,10 @@ _ODD = tuple(
 _TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
 _READINGS = ("nvrtc", "raw", "joined", "skipped")  # lexical.directives' readings: a superset
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
-_DEFINE = re.compile(
-    rb"#[ \t]*define[ \t]+(\w+)[ \t]+(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+)[ \t]*(?://[^\n]*)?$", re.M
+_DEFINE = re.compile(  # a value that names a header, or a word or call that may lead to one
+    rb"#[ \t]*define[ \t]+(\w+)[ \t]+"
+    rb"(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+(?:[ \t]*\((?:[^\n/]|/(?![/*]))*\))?)[ \t]*(?://[^\n]*)?$",
+    re.M,
 )
 # a function-like macro ('#define H(x) <cuda/std/x>', CUTLASS's; '#define S(x) #x'): its value
 # is read apart (_value), and only for the names computed includes use (fast.py)

@@ -147,8 +147,8 @@ def _not_cached(req: Request, ctx, path: str) -> None:
 
 class UnresolvedIncludeWarning(RawcodeWarning, UserWarning):
     """A computed include names its header through a macro the scan cannot expand (a variadic
-    one, a value on more than one line, an object-like macro whose value calls another): the
-    key cannot hold that header, so the code is compiled and used, never cached."""
+    one, a value on more than one line): the key cannot hold that header, so the code is
+    compiled and used, never cached."""
 
 
 def _unresolved(req: Request, keyed) -> bool:
@@ -158,8 +158,7 @@ def _unresolved(req: Request, keyed) -> bool:
         warnings.warn(
             f"cupy-rawcode: {req.program_name}: " + "; ".join(found) + ": the header this "
             "names is unknown to the cache key, so the code is compiled every time, never "
-            "cached (name the header directly, or through a one-line #define: an object-like "
-            "one whose value is the name, or a function-like one such as H(x) <x.h>)",
+            "cached (name the header directly, or through a one-line #define of it)",
             UnresolvedIncludeWarning,
             stacklevel=5,
         )

@@ -27,9 +27,13 @@ CASES = {
     "a value on the next line": ('#define H \\\n "h.h"\n#include H\n', False),
     "a comment after the #define's value": ('#define H "h.h" // the header\n#include H\n', True),
     "a name in a string literal is no macro": ('#define h 1\n#define H "h.h"\n#include H\n', True),
-    "one value read, another a function-like macro": (
+    "one value a name, another a call of a function-like macro": (
         '#define S(x) #x\n#ifdef NOWHERE\n#define H "x.h"\n#else\n#define H S(h.h)\n#endif\n'
         "#include H\n",
+        True,
+    ),
+    "a call with a comment after it": (
+        "#define S(x) #x\n#define H S(h.h) /* here */\n#include H\n",
         False,
     ),
     "more values than the scan follows": (

@@ -344,8 +344,7 @@ def stamps_now(dirs) -> list:
 
 def check_stamps(rec: dict) -> list | None:
     """The stamps of every recorded file now (flat: size, mtime_ns, inode, ctime_ns, ...; -1s for
-    an absent file) when they are all as recorded, else None. A malformed record raises
-    TypeError/ValueError/KeyError/AttributeError, which callers treat as a miss."""
+    an absent file) when they are all as recorded, else None; a malformed record raises _MISS."""
     values = stamps_now(rec["dirs"])
     return values if stamps_digest(values) == rec["digest"] else None
 
@@ -353,8 +352,13 @@ def check_stamps(rec: dict) -> list | None:
 _MISS = (OSError, ValueError, KeyError, TypeError, AttributeError)  # a record of the wrong shape
 
 
-def _any(data: dict) -> bool:
-    return True
+def json_data(raw: bytes | str | None) -> Any:
+    """The JSON the cache or a shared level keeps (records, counts, bundle indexes), or None (a
+    miss) for none, bytes not UTF-8 or not JSON, or JSON nested deeper than json reads."""
+    try:
+        return None if raw is None else _json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 class StampedRecord:
@@ -379,7 +383,7 @@ class StampedRecord:
         kind: str,
         schema: str,
         owned: Callable[[Path], bool],
-        valid: Callable[[dict], bool] = _any,
+        valid: Callable[[dict], bool] = lambda data: True,
         shard: int = 2,
         remember: bool = True,
     ):
@@ -394,17 +398,13 @@ class StampedRecord:
         return root / self.kind / f"{rid}.json"
 
     def _read(self, root: Path, path: Path) -> dict | None:
-        """A record's data from disk, marked used (the size bound evicts the least recently
-        used files first), when it is of this schema and shape; else None."""
+        """A record's data from disk, marked used (the LRU bound's), of this schema and shape."""
         if not self._owned(root):
             return None  # never read through a foreign or linked directory
-        raw = read_cache_file(path, RECORD_LIMIT, mark_used=True)
-        if raw is None:
+        data = json_data(read_cache_file(path, RECORD_LIMIT, mark_used=True))
+        if not isinstance(data, dict) or data.get("schema") != self.schema:
             return None
-        data = _json.loads(raw)
-        if data.get("schema") != self.schema or not self._valid(data):
-            return None
-        return data
+        return data if self._valid(data) else None
 
     def load(self, root: Path, rid: str) -> tuple[dict, list] | None:
         """(the record's data, its files' flat stamps now) while they all hold, else None."""

@@ -17,7 +17,8 @@ from . import NotRegularFileError, kind_of, open_regular
 def open_own(path, flags: int) -> int:
     """An fd of one of the cache's own files opened with ``flags`` (creating it 0600 with
     O_CREAT) without following a link or blocking on a FIFO; NotRegularFileError when it is
-    anything but a regular file: a counter or a ledger never writes through a link."""
+    anything but a regular file, or one with another name too (a hard link: the same file as
+    a user's elsewhere): a counter or a ledger never writes through a link of either kind."""
     extra = (
         getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     )
@@ -33,11 +34,14 @@ def open_own(path, flags: int) -> int:
             raise NotRegularFileError(e.errno, words, os.fspath(path)) from None
         raise
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
         os.close(fd)
-        raise NotRegularFileError(
-            errno.EINVAL, f"{kind_of(st.st_mode)}, not a regular file", os.fspath(path)
+        words = (
+            f"a hard link (one of {st.st_nlink} names of one file)"
+            if stat.S_ISREG(st.st_mode)
+            else f"{kind_of(st.st_mode)}, not a regular file"
         )
+        raise NotRegularFileError(errno.EINVAL, words, os.fspath(path))
     return fd
 
 

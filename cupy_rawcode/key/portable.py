@@ -29,7 +29,7 @@ import os
 import stat
 from typing import Any
 
-from ..ground import deferred, digest_fields, open_regular, read_fd
+from ..ground import deferred, digest_fields, json_data, open_regular, read_fd
 from ..ground.stamps import absent, take
 from ..store import default_store, uncounted
 from ..store.entry import decode, encode
@@ -241,11 +241,7 @@ def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     (text, meta), _level = found
     if meta.get("target") != TARGET:
         return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    held = validate(data, ctx)
+    held = validate(json_data(text), ctx)  # not JSON (or nested too deep for json): None
     if held is None:
         return None
     facts, ids = held

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ground import config, errors  # errors' CuPy-based classes are built on first use
+from ..ground import config, errors, json_data  # errors' CuPy-based classes are built on first use
 from ..store import Levels
 from ..store.entry import decode, encode
 
@@ -60,10 +60,7 @@ def record(cls: str, message: str, log: str, **fields: Any) -> bytes | None:
 def read(code: bytes, cls: str) -> dict | None:
     """The record in an entry's code when it is one of class ``cls`` with a string message and
     log; None otherwise (a miss)."""
-    try:
-        body = json.loads(code)
-    except ValueError:
-        return None
+    body = json_data(code)  # None: not JSON (or nested too deep for json)
     if not isinstance(body, dict) or body.get("kind") != FAILED or body.get("class") != cls:
         return None
     if not isinstance(body.get("message"), str) or not isinstance(body.get("log"), str):

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..ground import ENTRY_LIMIT, open_regular  # a FIFO would block a read
+from ..ground import ENTRY_LIMIT, json_data, open_regular  # a FIFO would block a read
 from ..ground.errors import RawcodeError
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
@@ -72,13 +72,13 @@ def read_index(path: str | os.PathLike) -> Index:
                 raise BundleError("index length beyond the end of the file")
             if hlen > INDEX_LIMIT:
                 raise BundleError(f"index larger than {INDEX_LIMIT} bytes")
-            raw = json.loads(read_at(fd, len(head), hlen))
+            raw = json_data(read_at(fd, len(head), hlen))
         finally:
             os.close(fd)
     except OSError as e:
         raise BundleError(e.strerror or str(e)) from None
-    except ValueError as e:
-        raise BundleError(f"unreadable index ({e})") from None
+    if raw is None:
+        raise BundleError("unreadable index (not JSON, or nested too deeply)")
     base = len(MAGIC) + 8 + hlen
     index, cut = {}, []
     entries = raw.get("entries") if isinstance(raw, dict) else None

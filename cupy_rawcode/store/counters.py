@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..ground import RECORD_LIMIT, read_cache_file, refused
+from ..ground import RECORD_LIMIT, json_data, read_cache_file, refused
 from ..ground.fsutil import atomic_write, make_private_dirs
 from ..ground.regular import open_own
 from .base import FIELDS, _tallies, tally
@@ -49,14 +49,16 @@ def _count(counts: dict, name: str) -> int:
     return n if type(n) is int and n >= 0 else 0
 
 
+def _read(root: Path) -> dict:
+    """The object kept in stats/counts ({} when missing, damaged or no JSON object: json_data)."""
+    data = json_data(read_cache_file(root / "stats" / "counts", RECORD_LIMIT))
+    return data if isinstance(data, dict) else {}
+
+
 def read_counts(root: Path) -> dict:
     """The folded hit and miss counts ({} when none were folded)."""
-    raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
-    try:
-        data = json.loads(raw if raw is not None else b"{}")
-        return {k: int(data[k]) for k in ("hits", "misses") if k in data}
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}
+    data = _read(root)
+    return {k: _count(data, k) for k in ("hits", "misses") if k in data}
 
 
 # ---------------------------------------------------------------- per-level counts
@@ -134,11 +136,7 @@ def grouped(levels: dict) -> dict[str, dict]:
 
 def read_levels(root: Path) -> dict[str, dict[str, int]]:
     """The per-level counts kept in ``root`` (every process's, since they were last zeroed)."""
-    raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
-    try:
-        levels = json.loads(raw if raw is not None else b"{}").get("levels")
-    except (ValueError, AttributeError):
-        return {}
+    levels = _read(root).get("levels")
     if not isinstance(levels, dict):
         return {}
     return merge_levels({k: v for k, v in levels.items() if isinstance(v, dict)})
@@ -156,7 +154,9 @@ def keep_tallies(root: Path) -> None:
             dict.__setitem__(row, field, row[field] - n)  # bookkeeping: even when uncounted
     try:
         _update(root, lambda counts: {**counts, "levels": merge_levels(read_levels(root), pending)})
-    except (OSError, ValueError):
+    except OSError as e:  # a ledger (its lock) that is a link, a FIFO, a directory: one warning
+        refused(e.filename or root / "stats" / "size", e)
+    except ValueError:
         pass
 
 
@@ -164,14 +164,7 @@ def _update(root: Path, change) -> None:
     """Rewrite stats/counts as ``change(its object)`` under the ledger's lock (ledger.py), so
     that processes adding their counts at once lose none of them."""
     with locked(root):
-        raw = read_cache_file(root / "stats" / "counts", RECORD_LIMIT)
-        try:
-            counts = json.loads(raw if raw is not None else b"{}")
-        except ValueError:
-            counts = {}
-        if not isinstance(counts, dict):
-            counts = {}
-        atomic_write(root / "stats" / "counts", json.dumps(change(counts)).encode())
+        atomic_write(root / "stats" / "counts", json.dumps(change(_read(root))).encode())
 
 
 def append(root: Path, name: str, n: int) -> None:

@@ -65,14 +65,21 @@ class DirectoryStore(Store):
         return self.root / "entries"
 
     def path(self, key: str) -> Path:
+        """Where the entry of ``key`` lives: ``entries/<key[:2]>/<key>``. RawcodeValueError for
+        a key of another form (``is_key``): a name such as '/etc/passwd' or '../x' never
+        becomes a path, inside the cache or outside it."""
+        if not is_key(key):
+            raise errors.RawcodeValueError(
+                f"not a cache key (64 lower-case hex digits, a SHA-256): {str(key)[:80]!r}"
+            )
         return self.entries_dir / key[:2] / key
 
     def get(self, key: str) -> bytes | None:
         """The entry's bytes, or None: missing, or not a regular file reached without a link
         (a FIFO would block, /dev/zero never ends: one warning), or the directory is not a
-        cache (layout.py)."""
+        cache (layout.py), or ``key`` is of no form this store holds (``is_key``)."""
         tally = self.tally
-        if not owned(self.root):
+        if not (is_key(key) and owned(self.root)):
             tally["misses"] += 1
             return None
         data = read_cache_file(
@@ -86,6 +93,8 @@ class DirectoryStore(Store):
         return data
 
     def put(self, key: str, data: bytes) -> None:
+        """Write the entry (best effort: a read-only or full cache warns once); a key of
+        another form than ``is_key``'s is a RawcodeValueError, and nothing is written."""
         try:
             # private dirs, the bound (sizebound.py: not imported on a hit)
             sizebound.publish(self.root, self.path(key), data, self.max_bytes)
@@ -104,8 +113,10 @@ class DirectoryStore(Store):
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next
         recount (it only over-counts meanwhile)."""
+        if not is_key(key):
+            return  # no entry can be under that name
         path = self.path(key)
-        if not (is_own("entries", key, key[:2]) and owned(self.root) and real_dir(path.parent)):
+        if not (owned(self.root) and real_dir(path.parent)):
             return
         try:
             st = os.lstat(path)
@@ -190,12 +201,18 @@ class DirectoryStore(Store):
         sizes: list[int | None] = []
         for name in ("hits", "misses"):
             try:
-                st = os.lstat(self.root / "stats" / name)  # a link counts nothing
-                size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+                st = os.lstat(self.root / "stats" / name)  # a link (soft or hard) counts nothing
+                size = st.st_size if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0
                 sizes.append(size + folded.get(name, 0))
             except OSError:
                 sizes.append(folded.get(name))
         return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
+
+
+def is_key(key: object) -> bool:
+    """Whether ``key`` is of the one form this store holds: 64 lower-case hex digits, as every
+    key is (an entry's, a failure's, a closure record's: a SHA-256, ground.digest_fields)."""
+    return isinstance(key, str) and is_own("entries", key, key[:2])
 
 
 HIT_BATCH = 32

@@ -27,7 +27,7 @@ import sys
 import threading
 import zlib
 
-from ..ground import ENTRY_LIMIT, deferred
+from ..ground import ENTRY_LIMIT, deferred, json_data
 
 errors = deferred("cupy_rawcode.ground.errors")  # EntryError: a broken entry only
 
@@ -64,10 +64,9 @@ def decode(key: str, data: bytes) -> tuple[bytes, dict]:
     if hashlib.sha256(body).digest() != digest:
         raise errors.EntryError("contents do not match their checksum")
     hlen = int.from_bytes(body[n : n + 8], "little")
-    try:
-        meta = json.loads(body[n + 8 : n + 8 + hlen])
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than json can read
-        raise errors.EntryError("unreadable metadata") from None
+    meta = json_data(body[n + 8 : n + 8 + hlen])  # None: not JSON, or nested too deep for json
+    if meta is None:
+        raise errors.EntryError("unreadable metadata")
     if not isinstance(meta, dict):
         raise errors.EntryError("metadata is not an object")
     stored = body[n + 8 + hlen :]
@@ -104,12 +103,11 @@ def sizes(head: bytes) -> tuple[int, int] | None:
     end = head_length(head)
     if not version or end is None or len(head) < end:
         return None
-    try:
-        meta = json.loads(head[n + 8 : end])
-        size = meta["size"]
-        stored = meta.get("stored", size) if version == 3 else size
-    except (ValueError, TypeError, KeyError, RecursionError):
+    meta = json_data(head[n + 8 : end])
+    if not isinstance(meta, dict) or "size" not in meta:
         return None
+    size = meta["size"]
+    stored = meta.get("stored", size) if version == 3 else size
     if type(size) is not int or type(stored) is not int:
         return None
     return stored, size

@@ -31,11 +31,11 @@ import threading
 import time
 from pathlib import Path
 
-from ..ground import deferred, refused, warned
+from ..ground import deferred, refused
 from ..ground.fsutil import atomic_write
 from ..ground.log import warn
 from . import layout
-from .eviction import _remove_tree, prune
+from .eviction import prune
 from .ledger import _WIDTH, _ledger
 
 errors = deferred("cupy_rawcode.ground.errors")  # NotACacheError: a write refused only
@@ -88,15 +88,10 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
 
 
 def _clear_the_way(root: Path, path: Path) -> bool:
-    """Remove a directory standing where the file ``path`` belongs, or a file standing where
-    one of its directories belongs (below ``root``), with a log line; True when one was."""
-    if path.is_dir() and not path.is_symlink():
-        errors: list = []
-        if _remove_tree(str(path), errors):
-            if not warned(path):  # the read that missed said so already
-                warn("cupy-rawcode: %s was a directory, not a cache file; removed it", path)
-            return True
-        return False
+    """Remove a file standing where one of the directories of ``path`` belongs (below
+    ``root``), with a log line; True when one was. A directory standing where the file belongs
+    is left as it is, with what it holds: the cache never removes a tree it did not write (the
+    write fails, as in a read-only cache; the read that missed named it)."""
     for d in path.parents:
         if d == root or root not in d.parents:
             break
@@ -125,9 +120,9 @@ def _check_claimed(root: Path, path: Path) -> None:
 
 def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     """Write one file of the cache at ``root`` atomically and count it against the bound
-    (``max_bytes``: None for none; default the cache's configured bound). Something in the way
-    (a directory where the file belongs) is removed first, with a log line. Raises OSError when
-    the file cannot be written."""
+    (``max_bytes``: None for none; default the cache's configured bound). A file standing where
+    a directory of it belongs is removed first, with a log line (``_clear_the_way``). Raises
+    OSError when the file cannot be written (IsADirectoryError: a directory at its name)."""
     _check_claimed(Path(root), Path(path))
     try:
         atomic_write(path, data)

@@ -126,12 +126,20 @@ def _failed(level: Store, error: BaseException, names: list[str]) -> None:
     names.append(level.location)
 
 
+def _answered(level: Store, chunk: list[str]) -> dict[str, bytes]:
+    """What ``level.get_many(chunk)`` holds of the keys asked, and nothing else: a level (a
+    ``module:Class`` one is anyone's code) that answers a key it was not asked for, such as a
+    path outside the cache, never gets it written anywhere."""
+    asked = set(chunk)
+    return {key: data for key, data in level.get_many(chunk).items() if key in asked}
+
+
 def held_entries(store: Store, keys: Sequence[str], metas: dict | None = None) -> dict[str, bytes]:
     """The valid entries of ``keys`` that ``store`` holds (a damaged one is not held); their
     metadata go to ``metas`` when given (each entry is decoded once)."""
     held: dict[str, bytes] = {}
     for chunk in _chunks(keys):
-        for key, data in store.get_many(chunk).items():
+        for key, data in _answered(store, chunk).items():
             meta = _meta(key, data)
             if meta is not None:
                 held[key] = data
@@ -172,7 +180,7 @@ def pull(
             got: dict[str, bytes] = {}
             if level.location not in summary.failed and level.up():
                 try:
-                    got = level.get_many(chunk)
+                    got = _answered(level, chunk)
                 except Exception as e:
                     _failed(level, e, summary.failed)
                 if not level.up() and level.location not in summary.failed:

@@ -26,8 +26,9 @@ _tree_memo: dict[str, tuple[int, int, int]] = {}  # directory -> (mtime_ns, file
 
 
 class CacheFile(NamedTuple):
-    """One evictable file (or a directory where a file belongs, ``is_dir``): its ``kind``,
-    ``path``, ``size`` in bytes, ``used`` (mtime: its last use) and ``inode``."""
+    """One evictable file (or a link, a FIFO or a device where one belongs): its ``kind``,
+    ``path``, ``size`` in bytes, ``used`` (mtime: its last use) and ``inode``. ``is_dir`` is
+    always False: a directory at a file's name is not the cache's, never listed."""
 
     kind: str
     path: str
@@ -129,7 +130,9 @@ def _listing(path: str, usage: Usage) -> list:
 
 def _scan_file(kind: str, it, shard: str | None, usage: Usage, now: float) -> None:
     """Count one name of a kind directory: a file of the layout's (evictable), a writer's temp
-    file (kept; removed when stale) or nothing (a name the layout never writes is not ours)."""
+    file (kept; removed when stale) or nothing (a name the layout never writes is not ours,
+    nor is a directory at one of its names: never counted, evicted or removed, it and what it
+    holds; a write there fails as in a read-only cache)."""
     own = layout.is_own(kind, it.name, shard)
     if not own and not layout.is_own_temp(kind, it.name, shard):
         return
@@ -140,10 +143,11 @@ def _scan_file(kind: str, it, shard: str | None, usage: Usage, now: float) -> No
     except OSError as e:
         usage.errors.append((it.path, e))
         return
-    is_dir = stat.S_ISDIR(st.st_mode)
-    if own:  # a file, or damage where one belongs (a directory, a link, a FIFO): evicted too
+    if stat.S_ISDIR(st.st_mode):
+        return  # someone else's tree (the read that missed warned about it)
+    if own:  # a file, or damage where one belongs (a link, a FIFO): evicted too (the name only)
         size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-        usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino, is_dir))
+        usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino, False))
         return
     if now - st.st_mtime > STALE_TMP_SECONDS and stat.S_ISREG(st.st_mode):
         try:
@@ -166,12 +170,13 @@ def _scan_kind(path: str, kind: str, usage: Usage) -> None:
 
 
 def _own_size(path: str, name_ok: bool) -> int | None:
-    """The size of a regular file the layout writes, None for anything else."""
+    """The size of a regular file the layout writes, None for anything else (a hard link too:
+    the counters and the ledger never write one, regular.open_own)."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    return st.st_size if name_ok and stat.S_ISREG(st.st_mode) else None
+    return st.st_size if name_ok and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else None
 
 
 def _scan_kept(root: Path, usage: Usage) -> None:
@@ -209,7 +214,7 @@ def entry_sizes(files: list) -> tuple[int, int, int]:
     counts as stored, uncompressed. Reads each file's first bytes only, never a link."""
     stored = plain = unread = 0
     for f in files:
-        if f.kind != "entries" or f.is_dir:
+        if f.kind != "entries":
             continue
         stored += f.size
         found = None
@@ -250,5 +255,4 @@ def entries(root: Path) -> list[EntryInfo]:
     return [
         EntryInfo(os.path.basename(f.path), f.size, f.used, Path(f.path))
         for f in scan(root, ("entries",)).files
-        if not f.is_dir
     ]

@@ -64,12 +64,23 @@ CASES = {
     "a stamped file removed": (lambda m: m["watched"].unlink(), False),
     "not JSON": (lambda m: m["record"].path(m["root"], RID).write_bytes(b"{"), False),
     "JSON, not an object": (lambda m: m["record"].path(m["root"], RID).write_text("[1]"), False),
+    "JSON nested deeper than json reads": (lambda m: _write(m, "[" * 5000 + "]" * 5000), False),
+    "an object nested deeper than json reads": (
+        lambda m: _write(m, '{"a":' * 5000 + "1" + "}" * 5000),
+        False,
+    ),
+    "not UTF-8": (lambda m: _write(m, b'{"schema": "\xff"}'), False),
     "the record removed": (lambda m: m["record"].path(m["root"], RID).unlink(), False),
     "a field the caller refuses": (lambda m: _rewrite(m, answer="42"), False),
     "a field the caller needs is gone": (lambda m: _drop(m), False),
     "stamps of the wrong shape": (lambda m: _rewrite(m, stamps={"dirs": 3}), False),
     "a directory where the record was": (lambda m: _replace_by_dir(m), False),
 }
+
+
+def _write(m, text: str | bytes) -> None:
+    path = m["record"].path(m["root"], RID)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
 
 
 def _drop(m):

@@ -750,7 +750,9 @@ DIRECTORY_AS = {
 
 
 @pytest.mark.parametrize("what", sorted(DIRECTORY_AS))
-def test_a_directory_where_a_cache_file_belongs_is_a_miss_then_replaced(tmp_path, caplog, what):
+def test_a_directory_where_a_cache_file_belongs_is_a_miss_and_left_as_it_is(tmp_path, caplog, what):
+    """The cache never removes a tree it did not write: the write there fails, as in a
+    read-only cache (not stored), and each use is a miss."""
     make, use = DIRECTORY_AS[what]
     path = make(tmp_path)
     path.unlink()
@@ -758,16 +760,17 @@ def test_a_directory_where_a_cache_file_belongs_is_a_miss_then_replaced(tmp_path
     (path / "sub" / "junk").write_bytes(b"x")
     with caplog.at_level("WARNING", logger="cupy_rawcode"):
         use(tmp_path)
-    assert path.is_file()  # written again: the next process does not miss
+    assert (path / "sub" / "junk").read_bytes() == b"x"  # not removed, nor written over
     said = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
     assert len(said) == 1 and "a directory, not a regular file" in said[0]  # one warning
     if what == "entry":
-        assert use(tmp_path) == "disk"
+        assert use(tmp_path) != "disk"  # not stored: a miss again
 
 
-def test_cache_clear_removes_an_entry_that_became_a_directory(capsys, tmp_path):
+def test_cache_clear_leaves_a_directory_at_an_entry_name(capsys, tmp_path):
     path = _entry_path(tmp_path)
     path.unlink()
     (path / "sub").mkdir(parents=True)
-    assert DirectoryStore(tmp_path / "c").clear() == 1
-    assert not path.exists()
+    (path / "sub" / "junk").write_bytes(b"x")
+    assert DirectoryStore(tmp_path / "c").clear() == 0
+    assert (path / "sub" / "junk").read_bytes() == b"x"

@@ -7,6 +7,7 @@ replaced by a link, CUPY_RAWCODE_CACHE_DIR at a directory of user files with lay
 CUPY_RAWCODE_CACHE_DIR=/) are left untouched: nothing there is read, written or removed, and the
 cache commands exit 2 with a message naming the directory."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -228,8 +229,6 @@ def test_a_bundle_replaced_by_a_fifo_after_its_index_is_a_miss_not_a_hang(tmp_pa
 
 
 def test_a_bundle_entry_beyond_the_entry_limit_is_never_read(tmp_path):
-    import json
-
     from cupy_rawcode.store.bundle import MAGIC, BundleStore
 
     path = tmp_path / "big.bundle"
@@ -413,3 +412,24 @@ def test_an_unmarked_cache_of_an_earlier_release_is_adopted_a_foreign_file_refus
     else:
         assert "not a cupy-rawcode cache" in again.stderr and again.returncode == 2
         assert not (cache / "CACHEDIR.TAG").exists() and (cache / extra).read_text() == "mine"
+
+
+# ------------------------------------------------------------------ JSON nested too deep
+
+DEEP = b"[" * 5000 + b"]" * 5000  # 10 KB: json recurses once per level
+
+
+def test_json_nested_deeper_than_json_reads_in_each_record_is_a_miss_not_a_crash(tmp_path):
+    cache = _populated(tmp_path)
+    replaced = [
+        _one(KINDS[kind][0], cache, kind)
+        for kind in ("manifest", "index entry", "toolchain record", "folded counts")
+    ]
+    for path in replaced:
+        path.write_bytes(DEEP)
+    done = _use(cache)  # a compile, then `cache stats`
+    assert done.returncode == 0, done.stderr
+    assert "CODE " in done.stdout
+    assert done.stderr == ""  # no RecursionError, no traceback at exit, no warning
+    for path in replaced:  # each written again, whole
+        assert isinstance(json.loads(path.read_bytes()), dict), path

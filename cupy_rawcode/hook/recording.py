@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ..ground import deferred
+from ..ground import deferred, json_data
 from ..ground.errors import RawcodeTypeError, RawcodeWarning
 from ..ground.log import first_time
 from ..ground.regular import read_lines
@@ -105,10 +105,8 @@ class Recorder:
         data = os.pread(fd, size - self.offset, self.offset)
         end = data.rfind(b"\n") + 1  # a line being written stays for next time
         for raw in data[:end].splitlines():
-            try:
-                ident = json.loads(raw).get("id")
-            except ValueError:
-                continue
+            line = json_data(raw)  # a line not JSON, nested too deep, or no object: skipped
+            ident = line.get("id") if isinstance(line, dict) else None
             if isinstance(ident, str):
                 self.seen.add(ident)
         self.offset += end

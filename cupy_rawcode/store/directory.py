@@ -122,7 +122,7 @@ class DirectoryStore(Store):
             st = os.lstat(path)
         except OSError:
             return
-        found = usage.CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino, False)
+        found = usage.CacheFile("entries", str(path), st.st_size, st.st_mtime, st.st_ino)
         eviction.remove(found, wait=True)
 
     def __len__(self) -> int:

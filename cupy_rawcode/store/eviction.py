@@ -58,35 +58,6 @@ def _lock(root: Path, wait: bool):
     return fd
 
 
-def _remove_tree(path: str, errors: list) -> bool:
-    """Remove a directory and what it holds; each failure goes to ``errors``."""
-    try:
-        items = list(os.scandir(path))
-    except FileNotFoundError:
-        return True
-    except OSError as e:
-        errors.append((path, e))
-        return False
-    for it in items:
-        try:
-            if it.is_dir(follow_symlinks=False):
-                _remove_tree(it.path, errors)
-            else:
-                os.unlink(it.path)
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            errors.append((it.path, e))
-    try:
-        os.rmdir(path)
-        return True
-    except FileNotFoundError:
-        return True
-    except OSError as e:
-        errors.append((path, e))
-        return False
-
-
 def _unlink_same(f: CacheFile, fd: int | None = None):
     """Unlink the name (a link: never its target) unless it was replaced since it was counted:
     its inode, or that of ``fd`` (the file as opened), is no longer the counted one. None when
@@ -107,9 +78,6 @@ def remove(f: CacheFile, wait: bool = False):
     """Remove one file unless a reader holds it (with ``wait``, once it is released) or it was
     replaced since it was counted: None when removed, _BUSY when kept, or the OSError. A link
     or a FIFO standing for a file is unlinked without being opened."""
-    if f.is_dir:
-        errors: list = []
-        return None if _remove_tree(f.path, errors) else errors[0][1]
     try:
         if not stat.S_ISREG(os.lstat(f.path).st_mode):
             return _unlink_same(f)

@@ -27,15 +27,14 @@ _tree_memo: dict[str, tuple[int, int, int]] = {}  # directory -> (mtime_ns, file
 
 class CacheFile(NamedTuple):
     """One evictable file (or a link, a FIFO or a device where one belongs): its ``kind``,
-    ``path``, ``size`` in bytes, ``used`` (mtime: its last use) and ``inode``. ``is_dir`` is
-    always False: a directory at a file's name is not the cache's, never listed."""
+    ``path``, ``size`` in bytes, ``used`` (mtime: its last use) and ``inode``. A directory at
+    a file's name is not the cache's: never listed."""
 
     kind: str
     path: str
     size: int
     used: float
     inode: int
-    is_dir: bool
 
 
 class Usage(NamedTuple):
@@ -147,7 +146,7 @@ def _scan_file(kind: str, it, shard: str | None, usage: Usage, now: float) -> No
         return  # someone else's tree (the read that missed warned about it)
     if own:  # a file, or damage where one belongs (a link, a FIFO): evicted too (the name only)
         size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-        usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino, False))
+        usage.files.append(CacheFile(kind, it.path, size, st.st_mtime, st.st_ino))
         return
     if now - st.st_mtime > STALE_TMP_SECONDS and stat.S_ISREG(st.st_mode):
         try:

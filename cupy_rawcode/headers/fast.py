@@ -18,7 +18,7 @@ from .directives import scanned_directives
 from .lexical import directives
 from .options import macro_name, macro_parameters
 from .search import Context, Found, find, searched
-from .standard import NO_FLOOR, Floor, std_year
+from .standard import NO_FLOOR, Floor, std_for_year, std_year
 
 _ID = re.compile(r"[A-Za-z_]\w*")
 _WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
@@ -159,6 +159,11 @@ class _Node:
     # (line, kind, path) of each include of this file that found a file
     edges: list[tuple[int, str, str]] = field(default_factory=list)
 
+    @property
+    def nexts(self) -> bool:
+        """Whether the file has an #include_next (or a probe of one)."""
+        return any(i.kind.endswith("next") for i in self.scan.includes)
+
 
 def _live(node: _Node, pos: int, kind: str) -> bool:
     """Whether an include is reached unconditionally along its first-found chain (a miss there
@@ -191,6 +196,7 @@ def resolve_fast(
             continue  # a variadic one is never expanded: its includes are unresolved
         table[macro_name(head)].add(value if params is None else Function(params, value))
     nodes: dict[str, _Node] = {}
+    positions: set[tuple[str, int]] = set()  # (path, search index) of every file found
     file_ids: dict[str, tuple] = {}
     missing: dict[tuple, Missing] = {}
     deferred: list[tuple[_Node, _scan.Include]] = []
@@ -201,21 +207,26 @@ def resolve_fast(
     _add_macros(table, main.scan)  # '#define H "h.h"' then '#include H' in the source itself
     work = [main]
 
+    cwd = os.getcwd() if ctx.opts.pre_includes else None
+
     def add(parent: _Node, inc: _scan.Include, name: str, angled: bool) -> None:
         pf = parent.found
+        # a quoted include of the main source looks in its directory first; a pre-include
+        # (-include p.h) in the working directory instead, as gcc's and NVRTC's do
+        own = cwd if parent is main and inc.line <= n_pre and cwd else ctx.source_dir
         nxt = pf is not None and inc.kind.endswith("next")
         after = pf.index if pf is not None and nxt else None
         # what decides the answer: the name, the search start, and for a quoted include the
         # includer's directory (and the root it is named under)
         fkey = (
             (name, angled, after)
-            if angled or nxt or (pf is None and ctx.source_dir is None)
+            if angled or nxt or (pf is None and own is None)
             else (
                 name,
                 angled,
                 after,
                 pf.tag if pf else None,
-                pf.path.rpartition("/")[0] if pf else ctx.source_dir,
+                pf.path.rpartition("/")[0] if pf else own,
                 pf.rel.rpartition("/")[0] if pf else "",
             )
         )
@@ -225,19 +236,26 @@ def resolve_fast(
                 name,
                 angled=angled,
                 includer=pf,
-                source_dir=ctx.source_dir,
+                source_dir=own,
                 dirs=ctx.dirs,
                 next_after=after,
                 memo=memo,
             )
-        if pf is None and not angled and ctx.source_dir and (found is None or found.tag != "src"):
+        if pf is None and not angled and own and (found is None or found.tag != "src"):
             # looked for in the main source's directory first, not there: if it appears, the
             # compile changes (manifest.py stamps it as absent)
             if not os.path.isabs(name):
-                absent.add(os.path.normpath(os.path.join(ctx.source_dir, name)))
+                absent.add(os.path.normpath(os.path.join(own, name)))
         if found is not None:
             parent.edges.append((inc.line, inc.kind, found.path))
-            if found.path in nodes:
+            first = nodes.get(found.path)
+            if first is not None:
+                if (found.path, found.index) not in positions:
+                    positions.add((found.path, found.index))
+                    if first.nexts:  # its #include_next goes on from this place of the search
+                        # list (a wrapper reached twice): followed again from here
+                        work.append(_Node(found, first.scan, first.chain, parent, inc.pos))
+                        work[-1].edges = first.edges
                 return  # the common case: made no Step
         includer_name = pf.logical if pf else main_name
         step = Step(includer_name, inc.line)
@@ -251,7 +269,7 @@ def resolve_fast(
                     name,
                     angled,
                     parent.chain + (step,),
-                    tuple(searched(angled, pf, ctx.source_dir, ctx.dirs, after)),
+                    tuple(searched(angled, pf, own, ctx.dirs, after)),
                     not _live(parent, inc.pos, inc.kind),
                 )
             return
@@ -266,6 +284,7 @@ def resolve_fast(
             raise ResolveError(
                 f"{e} (included from " + " -> ".join(map(str, parent.chain + (step,))) + ")"
             ) from None
+        positions.add((found.path, found.index))
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
         _add_macros(table, fscan)
@@ -305,7 +324,7 @@ def resolve_fast(
         default=NO_FLOOR,
     )
     if floor.year > std_year(ctx.opts.std):  # a raise, if NVRTC can reach a header that asks
-        floor = _reached_floor(main, nodes, file_ids, floor, ctx)
+        floor = _raised_floor(main, nodes, file_ids, floor, ctx)
     # the program's own files: the source, -I/-isystem directories and its own directory
     own = [n for n in nodes.values() if n.found and n.found.tag.startswith(("user", "isys", "src"))]
     specialized = sorted({s for n in (main, *own) for s in n.scan.specializes})
@@ -381,6 +400,21 @@ def _names_used(text: str, table: Table) -> set[str]:
                 body = value if isinstance(value, str) else value.body
                 todo += [m.group() for m in _WORD.finditer(body)]
     return used
+
+
+def _raised_floor(
+    main: _Node, nodes: dict[str, _Node], file_ids: dict[str, tuple], superset: Floor, ctx: Context
+) -> Floor:
+    """The floor NVRTC meets once raised to it: at the raised standard a branch on
+    ``__cplusplus`` may reach a header that asks for more, so it is read again there until
+    it asks for no more (at most ``superset``)."""
+    floor, year = NO_FLOOR, std_year(ctx.opts.std)
+    while True:
+        at = ctx._replace(opts=ctx.opts._replace(std=std_for_year(year)))
+        reached = _reached_floor(main, nodes, file_ids, superset, at)
+        if reached.year <= max(floor.year, year):
+            return max(floor, reached)
+        floor, year = reached, reached.year
 
 
 def _reached_floor(

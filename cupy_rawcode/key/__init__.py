@@ -110,7 +110,11 @@ INDEX_SCHEMA = "cupy-rawcode-index-9"  # 2: stamps digest the values only; 3: st
 #                                      soundly (liveness.py: what a fuzzer against NVRTC found)
 #                                      7: the fuzzer's second pass (splices inside tokens, ...)
 #                                      8: its third (computed includes, '..' past symlinks)
-#                                      9: options naming a file NVRTC writes are never kept
+#                                      9: options naming a file NVRTC writes are never kept;
+#                                      an #include_next reached twice; -include in the cwd
+
+
+_PRE_INCLUDE = ("-include", "--pre-include")  # headers/options.py's spellings
 
 
 def index_id(
@@ -132,6 +136,8 @@ def index_id(
         ("source_dir", source_dir or ""),
     ]
     fields += [("option", o) for o in options]
+    if any("include" in o and o.strip().startswith(_PRE_INCLUDE) for o in options):
+        fields.append(("cwd", os.getcwd()))  # a pre-include is searched there first
     fields += [("name_expression", n) for n in name_expressions]
     fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
     fields += [("python", sys.executable), ("prefix", sys.prefix)]

@@ -18,6 +18,7 @@ manifest then (orchestrator/compiling.py).
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import NamedTuple
@@ -34,7 +35,7 @@ fast = deferred("cupy_rawcode.headers.fast")
 filename = deferred("cupy_rawcode.headers.filename")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 
-SCHEMA = "cupy-rawcode-manifest-15"  # 6: the stamps' digest covers values only; 7: "file",
+SCHEMA = "cupy-rawcode-manifest-16"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
@@ -43,7 +44,9 @@ SCHEMA = "cupy-rawcode-manifest-15"  # 6: the stamps' digest covers values only;
 #                                        12: the floor of headers NVRTC can reach; 13: includes
 #                                        however spelled, the floor read soundly; 14: and
 #                                        split by backslash-newlines inside their words; 15:
-#                                        computed includes' every value, '..' past symlinks
+#                                        computed includes' every value, '..' past symlinks;
+#                                        16: an #include_next reached from two places, a
+#                                        -include in the working directory first
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 
@@ -52,6 +55,8 @@ def manifest_id(source: str, ctx, pre_includes: tuple[str, ...]) -> str:
     fields += [("pre_include", p) for p in pre_includes]
     fields += ctx.opts.key_fields()
     fields += [("dir", f"{d.tag}={d.path}") for d in ctx.dirs]
+    if ctx.opts.pre_includes:  # searched in the working directory first (headers/fast.py)
+        fields.append(("cwd", os.getcwd()))
     return digest_fields(fields)
 
 

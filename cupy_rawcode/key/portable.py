@@ -37,11 +37,12 @@ from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
 
-SCHEMA = "cupy-rawcode-closure-6"  # 2: the includes looked for and not found ("missing");
+SCHEMA = "cupy-rawcode-closure-7"  # 2: the includes looked for and not found ("missing");
 #                                   3: the floor of headers NVRTC can reach (liveness.py);
 #                                   4: includes however spelled, the floor read soundly; 5: split
 #                                   by backslash-newlines inside their words; 6: computed
-#                                   includes' every value, '..' past symlinks
+#                                   includes' every value, '..' past symlinks; 7: function-like
+#                                   macros, an #include_next reached from two places
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 
@@ -80,8 +81,8 @@ def make(closure, facts: dict, ctx) -> dict | None:
     header that lies in no directory of its tag (not portable). Each header is [its tag, the
     index of its directory in the search list (-1: the source's own, or an absolute path), its
     name in that directory, its content digest]."""
-    if len(closure.headers) < MIN_HEADERS:
-        return None
+    if len(closure.headers) < MIN_HEADERS or ctx.opts.pre_includes:
+        return None  # a -include is found in the working directory first: tied to this one
     headers = []
     for h in closure.headers:
         rel = h.logical[len(h.root) + 1 :]
@@ -233,7 +234,10 @@ def _root(where: Any, tag: Any, rel: Any, special: dict[str, str], dirs) -> str 
 
 def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
-    holds here (``validate``); None for a miss: none stored, damaged, foreign or stale."""
+    holds here (``validate``); None for a miss: none stored, damaged, foreign or stale, or
+    a request with a -include (``make`` keeps none)."""
+    if ctx.opts.pre_includes:
+        return None
     with uncounted():  # decoded once, as the store checks it
         found = default_store().find(rid, lambda raw: decode(rid, raw), memory=False)
     if found is None:

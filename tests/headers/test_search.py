@@ -354,3 +354,35 @@ def test_many_missing_includes_read_the_conditionals_once(monkeypatch):
     missing = resolve(source).missing
     assert len(missing) == 300 and all(m.conditional for m in missing)
     assert len(reads) == 1
+
+
+# a header whose #include_next is reached from two places of the search list: name -> (files,
+# -I directories, the marked header NVRTC reads)
+NEXT_TWICE = {
+    "a directory listed twice": (
+        {"i0/b.h": "#include_next <b.h>\n", "i1/b.h": 'static_assert(false, "READ");\n'},
+        ["i0", "i0/", "i1"],
+        "i1/b.h",
+    ),
+    "a wrapper reached by a quoted include of its sibling": (
+        {
+            "i0/a.h": '#include "b.h"\n',
+            "i0/b.h": "#include_next <b.h>\n",
+            "i1/b.h": 'static_assert(false, "READ");\n',
+        },
+        ["i0", "i1"],
+        "i1/b.h",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", NEXT_TWICE)
+def test_an_include_next_reached_from_two_places_is_followed_from_both(name, tree):
+    from conftest import bare_nvrtc
+
+    files, dirs, read = NEXT_TWICE[name]
+    root = tree(files)
+    options = tuple(f"-I{root / d}" for d in dirs)
+    source = "#include <a.h>\n" if "i0/a.h" in files else "#include <b.h>\n"
+    assert "READ" in bare_nvrtc(source, options).log
+    assert str(root / read) in {h.path for h in resolve(source, options).headers}

@@ -100,3 +100,34 @@ def test_a_precompiled_header_is_not_reused_once_a_header_is_shadowed(tree, monk
             (root / "a" / "hv.h").write_text(NEW)
         source = KERNEL.replace("*p = VAL", f"*p = VAL + {i} - {i}")  # a miss each time
         assert _value(_compile(root, source=source)) == value
+
+
+def test_a_pre_include_is_searched_in_the_working_directory_first(tree, monkeypatch):
+    """``-include p.h`` (NVRTC's --pre-include) is searched in the working directory, then the
+    search list, never in the source's directory (as gcc's -include): the key follows the file
+    NVRTC reads, and a compile in another working directory is keyed on that one's."""
+    from conftest import bare_nvrtc
+
+    from cupy_rawcode.key import index_id
+
+    root = tree(
+        {
+            "one/p.h": "#define VAL 1111111\n",
+            "two/p.h": "#define VAL 2222222\n",
+            "i/p.h": '#error "the -I copy"\n',
+            "src/p.h": '#error "the source directory\'s copy"\n',
+        }
+    )
+    source = 'extern "C" __global__ void k(int* p) { *p = VAL; }\n'
+    options = (f"-I{root / 'i'}", "-include", "p.h")
+    for cwd in ("one", "two"):
+        monkeypatch.chdir(root / cwd)
+        assert bare_nvrtc("#ifndef VAL\n#error\n#endif\n", options).ok  # NVRTC reads cwd/p.h
+        req = make_request(source, arch="sm_80", target="ptx", options=options)
+        req = req._replace(source_dir=str(root / "src"), source_name="k.cu")
+        assert _value(compile_request(req)) == ("1111111" if cwd == "one" else "2222222")
+    ids = set()
+    for cwd in ("one", "two"):
+        monkeypatch.chdir(root / cwd)
+        ids.add(index_id(source, options, "sm_80", (), None))
+    assert len(ids) == 2

@@ -94,6 +94,24 @@ def test_old_standard_kept_when_no_header_needs_more(std, year):
     assert raised == []
 
 
+def test_a_header_a_raised_standard_reaches_raises_it_further(tree):
+    """At the standard the closure asks for, a branch on ``__cplusplus`` may reach a header
+    that asks for more: the floor is read again there (C++14 -> C++17 -> C++20)."""
+    guard = "#if __cplusplus < {}L\n#error needs {}\n#endif\n"
+    root = tree(
+        {
+            "n17.h": guard.format(201703, "C++17"),
+            "n20.h": guard.format(202002, "C++20"),
+        }
+    )
+    src = (
+        '#include "n17.h"\n#if __cplusplus >= 201703L\n#include "n20.h"\n#endif\n'
+        'extern "C" __global__ void k(int* p) { static_assert(__cplusplus >= 202002L, ""); }\n'
+    )
+    _, raised = compile_ok(src, ("-std=c++14", f"-I{root}"))
+    assert len(raised) == 1 and "c++20" in str(raised[0].message)
+
+
 def test_one_warning_per_process_for_the_same_standards():
     _, first = compile_ok(STENCIL % ("", ">= 201703L"), ("-std=c++11",))
     _, again = compile_ok(STENCIL % ("#include <limits>", ">= 201703L"), ("-std=c++11",))

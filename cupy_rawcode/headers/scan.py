@@ -20,7 +20,7 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
-from .lexical import directives, header_name, spliced, splits_token
+from .lexical import GAP, directives, header_name, spliced, splits_token
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
@@ -143,10 +143,8 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         line += data.count(b"\n", last, start)
         last = start
         nxt, name, rest = m.groups()
-        if name is None:  # a comment before the name, or a computed include
-            rest = (_COMMENT.sub(b" ", rest) if b"/" in rest else rest).strip()
-            n = _NAME.match(rest)
-            name = n.group(1) if n else None
+        if name is None:  # a comment before the name, a name split by a backslash-newline,
+            name, rest = _name_after(data, m.start(3))  # or a computed include
         if name is not None:
             text = name.decode()
             includes.append(
@@ -157,7 +155,7 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
     if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD) or splits_token(data):
-        includes += _odd_includes(data, {(i.name, i.kind) for i in includes})
+        includes += _odd_includes(data, includes)
     if b"has_include" in data or b"HAS_INCLUDE" in data:
         line, last = 1, 0
         for m in _PROBE.finditer(data):
@@ -212,29 +210,112 @@ def _parameters(text: str) -> tuple[str, ...] | None:
     return names if all(_PARAM.fullmatch(n) for n in names) else None
 
 
-def _odd_includes(data: bytes, seen: set[tuple[str, str]]) -> list[Include]:
+# blanks and comments before an #include's name (read first, and only them: see _name_after)
+_LEADING = re.compile(rb"(?:[ \t\f\v\r]|/\*.*?\*/)*")
+_SPLICE = re.compile(rb"\\\r?\n")
+_MAX_SPLICES = 64  # a name split over more lines than this is read as a computed include
+
+
+def _name_after(data: bytes, at: int) -> tuple[bytes | None, bytes]:
+    """The header name of an #include on whose line _INCLUDE read none, its rest of line
+    starting at byte ``at``; else (None, that rest, comments gone: a computed include's text).
+    Leading comments go first, and only them: a '//' inside the name (``#include /**/
+    <a//b.h>``) is no comment to NVRTC, it reads the name as one token. A name that a
+    backslash-newline splits (``"sub\\`` newline ``/h.h"``) is read spliced, as NVRTC reads it
+    (phase 2 comes first), and keeps its own line and position (so liveness sees it)."""
+    end = data.find(b"\n", at)
+    end = len(data) if end < 0 else end
+    lead = _LEADING.match(data, at, end)  # always matches (maybe nothing)
+    start = lead.end() if lead else at
+    n = _NAME.match(data, start, end)
+    if n is None and data[start : start + 1] in (b'"', b"<") and _continued(data, end):
+        n = _NAME.match(_logical_line(data, start, end))
+    if n is not None:
+        return n.group(1), b""
+    rest = data[at:end]
+    rest = (_COMMENT.sub(b" ", rest) if b"/" in rest else rest).strip()
+    n = _NAME.match(rest)
+    return (n.group(1) if n else None), rest
+
+
+def _continued(data: bytes, end: int) -> bool:
+    """Whether the line ending at byte ``end`` (its newline) ends in a backslash-newline."""
+    return data.endswith(b"\\", 0, end) or data.endswith(b"\\\r", 0, end)
+
+
+def _logical_line(data: bytes, start: int, end: int) -> bytes:
+    """The text from ``start`` to the end of the line that backslash-newlines join to the one
+    ending at ``end``, spliced (at most _MAX_SPLICES lines: never read to the file's end)."""
+    for _ in range(_MAX_SPLICES):
+        if end >= len(data) or not _continued(data, end):
+            break
+        nxt = data.find(b"\n", end + 1)
+        end = len(data) if nxt < 0 else nxt
+    return _SPLICE.sub(b"", data[start:end])
+
+
+# an #include's angled name holding '//' or '/*' (``/**/#include <a//b.h>``): a header name to
+# NVRTC, where lexical.directives' readings take a comment to start inside it (see _protected)
+_SLASHED = re.compile(r"(include(?:_next)?(?:%s)*<)([^>\n]*/[/*][^>\n]*>)" % GAP.decode())
+
+
+def _protected(text: str) -> str:
+    """``text`` with the '/' of every angled name that holds '//' or '/*' after an ``include``
+    made a NUL, so that no reading takes a comment to start there (the NUL is made '/' again in
+    the name read: no file name holds one). A reading of its own, added to the others: a
+    superset, whatever else such a line is."""
+    return _SLASHED.sub(lambda m: m.group(1) + m.group(2).replace("/", "\0"), text)
+
+
+def _odd_includes(data: bytes, known: list[Include]) -> list[Include]:
     """The #include lines of a file as NVRTC's preprocessor may read them that _INCLUDE missed
     (``%:include``, ``#/**/include``, ``#inc\\`` + newline + ``lude``): NVRTC reads them all,
     so the closure, and the key, hold them too. A superset: the text is read with trigraphs and
-    without, in each of lexical.directives' readings (where one may hide a line NVRTC reads).
+    without, and with '//' in angled names kept (_protected), in each of lexical.directives'
+    readings (where one may hide a line NVRTC reads).
+    One is new unless an include of ``known`` (_INCLUDE's) or one read before has its name,
+    kind, delimiter and line: the same name in another branch or between other delimiters is
+    another include (it may find another file, or be the one NVRTC reaches). The "joined"
+    reading's lines drift (a comment there loses its line breaks), so one of its includes is new
+    only where no other has its name, kind and delimiter at all.
     Their position is -1 (unknown: fast.py never calls one unconditional) and their lines are
-    the spliced text's."""
+    the spliced text's, which are the file's."""
     text = data.decode("utf-8")
+    seen = {(i.name, i.kind, i.angled, i.line) for i in known}
+    names = {(i.name, i.kind, i.angled) for i in known}
+    variants = {text, _with_trigraphs(text)}
+    variants |= {_protected(v) for v in variants if _SLASHED.search(v)}
     found = []
-    for variant in {text, _with_trigraphs(text)}:
+    for variant in variants:
         lines = spliced(variant)
-        for line, name, rest in [d for r in _READINGS for d in directives(lines, r)]:
-            if name not in ("include", "include_next"):
-                continue
-            kind = "next" if name == "include_next" else "include"
-            m = _NAME.match(rest.encode())  # the name first: what follows it NVRTC only warns of
-            header, angled = header_name(m.group(1).decode()) if m else (None, False)
-            if header is None:
-                header, kind = rest, "computed_next" if kind == "next" else "computed"
-            if header and (header, kind) not in seen:
-                seen.add((header, kind))
-                found.append(Include(header, angled, line, kind, -1))
+        for reading in _READINGS:
+            for line, name, rest in directives(lines, reading):
+                include = _odd_include(line, name, rest)
+                if include is None:
+                    continue
+                key = (include.name, include.kind, include.angled)
+                if (*key, line) in seen or (reading == "joined" and key in names):
+                    continue
+                seen.add((*key, line))
+                names.add(key)
+                found.append(include)
     return found
+
+
+def _odd_include(line: int, directive: str, rest: str) -> Include | None:
+    """The include a directive line of _odd_includes' readings makes, None for another
+    directive or an #include of nothing: its header name read first (what follows it NVRTC
+    only warns of), else its text, a computed include."""
+    if directive not in ("include", "include_next"):
+        return None
+    kind = "next" if directive == "include_next" else "include"
+    m = _NAME.match(rest.encode())
+    header, angled = header_name(m.group(1).decode()) if m else (None, False)
+    if header is None:
+        header, kind = rest, "computed_next" if kind == "next" else "computed"
+    if not header:
+        return None
+    return Include(header.replace("\0", "/"), angled, line, kind, -1)
 
 
 def _with_trigraphs(text: str) -> str:

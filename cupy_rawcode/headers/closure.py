@@ -101,6 +101,8 @@ class Closure:
     # (fast) every path the header search looked at and found no file at: one that appears
     # there while NVRTC runs may be read in place of a keyed header (orchestrator/compiling.py)
     probed: tuple[str, ...] = ()
+    # (fast) those of them in the program's own directories, which the manifest stamps absent
+    watched: tuple[str, ...] = ()
     # (fast) computed includes ("file:line: #include H(x)") whose macro some file defines in a
     # way the scan cannot expand: the header NVRTC reads there is unknown, so is the key
     unresolved: tuple[str, ...] = ()

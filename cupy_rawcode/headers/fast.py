@@ -3,150 +3,29 @@ reads, enough for the cache key), expanding computed includes from the macros se
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..toolkit import jitify_names
 from . import liveness
 from . import scan as _scan
 from .closure import MAIN, Closure, Header, Missing, ResolveError, Step, UnreadableHeaderError
 from .directives import scanned_directives
+from .expansion import (
+    Function,
+    Table,
+    add_macros,
+    expand_computed,
+    expansions,
+    names_used,
+    wrapper_calls,
+)
 from .lexical import directives
 from .options import macro_name, macro_parameters
 from .search import Context, Found, find, searched
 from .standard import NO_FLOOR, Floor, std_for_year, std_year
-
-_ID = re.compile(r"[A-Za-z_]\w*")
-_WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
-
-
-class Function(NamedTuple):
-    """A function-like macro's definition, a value of the macro table: its parameters and value."""
-
-    params: tuple[str, ...]
-    body: str
-
-
-Table = dict[str, set[Any]]  # macro name -> every value seen: a str, or a Function
-_STRINGIZED = re.compile(r"(?<!#)#(?!#)[ \t]*([A-Za-z_]\w*)")  # '#x' in a macro's value
-_PASTED = re.compile(r"#[ \t]*([A-Za-z_]\w*)|([A-Za-z_]\w*)[ \t]*##")  # '#x', 'x ##', '## x'
-_PASTE = re.compile(r"[ \t]*##[ \t]*")
-
-
-def expand_computed(text: str, table: Table, limit: int = 64) -> list[tuple[str, bool]]:
-    """Every header name a computed include can take, using all values seen for each macro."""
-    return expansions(text, table, limit)[0]
-
-
-def expansions(text: str, table: Table, limit: int = 64) -> tuple[list[tuple[str, bool]], bool]:
-    """(every header name a computed include can take, whether that is all of them): False
-    when the ``limit`` of values or the depth of 24 expansions cut it short, or a call's
-    arguments hold a quote. A name inside a string literal is never replaced (``#define h 1``
-    leaves ``"h.h"`` as it is)."""
-    done, complete = _expanded(text, table, limit)
-    names = []
-    for t in sorted(done):
-        t = t.strip()
-        if len(t) > 2 and ((t[0] == "<" and t[-1] == ">") or (t[0] == '"' and t[-1] == '"')):
-            names.append((re.sub(r"\s+", "", t[1:-1]) if t[0] == "<" else t[1:-1], t[0] == "<"))
-    return names, complete
-
-
-def _expanded(text: str, table: Table, limit: int) -> tuple[set[str], bool]:
-    """(every text ``text`` expands to, with no macro left to replace; whether that is all)."""
-    results, done, complete = {text}, set[str](), True
-    for _ in range(24):
-        pending = results - done
-        if not pending:
-            break
-        for t in pending:
-            m = next((m for m in _WORD.finditer(t) if _expands(t, m, table)), None)
-            if m is None:
-                done.add(t)
-                continue
-            results.discard(t)
-            for v in sorted(table[m.group()], key=str):
-                new, whole = _replaced(t, m, v, table, limit)
-                complete &= whole and len(results) + len(new) <= limit
-                results.update(new[: max(0, limit - len(results))])
-    return done, complete and not results - done
-
-
-def _expands(text: str, m: re.Match, table: Table) -> bool:
-    """Whether the name at ``m`` is a macro there: object-like, or function-like and called."""
-    values = table.get(m.group(), ())
-    return bool(values) and (
-        any(isinstance(v, str) for v in values) or _arguments(text, m.end()) is not None
-    )
-
-
-def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[list[str], bool]:
-    """(``text`` with the macro at ``m`` replaced by ``value``, one text for each value its
-    arguments can take; whether that is all). A function-like value has no call there, or one
-    of another number of arguments, gives none (NVRTC refuses that)."""
-    if isinstance(value, str):
-        return [text[: m.start()] + value + text[m.end() :]], True
-    call = _arguments(text, m.end())
-    if call is None:
-        return [], True
-    args, end = call
-    if any(q in a for a in args for q in "\"'"):
-        return [], False  # a comma or parenthesis may hide in a literal: not split here
-    params = value.params
-    if len(args) != max(len(params), 1) or (not params and args != [""]):
-        return [], True
-    given = dict(zip(params, args, strict=False))  # F() has one empty argument
-    # '#x' and 'x ## y' take the argument as written; elsewhere it is expanded first
-    raw = {n for pair in _PASTED.findall(value.body) for n in pair if n in given}
-    body = _STRINGIZED.sub(
-        lambda s: '"' + " ".join(given[s[1]].split()) + '"' if s[1] in given else s[0],
-        value.body,
-    )
-    choices, whole = [], True
-    for p in params:
-        if p in raw:
-            choices.append([given[p]])
-            continue
-        texts, all_ = _expanded(given[p], table, limit)
-        choices.append(sorted(texts))
-        whole &= all_
-    out = []
-    for combo in itertools.islice(itertools.product(*choices), limit + 1):
-        chosen = dict(zip(params, combo, strict=True))
-        out.append(text[: m.start()] + _substituted(body, chosen) + text[end:])
-    return out[:limit], whole and len(out) <= limit
-
-
-def _substituted(body: str, chosen: dict[str, str]) -> str:
-    """A function-like macro's value with its parameters replaced (outside string literals)
-    and its ``##`` pastes made."""
-    done = _WORD.sub(lambda w: chosen.get(w.group(), w.group()), body)
-    return _PASTE.sub("", done) if "##" in done else done
-
-
-def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
-    """The arguments of a call whose '(' is the first thing after ``at`` but blanks, and the
-    end of the call; None when none follows or it is not closed."""
-    i = len(text) - len(text[at:].lstrip(" \t"))
-    if i >= len(text) or text[i] != "(":
-        return None
-    depth, args, start = 0, list[str](), i + 1
-    for j in range(i, len(text)):
-        c = text[j]
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if not depth:
-                return [*args, text[start:j].strip()], j + 1
-        elif c == "," and depth == 1:
-            args.append(text[start:j].strip())
-            start = j + 1
-    return None
 
 
 @dataclass
@@ -204,7 +83,7 @@ def resolve_fast(
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
-    _add_macros(table, main.scan)  # '#define H "h.h"' then '#include H' in the source itself
+    add_macros(table, main.scan)  # '#define H "h.h"' then '#include H' in the source itself
     work = [main]
 
     cwd = os.getcwd() if ctx.opts.pre_includes else None
@@ -287,22 +166,36 @@ def resolve_fast(
         positions.add((found.path, found.index))
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
-        _add_macros(table, fscan)
+        add_macros(table, fscan)
         work.append(node)
+
+    def follow(node: _Node, inc: _scan.Include) -> None:
+        if inc.kind.startswith("computed"):
+            deferred.append((node, inc))
+            for name, angled in expand_computed(inc.name, table):
+                add(node, inc, name, angled)
+        elif inc.kind == "wrapper":
+            macro, _, index = inc.name.rpartition(" ")
+            wrappers.setdefault(macro, set()).add(int(index))
+        else:
+            add(node, inc, inc.name, inc.angled)
 
     def visit(node: _Node) -> None:
         for inc in node.scan.includes:
-            if inc.kind.startswith("computed"):
-                deferred.append((node, inc))
-                for name, angled in expand_computed(inc.name, table):
-                    add(node, inc, name, angled)
-            else:
-                add(node, inc, inc.name, inc.angled)
+            follow(node, inc)
 
+    wrappers: dict[str, set[int]] = {}  # '#define HAS(x) __has_include(x)': {"HAS": {0}}
+    called: set[tuple[int, str]] = set()  # (node, wrapper) whose calls were read
     seen_tables = -1
     while work:
         while work:
             visit(work.pop())
+        for node in (main, *nodes.values()) if wrappers else ():  # their calls are probes
+            for macro, indexes in list(wrappers.items()):
+                if (id(node), macro) not in called:
+                    called.add((id(node), macro))
+                    for inc in wrapper_calls(node.scan.data, macro, indexes):
+                        follow(node, inc)
         # computed includes may name macros defined in files scanned after them: retry
         size = sum(len(v) for v in table.values())
         if size != seen_tables:
@@ -349,15 +242,8 @@ def resolve_fast(
         absent=tuple(sorted(absent)),
         unresolved=unresolved,
         probed=tuple(sorted(path for path, there in memo.items() if not there)),
+        watched=_watched(memo, ctx, cwd),
     )
-
-
-def _add_macros(table: Table, scan: _scan.FileScan) -> None:
-    """Enter a file's macros that may name a header into the table."""
-    for n, v in scan.defines:
-        table[n].add(v)
-    for n, params, body in scan.functions:
-        table[n].add(Function(params, body))
 
 
 def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: str, n_pre: int):
@@ -369,7 +255,7 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
     found, unread, defined = [], None, None
     for node, inc in deferred:
         names, complete = expansions(inc.name, table)
-        used = _names_used(inc.name, table)
+        used = names_used(inc.name, table)
         if unread is None:
             scans = [main.scan] + [n.scan for n in nodes.values()]
             unread = frozenset().union(*(s.unread for s in scans))
@@ -385,21 +271,25 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
                 continue
         where = node.found.logical if node.found else main_name
         line = inc.line - n_pre if node is main else inc.line
-        found.append(f"{where}:{line}: #include {inc.name}")
+        probe = "probe" in inc.kind
+        found.append(
+            f"{where}:{line}: "
+            + (f"__has_include({inc.name})" if probe else f"#include {inc.name}")
+        )
     return tuple(dict.fromkeys(found))
 
 
-def _names_used(text: str, table: Table) -> set[str]:
-    """The names ``text`` uses, and those their values in ``table`` use, transitively."""
-    used, todo = set[str](), [m.group() for m in _ID.finditer(text)]
-    while todo:
-        name = todo.pop()
-        if name not in used:
-            used.add(name)
-            for value in table.get(name, ()):
-                body = value if isinstance(value, str) else value.body
-                todo += [m.group() for m in _WORD.finditer(body)]
-    return used
+def _watched(memo: dict[str, bool], ctx: Context, cwd: str | None) -> tuple[str, ...]:
+    """The paths the search found empty in the program's own directories (-I, -isystem, the
+    source's, the working directory for a -include): a file that appears at one changes what
+    NVRTC reads (a header shadowed, a probe answered), so the manifest stamps them absent. The
+    system roots change only with an install, which the toolchain record sees."""
+    own = [d.path for d in ctx.dirs if d.tag.startswith(("user", "isys"))]
+    own += [p for p in (ctx.source_dir, cwd) if p]
+    if not own:
+        return ()
+    prefixes = tuple(os.path.join(p, "") for p in own)
+    return tuple(sorted(p for p, there in memo.items() if not there and p.startswith(prefixes)))
 
 
 def _raised_floor(
@@ -432,7 +322,7 @@ def _reached_floor(
     while stack:
         node, edges, unreachable = stack[-1]
         for line, kind, path in edges:
-            if path in seen or kind.startswith("probe") or unreachable.at(line):
+            if path in seen or "probe" in kind or unreachable.at(line):
                 continue
             seen.add(path)
             child = nodes[path]

@@ -119,3 +119,50 @@ def directives(text: str, reading: str = "nvrtc") -> list[tuple[int, str, str]]:
         pos = m.start()
         out.append((line, m.group(1), _SPLICE.sub(" ", m.group(2)).strip()))
     return out
+
+
+def probe_operand(text: str) -> str | None:
+    """The operand of a ``__has_include`` whose name ``text`` follows, as the preprocessor reads
+    it: the text between its parentheses with backslash-newlines, comments and outer blanks
+    gone (a header name inside kept whole: ``<a//b.h>``); None when no '(' comes first or it is
+    not closed within ``text``."""
+    text = _SPLICE.sub("", text)
+    out: list[str] = []
+    i, depth = 0, 0
+    while i < len(text):
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return None
+            out.append(" ")
+            i = end + 2
+            continue
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        c = text[i]
+        if not depth:
+            if c != "(" and not c.isspace():
+                return None
+            depth, i = (1, i + 1) if c == "(" else (0, i + 1)
+            continue
+        if c in '<"' and not "".join(out).strip():  # the name first: read whole
+            end = text.find(">" if c == "<" else '"', i + 1)
+            if end < 0 or "\n" in text[i:end]:
+                return None
+            out.append(text[i : end + 1])
+            i = end + 1
+            continue
+        depth += c == "("
+        depth -= c == ")"
+        if not depth:
+            return "".join(out).strip()
+        out.append(c)
+        i += 1
+    return None
+
+
+def continued(data: bytes, end: int) -> bool:
+    """Whether the line ending at byte ``end`` (its newline) ends in a backslash-newline."""
+    return data.endswith(b"\\", 0, end) or data.endswith(b"\\\r", 0, end)

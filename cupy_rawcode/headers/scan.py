@@ -20,7 +20,8 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
-from .lexical import GAP, directives, header_name, spliced, splits_token
+from .lexical import GAP, continued, directives, header_name, spliced, splits_token
+from .probes import probes
 from .standard import guard_year
 
 # patterns open with a literal '#', which re finds by fast search; line starts are checked after
@@ -40,7 +41,6 @@ _ODD = tuple(
 )
 _TRIGRAPHS = (("??/", "\\"), ("??=", "#"))  # the two that can make or hide a directive
 _READINGS = ("nvrtc", "raw", "joined", "skipped")  # lexical.directives' readings: a superset
-_PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 _DEFINE = re.compile(  # a value that names a header, or a word or call that may lead to one
     rb"#[ \t]*define[ \t]+(\w+)[ \t]+"
     rb"(<[^>\n]*>|\"[^\"\n]*\"|[\w/.]+(?:[ \t]*\((?:[^\n/]|/(?![/*]))*\))?)[ \t]*(?://[^\n]*)?$",
@@ -62,7 +62,10 @@ class Include(NamedTuple):  # a NamedTuple: thousands are made per closure
     name: str  # header name, or the macro text of a computed include
     angled: bool
     line: int
-    kind: str  # "include", "next", "probe", "probe_next", "computed", "computed_next"
+    # "include", "next", "probe", "probe_next", "computed", "computed_next", "computed_probe",
+    # "computed_probe_next"; "wrapper": a function-like macro whose argument it probes, named
+    # "MACRO INDEX" (its calls are probes: fast.py)
+    kind: str
     pos: int = 0  # byte offset of the directive (or probe) in the file
 
 
@@ -154,19 +157,11 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
             includes.append(
                 Include(rest.decode(), False, line, "computed_next" if nxt else "computed", start)
             )
-    if b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD) or splits_token(data):
+    split = splits_token(data)  # a backslash-newline inside a word: '#inc\' newline 'lude'
+    if split or b"%:" in data or b"??" in data or any(p.search(data) for p in _ODD):
         includes += _odd_includes(data, includes)
-    if b"has_include" in data or b"HAS_INCLUDE" in data:
-        line, last = 1, 0
-        for m in _PROBE.finditer(data):
-            line += data.count(b"\n", last, m.start())
-            last = m.start()
-            text = m.group(2).decode()
-            includes.append(
-                Include(
-                    text[1:-1], text[0] == "<", line, "probe_next" if m.group(1) else "probe", last
-                )
-            )
+    if split or b"has_include" in data or b"HAS_INCLUDE" in data:
+        includes += [Include(*p) for p in probes(data, split)]
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
     functions = tuple(
@@ -228,7 +223,7 @@ def _name_after(data: bytes, at: int) -> tuple[bytes | None, bytes]:
     lead = _LEADING.match(data, at, end)  # always matches (maybe nothing)
     start = lead.end() if lead else at
     n = _NAME.match(data, start, end)
-    if n is None and data[start : start + 1] in (b'"', b"<") and _continued(data, end):
+    if n is None and data[start : start + 1] in (b'"', b"<") and continued(data, end):
         n = _NAME.match(_logical_line(data, start, end))
     if n is not None:
         return n.group(1), b""
@@ -238,16 +233,11 @@ def _name_after(data: bytes, at: int) -> tuple[bytes | None, bytes]:
     return (n.group(1) if n else None), rest
 
 
-def _continued(data: bytes, end: int) -> bool:
-    """Whether the line ending at byte ``end`` (its newline) ends in a backslash-newline."""
-    return data.endswith(b"\\", 0, end) or data.endswith(b"\\\r", 0, end)
-
-
 def _logical_line(data: bytes, start: int, end: int) -> bytes:
     """The text from ``start`` to the end of the line that backslash-newlines join to the one
     ending at ``end``, spliced (at most _MAX_SPLICES lines: never read to the file's end)."""
     for _ in range(_MAX_SPLICES):
-        if end >= len(data) or not _continued(data, end):
+        if end >= len(data) or not continued(data, end):
             break
         nxt = data.find(b"\n", end + 1)
         end = len(data) if nxt < 0 else nxt

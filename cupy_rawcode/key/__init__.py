@@ -97,8 +97,8 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
 # else (a missing, damaged or foreign entry, a changed file) is a miss, and the caller keys the
 # full way (request.compute_key) and writes the entry again.
 #
-# Like a manifest, stamps cannot see a new header that would now shadow a recorded one earlier in
-# the search path; ``cupy-rawcode cache clear`` removes the index with everything else.
+# Like a manifest's, the stamps hold every path the search found empty in the program's own
+# directories, stamped absent: a new header there (shadowing one, answering a probe) misses.
 
 _stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 _sizebound = deferred("cupy_rawcode.store.sizebound")  # publishing it: saving an entry only

@@ -10,10 +10,9 @@ If every file still stats the same, the stored digest is used; otherwise the clo
 resolved again and the manifest replaced. With no manifest here, a portable closure record
 (portable.py: found in any level of the store, a bundle's or a remote one's, and checked by
 content) answers in its place and a manifest is written from it; after a fresh resolve one is
-put in the store. A new file shadowing a header earlier in the search
-path (a -I directory) is not seen by ``stat`` validation (ccache has the same limit):
-``cupy-rawcode cache clear``; a miss resolves again before it compiles, and replaces the
-manifest then (orchestrator/compiling.py).
+put in the store. Every path the search found empty in the program's own directories is
+stamped absent (fast.py ``_watched``): a new file there (a shadowing header, a probe answered)
+is a miss; a miss also resolves again before it compiles (orchestrator/compiling.py).
 """
 
 from __future__ import annotations
@@ -158,7 +157,8 @@ def closure_digests(
     closure = fast.resolve_fast(source, ctx, pre_includes, main_name or headers_closure.MAIN)
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    rec, values = take(ids + [absent(p) for p in closure.absent])
+    empty = dict.fromkeys((*closure.absent, *closure.watched))  # a file there changes the closure
+    rec, values = take(ids + [absent(p) for p in empty])
     if closure.unresolved:  # no manifest or record, and a digest no other compile shares
         unknown = [("unresolved", secrets.token_hex(16))]
         digest = closure_digest(closure.digests() + unknown)

@@ -186,6 +186,7 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         return None
     special, dirs = _special(ctx), ctx.dirs
     ids, names, seen_dirs, digest_of = [], [], dict[str, bool](), scan.digest_bytes
+    watched: list[tuple] = []  # places in -I directories a file would change: stamped absent
     for tag, where, rel, digest in data["headers"]:
         root = _root(where, tag, rel, special, dirs)
         if root is None:
@@ -202,6 +203,7 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         if any(_shadowed(d.path, rel, seen_dirs) for d in dirs[: max(where, 0)]):
             return None
         ids.append((path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
+        watched += [absent(os.path.join(d.path, rel)) for d in dirs[: max(where, 0)] if _own(d)]
         names.append((f"{tag}:{rel}", digest))
     if facts["count"] != len(ids) or facts["closure"] != closure_digest(sorted(names)):
         return None  # its facts are not those of its own headers
@@ -218,7 +220,15 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
             return None
         if _shadowed(os.path.normpath(os.path.join(root, sub)), name, seen_dirs):
             return None
-    return facts, ids
+        if where < 0 or _own(dirs[where]):  # the manifest sees one that appears (fast.py)
+            watched.append(absent(os.path.normpath(os.path.join(root, sub, name))))
+    return facts, ids + [w for w in dict.fromkeys(watched) if w not in ids]
+
+
+def _own(d) -> bool:
+    """Whether a search directory is the program's own (-I, -isystem): watched as fast.py's
+    ``_watched`` does."""
+    return d.tag.startswith(("user", "isys"))
 
 
 def _root(where: Any, tag: Any, rel: Any, special: dict[str, str], dirs) -> str | None:

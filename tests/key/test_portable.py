@@ -106,7 +106,11 @@ def test_a_record_round_trips_and_names_headers_by_tag(layout, tmp_path):
     assert all(str(tmp_path) not in json.dumps(h) for h in data["headers"])  # no paths
     assert data["absent"] == ["cupy_rawcode/workaround.h", "local.h"]  # looked for in src/
     facts, ids = portable.validate(data, ctx)
-    assert facts["closure"] == data["closure"] and len(ids) == N + 2 + 2
+    present, gone = [i for i in ids if i[1] is not None], [i[0] for i in ids if i[1] is None]
+    assert facts["closure"] == data["closure"] and len(present) == N + 2
+    # the source directory's files, and a shadow's place in an earlier -I directory: absent
+    assert {os.path.basename(p) for p in gone} >= {"workaround.h", "local.h"}
+    assert any(p.startswith(ctx.dirs[[d.tag for d in ctx.dirs].index("user0")].path) for p in gone)
 
 
 def test_a_valid_record_keys_without_resolving(layout, tmp_path, resolves):

@@ -1,0 +1,79 @@
+"""The ``__has_include`` probes of one file, as the scan reports them (scan.Include's fields):
+a header name, a computed probe (a macro, a name a comment or a backslash-newline splits), or
+a wrapper macro whose calls probe (``#define HAS(x) __has_include(x)``: fast.py reads them)."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from .lexical import continued, header_name, probe_operand, spliced
+
+_PROBE_NAME = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?")
+_DEFINE_HEAD = re.compile(rb"[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w \t,.]*)\)")
+_PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
+
+
+class Probe(NamedTuple):  # scan.Include's fields
+    name: str
+    angled: bool
+    line: int
+    kind: str
+    pos: int
+
+
+def probes(data: bytes, split: bool) -> list[Probe]:
+    """Every ``__has_include`` probe (and a wrapper macro's, ``_CCCL_HAS_INCLUDE(<x>)``): its
+    header name; where its operand is no name as written (a macro, a name a comment or a
+    backslash-newline splits), the operand as the preprocessor reads it, a computed probe
+    that fast.py expands like a computed include; where it is a parameter of the function-like
+    #define it sits in, that macro as a "wrapper" (name "MACRO INDEX"), whose calls probe."""
+    found = _probes_in(data)
+    if split:  # '__has_incl\' newline 'ude(...)': read spliced too (its lines are kept)
+        seen = {(i.name, i.kind, i.line) for i in found}
+        spliced_data = spliced(data.decode("utf-8")).encode()
+        found += [
+            i._replace(pos=-1)
+            for i in _probes_in(spliced_data)
+            if (i.name, i.kind, i.line) not in seen
+        ]
+    return found
+
+
+def _probes_in(data: bytes) -> list[Probe]:
+    out, line, last = [], 1, 0
+    for m in _PROBE_NAME.finditer(data):
+        line += data.count(b"\n", last, m.start())
+        last = m.start()
+        kind = "probe_next" if m.group(1) else "probe"
+        strict = _PROBE.match(data, m.start())
+        operand = (
+            strict.group(2).decode()
+            if strict
+            else probe_operand(data[m.end() : m.end() + 1024].decode("utf-8", "replace"))
+        )
+        if not operand:
+            continue  # no call: '#ifdef __has_include', 'defined(__has_include)'
+        header, angled = header_name(operand)
+        if header is not None:
+            out.append(Probe(header, angled, line, kind, last))
+            continue
+        macro, params = _own_define(data, m.start())
+        if operand in params:  # a wrapper: '#define HAS(x) __has_include(x)', its calls probe
+            out.append(Probe(f"{macro} {params.index(operand)}", False, line, "wrapper", last))
+        else:
+            out.append(Probe(operand, False, line, "computed_" + kind, last))
+    return out
+
+
+def _own_define(data: bytes, at: int) -> tuple[str, list[str]]:
+    """(name, parameters) of the function-like #define whose value holds byte ``at`` (its lines
+    joined by backslash-newlines); ("", []) when none does."""
+    start = data.rfind(b"\n", 0, at) + 1
+    while start > 1 and continued(data, start - 1):
+        start = data.rfind(b"\n", 0, start - 1) + 1
+    m = _DEFINE_HEAD.match(data, start)
+    if m is None:
+        return "", []
+    params = [p.strip().decode().replace("...", "__VA_ARGS__") for p in m.group(2).split(b",")]
+    return m.group(1).decode(), params

@@ -1,0 +1,47 @@
+"""A ``__has_include`` probe however its operand is written: whether the header exists changes
+what NVRTC compiles, so the key changes when it appears or goes (checked against NVRTC)."""
+
+import pytest
+from conftest import bare_nvrtc
+
+import cupy_rawcode
+
+TAIL = '\nstatic_assert(false, "THERE");\n#else\nstatic_assert(false, "GONE");\n#endif\n'
+# name -> the condition line(s) before TAIL
+PROBES = {
+    "a name": '#if __has_include("h.h")',
+    "a macro naming it": '#define HH "h.h"\n#if __has_include(HH)',
+    "a function-like macro naming it": "#define HH(x) <x.h>\n#if __has_include(HH(h))",
+    "a backslash-newline before the name": '#if __has_include(\\\n"h.h")',
+    "a comment before the name": '#if __has_include(/* c */ "h.h")',
+    "a comment after the word": '#if __has_include /**/ ("h.h")',
+    "a backslash-newline inside the word": '#if __has_incl\\\nude("h.h")',
+    "a wrapper macro of another name": '#define HAS(x) __has_include(x)\n#if HAS("h.h")',
+    "a wrapper macro given a macro": (
+        '#define HAS(x) __has_include(x)\n#define HH "h.h"\n#if HAS(HH)'
+    ),
+    "a variadic wrapper": '#define HAS(...) __has_include(__VA_ARGS__)\n#if HAS("h.h")',
+    "__has_include_next": "#if __has_include_next(<h.h>)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_the_key_changes_when_a_probed_header_appears_or_goes(name, tree):
+    root = tree({"i/h.h": "// here\n"})
+    source = PROBES[name] + TAIL
+    options = (f"-I{root / 'i'}",)
+    assert "THERE" in bare_nvrtc(source, options).log
+    there = cupy_rawcode.cache_key(source, arch="sm_90", options=options)
+    (root / "i" / "h.h").unlink()
+    assert "GONE" in bare_nvrtc(source, options).log
+    gone = cupy_rawcode.cache_key(source, arch="sm_90", options=options)
+    assert there != gone
+    (root / "i" / "h.h").write_text("// here\n")
+    assert cupy_rawcode.cache_key(source, arch="sm_90", options=options) == there
+
+
+def test_a_wrapper_definition_alone_probes_nothing():
+    """``_CCCL_HAS_INCLUDE(_X) __has_include(_X)``: the parameter is no header, and a closure
+    of such headers has nothing unresolved."""
+    closure = cupy_rawcode.resolve("#define HAS(_X) __has_include(_X)\n", ())
+    assert not closure.unresolved and not closure.missing

@@ -181,9 +181,11 @@ def real_dir(path) -> bool:
 
 
 def is_marked(root) -> bool:
-    """Whether ``root`` holds the cache's marker (a regular file starting with the signature)."""
+    """Whether ``root`` holds the cache's marker: a regular file starting with the signature
+    that says cupy-rawcode made it (ccache's and cargo's tags are the same standard tag, and
+    their directories are theirs)."""
     data = read_cache_file(Path(root, MARKER), 4096)
-    return data is not None and data.startswith(SIGNATURE)
+    return data is not None and data.startswith(SIGNATURE) and b"cupy-rawcode" in data
 
 
 def linked_kind(root) -> str | None:

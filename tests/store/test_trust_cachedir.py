@@ -414,6 +414,21 @@ def test_an_unmarked_cache_of_an_earlier_release_is_adopted_a_foreign_file_refus
         assert not (cache / "CACHEDIR.TAG").exists() and (cache / extra).read_text() == "mine"
 
 
+@pytest.mark.parametrize("tool", ["ccache", "cargo"])
+def test_another_tools_tagged_cache_is_not_adopted(tmp_path, tool):
+    """ccache and cargo write the same standard tag: theirs names them, and their directory is
+    not ours (refused, left as it is), even where it holds only names our layout writes."""
+    cache = tmp_path / tool
+    (cache / "stats").mkdir(parents=True)
+    tag = SIGNATURE + f"\n# This file is a cache directory tag created by {tool}.\n".encode()
+    (cache / "CACHEDIR.TAG").write_bytes(tag)
+    (cache / "stats" / "theirs").write_text("mine")
+    again = _use(cache)
+    assert "not a cupy-rawcode cache" in again.stderr and again.returncode == 2
+    assert (cache / "CACHEDIR.TAG").read_bytes() == tag
+    assert sorted(p.name for p in cache.rglob("*")) == ["CACHEDIR.TAG", "stats", "theirs"]
+
+
 # ------------------------------------------------------------------ JSON nested too deep
 
 DEEP = b"[" * 5000 + b"]" * 5000  # 10 KB: json recurses once per level

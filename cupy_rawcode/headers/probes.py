@@ -60,7 +60,8 @@ def _probes_in(data: bytes) -> list[Probe]:
             continue
         macro, params = _own_define(data, m.start())
         if operand in params:  # a wrapper: '#define HAS(x) __has_include(x)', its calls probe
-            out.append(Probe(f"{macro} {params.index(operand)}", False, line, "wrapper", last))
+            if not _PROBE_NAME.search(macro.encode()):  # (_CCCL_HAS_INCLUDE's are read here)
+                out.append(Probe(f"{macro} {params.index(operand)}", False, line, "wrapper", last))
         else:
             out.append(Probe(operand, False, line, "computed_" + kind, last))
     return out

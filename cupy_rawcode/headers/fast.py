@@ -289,7 +289,17 @@ def _watched(memo: dict[str, bool], ctx: Context, cwd: str | None) -> tuple[str,
     if not own:
         return ()
     prefixes = tuple(os.path.join(p, "") for p in own)
-    return tuple(sorted(p for p, there in memo.items() if not there and p.startswith(prefixes)))
+    # a system root inside one of them (a virtualenv in the project's directory) is no part
+    system = tuple(
+        os.path.join(d.path, "") for d in ctx.dirs if not d.tag.startswith(("user", "isys"))
+    )
+    return tuple(
+        sorted(
+            p
+            for p, there in memo.items()
+            if not there and p.startswith(prefixes) and not p.startswith(system)
+        )
+    )
 
 
 def _raised_floor(

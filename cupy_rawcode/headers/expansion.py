@@ -9,7 +9,7 @@ import re
 from typing import Any, NamedTuple
 
 from . import scan as _scan
-from .lexical import header_name
+from .lexical import header_name, probe_operand
 
 _ID = re.compile(r"[A-Za-z_]\w*")
 _WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
@@ -26,6 +26,7 @@ Table = dict[str, set[Any]]  # macro name -> every value seen: a str, or a Funct
 _STRINGIZED = re.compile(r"(?<!#)#(?!#)[ \t]*([A-Za-z_]\w*)")  # '#x' in a macro's value
 _PASTED = re.compile(r"#[ \t]*([A-Za-z_]\w*)|([A-Za-z_]\w*)[ \t]*##")  # '#x', 'x ##', '## x'
 _PASTE = re.compile(r"[ \t]*##[ \t]*")
+_LITERAL = {q: re.compile(q + r"(?:\\.|[^\\\n" + q + "])*" + q) for q in "\"'"}
 
 
 def expand_computed(text: str, table: Table, limit: int = 64) -> list[tuple[str, bool]]:
@@ -85,17 +86,19 @@ def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[
     if call is None:
         return [], True
     args, end = call
-    if any(q in a for a in args for q in "\"'"):
-        return [], False  # a comma or parenthesis may hide in a literal: not split here
     params = value.params
-    if len(args) != max(len(params), 1) or (not params and args != [""]):
+    if params and params[-1] == "...":  # variadic: __VA_ARGS__ is every argument from there
+        if len(args) < len(params) - 1:
+            return [], True
+        params = (*params[:-1], "__VA_ARGS__")
+        args = [*args[: len(params) - 1], ", ".join(args[len(params) - 1 :])]
+    elif len(args) != max(len(params), 1) or (not params and args != [""]):
         return [], True
     given = dict(zip(params, args, strict=False))  # F() has one empty argument
     # '#x' and 'x ## y' take the argument as written; elsewhere it is expanded first
     raw = {n for pair in _PASTED.findall(value.body) for n in pair if n in given}
     body = _STRINGIZED.sub(
-        lambda s: '"' + " ".join(given[s[1]].split()) + '"' if s[1] in given else s[0],
-        value.body,
+        lambda s: _stringized(given[s[1]]) if s[1] in given else s[0], value.body
     )
     choices, whole = [], True
     for p in params:
@@ -112,6 +115,13 @@ def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[
     return out[:limit], whole and len(out) <= limit
 
 
+def _stringized(arg: str) -> str:
+    """``#x`` of an argument: its spelling in quotes, blanks made one space, and a backslash
+    before each quote and backslash (those of its literals: what an include's name holds)."""
+    text = " ".join(arg.split()).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
 def _substituted(body: str, chosen: dict[str, str]) -> str:
     """A function-like macro's value with its parameters replaced (outside string literals)
     and its ``##`` pastes made."""
@@ -121,10 +131,31 @@ def _substituted(body: str, chosen: dict[str, str]) -> str:
 
 def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
     """The arguments of a call whose '(' is the first thing after ``at`` but blanks, and the
-    end of the call; None when none follows or it is not closed."""
+    end of the call; None when none follows or it is not closed. A comma or parenthesis inside
+    a string or character literal is part of its argument."""
     i = len(text) - len(text[at:].lstrip(" \t"))
     if i >= len(text) or text[i] != "(":
         return None
+    depth, args, start, j = 0, list[str](), i + 1, i
+    while j < len(text):
+        c = text[j]
+        if c in "\"'":
+            close = _LITERAL[c].match(text, j)
+            if close is None:
+                return None
+            j = close.end()
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if not depth:
+                return [*args, text[start:j].strip()], j + 1
+        elif c == "," and depth == 1:
+            args.append(text[start:j].strip())
+            start = j + 1
+        j += 1
+    return None
     depth, args, start = 0, list[str](), i + 1
     for j in range(i, len(text)):
         c = text[j]
@@ -140,27 +171,54 @@ def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
     return None
 
 
-def wrapper_calls(data: bytes, macro: str, indexes: set[int]) -> list[_scan.Include]:
-    """The probes the calls of a wrapper macro in ``data`` make (``HAS("h.h")`` of ``#define
-    HAS(x) __has_include(x)``): the arguments at ``indexes``, a header name or a computed
-    probe (its definition's own head is no call)."""
-    if macro.encode() not in data:
-        return []
+_HAS_INCLUDE = re.compile(r"__has_include(_next)?\b")
+_IF_LINE = re.compile(rb"[ \t]*#[ \t]*(?:el)?if\b")
+
+
+def probers_of(names: set[str], table: Table) -> set[str]:
+    """``names`` (macros whose value probes: ``#define HAS(x) __has_include(x)``) and every
+    macro whose value uses one of them, transitively (``#define HAS2(x) HAS(x)``)."""
+    found, grew = set(names), True
+    while grew:
+        grew = False
+        for name, values in table.items():
+            if name not in found and any(
+                found & set(_ID.findall(v if isinstance(v, str) else v.body)) for v in values
+            ):
+                found.add(name)
+                grew = True
+    return found
+
+
+def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64) -> list:
+    """The probes the uses of ``probers`` in a file's #if and #elif lines make: each use
+    expanded (``HAS(h)`` -> ``__has_include("h.h")``), its operands a header name or a computed
+    probe; a use the expansion cannot finish is a computed probe of its own text, which names
+    nothing (so the file is unresolved, never cached)."""
     out = []
-    for m in re.finditer(rb"(?<!\w)" + re.escape(macro.encode()) + rb"[ \t]*\(", data):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        if re.fullmatch(rb"[ \t]*#[ \t]*define[ \t]*", data[start : m.start()]):
+    for name in probers:
+        if name.encode() not in data:
             continue
-        call = _arguments(data[m.end() - 1 : m.end() + 1024].decode("utf-8", "replace"), 0)
-        args = call[0] if call is not None else []
-        line = data.count(b"\n", 0, m.start()) + 1
-        for i in sorted(indexes) if args else ():
-            arg = args[i] if i < len(args) else ""
-            header, angled = header_name(arg)
-            if header is not None:
-                out.append(_scan.Include(header, angled, line, "probe", m.start()))
-            elif arg:
-                out.append(_scan.Include(arg, False, line, "computed_probe", m.start()))
+        for m in re.finditer(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)", data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            if not _IF_LINE.match(data, start):
+                continue
+            text = data[m.start() : m.start() + 1024].decode("utf-8", "replace")
+            call = _arguments(text, len(name))
+            use = text[: call[1]] if call is not None else name
+            line = data.count(b"\n", 0, m.start()) + 1
+            texts, whole = _expanded(use, table, limit)
+            if not whole:
+                out.append(_scan.Include(use, False, line, "computed_probe", m.start()))
+            for t in texts:
+                for h in _HAS_INCLUDE.finditer(t):
+                    operand = probe_operand(t[h.end() :])
+                    kind = "probe_next" if h.group(1) else "probe"
+                    header, angled = header_name(operand or "")
+                    if header is not None:
+                        out.append(_scan.Include(header, angled, line, kind, m.start()))
+                    elif operand:
+                        out.append(_scan.Include(operand, False, line, "computed_" + kind, -1))
     return out
 
 

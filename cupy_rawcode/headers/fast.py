@@ -20,11 +20,12 @@ from .expansion import (
     expand_computed,
     expansions,
     names_used,
-    wrapper_calls,
+    prober_probes,
+    probers_of,
 )
 from .lexical import directives
 from .options import macro_name, macro_parameters
-from .search import Context, Found, find, searched
+from .search import Context, Found, find, joined, searched
 from .standard import NO_FLOOR, Floor, std_for_year, std_year
 
 
@@ -71,15 +72,15 @@ def resolve_fast(
     table: Table = defaultdict(set)
     for head, value in ctx.opts.macros:
         params = macro_parameters(head)
-        if value is None or (params and params[-1] == "..."):
-            continue  # a variadic one is never expanded: its includes are unresolved
-        table[macro_name(head)].add(value if params is None else Function(params, value))
+        if value is not None:
+            table[macro_name(head)].add(value if params is None else Function(params, value))
     nodes: dict[str, _Node] = {}
     positions: set[tuple[str, int]] = set()  # (path, search index) of every file found
     file_ids: dict[str, tuple] = {}
     missing: dict[tuple, Missing] = {}
     deferred: list[tuple[_Node, _scan.Include]] = []
     absent: set[str] = set()
+    watched: set[str] = set()  # paths found empty in the program's own directories
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
@@ -120,6 +121,7 @@ def resolve_fast(
                 next_after=after,
                 memo=memo,
             )
+            watched.update(_own_empty(name, angled, pf, own, ctx.dirs, after, found, memo))
         if pf is None and not angled and own and (found is None or found.tag != "src"):
             # looked for in the main source's directory first, not there: if it appears, the
             # compile changes (manifest.py stamps it as absent)
@@ -174,9 +176,8 @@ def resolve_fast(
             deferred.append((node, inc))
             for name, angled in expand_computed(inc.name, table):
                 add(node, inc, name, angled)
-        elif inc.kind == "wrapper":
-            macro, _, index = inc.name.rpartition(" ")
-            wrappers.setdefault(macro, set()).add(int(index))
+        elif inc.kind == "prober":
+            probers.add(inc.name)
         else:
             add(node, inc, inc.name, inc.angled)
 
@@ -184,17 +185,19 @@ def resolve_fast(
         for inc in node.scan.includes:
             follow(node, inc)
 
-    wrappers: dict[str, set[int]] = {}  # '#define HAS(x) __has_include(x)': {"HAS": {0}}
-    called: set[tuple[int, str]] = set()  # (node, wrapper) whose calls were read
+    probers: set[str] = set()  # macros whose value probes: '#define HAS(x) __has_include(x)'
+    read: dict[int, frozenset[str]] = {}  # node -> the probers whose uses in it were read
     seen_tables = -1
     while work:
         while work:
             visit(work.pop())
-        for node in (main, *nodes.values()) if wrappers else ():  # their calls are probes
-            for macro, indexes in list(wrappers.items()):
-                if (id(node), macro) not in called:
-                    called.add((id(node), macro))
-                    for inc in wrapper_calls(node.scan.data, macro, indexes):
+        if probers:  # their uses in #if lines are probes: read in every file, once each
+            every = frozenset(probers_of(probers, table))
+            for node in (main, *nodes.values()):
+                if read.get(id(node)) != every:
+                    new = every - read.get(id(node), frozenset())
+                    read[id(node)] = every
+                    for inc in prober_probes(node.scan.data, set(new), table):
                         follow(node, inc)
         # computed includes may name macros defined in files scanned after them: retry
         size = sum(len(v) for v in table.values())
@@ -242,7 +245,7 @@ def resolve_fast(
         absent=tuple(sorted(absent)),
         unresolved=unresolved,
         probed=tuple(sorted(path for path, there in memo.items() if not there)),
-        watched=_watched(memo, ctx, cwd),
+        watched=tuple(sorted(watched)),
     )
 
 
@@ -279,27 +282,30 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
     return tuple(dict.fromkeys(found))
 
 
-def _watched(memo: dict[str, bool], ctx: Context, cwd: str | None) -> tuple[str, ...]:
-    """The paths the search found empty in the program's own directories (-I, -isystem, the
-    source's, the working directory for a -include): a file that appears at one changes what
-    NVRTC reads (a header shadowed, a probe answered), so the manifest stamps them absent. The
-    system roots change only with an install, which the toolchain record sees."""
-    own = [d.path for d in ctx.dirs if d.tag.startswith(("user", "isys"))]
-    own += [p for p in (ctx.source_dir, cwd) if p]
-    if not own:
-        return ()
-    prefixes = tuple(os.path.join(p, "") for p in own)
-    # a system root inside one of them (a virtualenv in the project's directory) is no part
-    system = tuple(
-        os.path.join(d.path, "") for d in ctx.dirs if not d.tag.startswith(("user", "isys"))
-    )
-    return tuple(
-        sorted(
-            p
-            for p, there in memo.items()
-            if not there and p.startswith(prefixes) and not p.startswith(system)
-        )
-    )
+_OWN = ("user", "isys", "src")  # the tags of the program's own directories
+
+
+def _own_empty(
+    name: str, angled: bool, includer, own: str | None, dirs, after, found, memo
+) -> list[str]:
+    """The paths an include looked at in the program's own directories (-I, -isystem, the
+    source's, the working directory for a -include, an own header's) before the one it found
+    (every one, when none answered), each empty: a file that appears at one is read in place
+    of what the key holds (a header shadowed, a probe answered), so the manifest stamps them
+    absent. The system roots change only with an install, which the toolchain record sees."""
+    if os.path.isabs(name) or (found is not None and found.index == -1):
+        return []  # found where it looked first
+    looked = []
+    if after is None and not angled:
+        if includer is not None:
+            looked.append((os.path.dirname(includer.path), includer.tag.startswith(_OWN)))
+        elif own is not None:
+            looked.append((own, True))
+    start = 0 if after is None or after < 0 else after + 1
+    for i in range(start, found.index if found is not None else len(dirs)):
+        looked.append((dirs[i].path, dirs[i].tag.startswith(_OWN)))
+    paths = [joined(d, name) for d, mine in looked if mine]
+    return [p for p in paths if not memo.get(p, False)]
 
 
 def _raised_floor(

@@ -1,6 +1,6 @@
 """The ``__has_include`` probes of one file, as the scan reports them (scan.Include's fields):
 a header name, a computed probe (a macro, a name a comment or a backslash-newline splits), or
-a wrapper macro whose calls probe (``#define HAS(x) __has_include(x)``: fast.py reads them)."""
+a macro whose uses probe (``#define HAS(x) __has_include(x)``: fast.py expands them)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import NamedTuple
 from .lexical import continued, header_name, probe_operand, spliced
 
 _PROBE_NAME = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 _DEFINE_HEAD = re.compile(rb"[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w \t,.]*)\)")
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 
@@ -26,8 +27,9 @@ def probes(data: bytes, split: bool) -> list[Probe]:
     """Every ``__has_include`` probe (and a wrapper macro's, ``_CCCL_HAS_INCLUDE(<x>)``): its
     header name; where its operand is no name as written (a macro, a name a comment or a
     backslash-newline splits), the operand as the preprocessor reads it, a computed probe
-    that fast.py expands like a computed include; where it is a parameter of the function-like
-    #define it sits in, that macro as a "wrapper" (name "MACRO INDEX"), whose calls probe."""
+    that fast.py expands like a computed include; where it uses a parameter of the
+    function-like #define it sits in, that macro as a "prober", whose uses in #if lines probe
+    (fast.py expands them)."""
     found = _probes_in(data)
     if split:  # '__has_incl\' newline 'ude(...)': read spliced too (its lines are kept)
         seen = {(i.name, i.kind, i.line) for i in found}
@@ -54,14 +56,14 @@ def _probes_in(data: bytes) -> list[Probe]:
         )
         if not operand:
             continue  # no call: '#ifdef __has_include', 'defined(__has_include)'
+        macro, params = _own_define(data, m.start())
+        if set(_WORD.findall(operand)) & set(params):  # '#define HAS(x) __has_include(x)'
+            if not _PROBE_NAME.search(macro.encode()):  # (_CCCL_HAS_INCLUDE's calls: above)
+                out.append(Probe(macro, False, line, "prober", last))  # its uses probe
+            continue
         header, angled = header_name(operand)
         if header is not None:
             out.append(Probe(header, angled, line, kind, last))
-            continue
-        macro, params = _own_define(data, m.start())
-        if operand in params:  # a wrapper: '#define HAS(x) __has_include(x)', its calls probe
-            if not _PROBE_NAME.search(macro.encode()):  # (_CCCL_HAS_INCLUDE's are read here)
-                out.append(Probe(f"{macro} {params.index(operand)}", False, line, "wrapper", last))
         else:
             out.append(Probe(operand, False, line, "computed_" + kind, last))
     return out

@@ -48,7 +48,7 @@ _DEFINE = re.compile(  # a value that names a header, or a word or call that may
 )
 # a function-like macro ('#define H(x) <cuda/std/x>', CUTLASS's; '#define S(x) #x'): its value
 # is read apart (_value), and only for the names computed includes use (fast.py)
-_FUNCTION = re.compile(rb"#[ \t]*define[ \t]+(\w+)\(([\w \t,]*)\)([^\n]*)")
+_FUNCTION = re.compile(rb"#[ \t]*define[ \t]+(\w+)\(([\w \t,.]*)\)([^\n]*)")
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
 _ANY_DEFINE = re.compile(rb"#[ \t]*define[ \t]+([A-Za-z_]\w*)")  # every definition, any value
 _CONDITIONAL = re.compile(rb"#[ \t]*(ifndef|ifdef|if|endif|include|define)\b([^\n]*)")
@@ -63,8 +63,8 @@ class Include(NamedTuple):  # a NamedTuple: thousands are made per closure
     angled: bool
     line: int
     # "include", "next", "probe", "probe_next", "computed", "computed_next", "computed_probe",
-    # "computed_probe_next"; "wrapper": a function-like macro whose argument it probes, named
-    # "MACRO INDEX" (its calls are probes: fast.py)
+    # "computed_probe_next"; "prober": a function-like macro whose value probes what its
+    # arguments make (its uses in #if lines probe: fast.py)
     kind: str
     pos: int = 0  # byte offset of the directive (or probe) in the file
 
@@ -198,11 +198,13 @@ def _value(text: str) -> str | None:
 
 
 def _parameters(text: str) -> tuple[str, ...] | None:
-    """A function-like macro's parameter names (``"a, b"``), None unless all are names."""
+    """A function-like macro's parameter names (``"a, b"``; ``...`` last, as ``"..."``), None
+    unless all are names."""
     names = tuple(p.strip() for p in text.split(","))
     if names == ("",):
         return ()
-    return names if all(_PARAM.fullmatch(n) for n in names) else None
+    named = names[:-1] if names[-1] == "..." else names
+    return names if all(_PARAM.fullmatch(n) for n in named) else None
 
 
 # blanks and comments before an #include's name (read first, and only them: see _name_after)
@@ -228,7 +230,9 @@ def _name_after(data: bytes, at: int) -> tuple[bytes | None, bytes]:
     if n is not None:
         return n.group(1), b""
     rest = data[at:end]
-    rest = (_COMMENT.sub(b" ", rest) if b"/" in rest else rest).strip()
+    if b"/" in rest:  # comments go; one left open goes on past the line: no part of it
+        rest = _COMMENT.sub(b" ", rest).partition(b"/*")[0]
+    rest = rest.strip()
     n = _NAME.match(rest)
     return (n.group(1) if n else None), rest
 
@@ -301,8 +305,9 @@ def _odd_include(line: int, directive: str, rest: str) -> Include | None:
     kind = "next" if directive == "include_next" else "include"
     m = _NAME.match(rest.encode())
     header, angled = header_name(m.group(1).decode()) if m else (None, False)
-    if header is None:
-        header, kind = rest, "computed_next" if kind == "next" else "computed"
+    if header is None:  # a computed include: its text, comments gone (a reading may keep one)
+        text = _COMMENT.sub(b" ", rest.encode()).partition(b"/*")[0].strip()
+        header, kind = text.decode(), "computed_next" if kind == "next" else "computed"
     if not header:
         return None
     return Include(header.replace("\0", "/"), angled, line, kind, -1)

@@ -111,18 +111,18 @@ def find(
         elif source_dir is not None:
             own, root_tag, root_rel_dir = source_dir, "src", ""
         if own is not None:
-            path = _joined(own, name)
+            path = joined(own, name)
             if _is_file(path, memo):
                 rel = os.path.normpath(os.path.join(root_rel_dir, name))
                 return Found(path, -1, root_tag, rel)  # gcc: include_next from here restarts
     for i in range(start, len(dirs)):
-        path = _joined(dirs[i].path, name)
+        path = joined(dirs[i].path, name)
         if _is_file(path, memo):
             return Found(path, i, dirs[i].tag, os.path.normpath(name))
     return None
 
 
-def _joined(directory: str, name: str) -> str:
+def joined(directory: str, name: str) -> str:
     """``directory``/``name`` as open() reads it: a ``..`` goes up from where a symlink in the
     directory leads (as the system resolves it), not from the link's own place."""
     if ".." in name:

@@ -146,9 +146,9 @@ def _not_cached(req: Request, ctx, path: str) -> None:
 
 
 class UnresolvedIncludeWarning(RawcodeWarning, UserWarning):
-    """A computed include names its header through a macro the scan cannot expand (a variadic
-    one, a value on more than one line): the key cannot hold that header, so the code is
-    compiled and used, never cached."""
+    """A computed include names its header through a macro the scan cannot expand (a value on
+    more than one line): the key cannot hold that header, so the code is compiled and used,
+    never cached."""
 
 
 def _unresolved(req: Request, keyed) -> bool:

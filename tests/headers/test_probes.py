@@ -22,6 +22,17 @@ PROBES = {
     ),
     "a variadic wrapper": '#define HAS(...) __has_include(__VA_ARGS__)\n#if HAS("h.h")',
     "__has_include_next": "#if __has_include_next(<h.h>)",
+    "a wrapper that builds the name": (
+        "#define S(x) #x\n#define Q(x) S(x.h)\n#define HAS(n) __has_include(Q(n))\n#if HAS(h)"
+    ),
+    "a wrapper that stringizes": "#define HAS(x) __has_include(#x)\n#if HAS(h.h)",
+    "a wrapper that pastes": "#define HAS(n) __has_include(<n##.h>)\n#if HAS(h)",
+    "a wrapper of a wrapper": (
+        '#define HAS(x) __has_include(x)\n#define HAS2(x) HAS(x)\n#if 0\n#elif HAS2("h.h")'
+    ),
+    "an object-like use of a wrapper": (
+        '#define HAS(x) __has_include(x)\n#define HAVE HAS("h.h")\n#if HAVE'
+    ),
 }
 
 
@@ -45,3 +56,17 @@ def test_a_wrapper_definition_alone_probes_nothing():
     of such headers has nothing unresolved."""
     closure = cupy_rawcode.resolve("#define HAS(_X) __has_include(_X)\n", ())
     assert not closure.unresolved and not closure.missing
+
+
+@pytest.mark.parametrize(
+    "line", ['#include "../o/h.h"', "#include <../o/h.h>", '#if __has_include("../o/h.h")\n#endif']
+)
+def test_a_file_appearing_where_a_dot_dot_include_looked_changes_the_key(line, tree):
+    """``..`` leaves the -I directory: the path it looked at first is watched all the same."""
+    root = tree({"x/i0/keep.h": "", "y/i1/keep.h": "", "y/o/h.h": "#define V 1\n"})
+    options = (f"-I{root / 'x' / 'i0'}", f"-I{root / 'y' / 'i1'}")
+    source = line + '\nextern "C" __global__ void k() {}\n'
+    before = cupy_rawcode.cache_key(source, arch="sm_90", options=options)
+    (root / "x" / "o").mkdir()
+    (root / "x" / "o" / "h.h").write_text("#define V 2\n")
+    assert cupy_rawcode.cache_key(source, arch="sm_90", options=options) != before

@@ -59,11 +59,11 @@ CASES = {
         True,
     ),
     "a function-like macro an option defines": ("#include HDR(h)\n", True),  # -DHDR(n)=<n.h>
-    "a call with a quote among its arguments": (
+    "a call with a string among its arguments": (
         '#define HDR(n, s) <n.h>\n#include HDR(h, "x")\n',
-        False,
+        True,
     ),
-    "a variadic macro": ("#define HDR(...) <__VA_ARGS__.h>\n#include HDR(h)\n", False),
+    "a variadic macro": ("#define HDR(...) <__VA_ARGS__.h>\n#include HDR(h)\n", True),
 }
 OPTIONS = {"#include H\n": ('-DH="h.h"',), "#include HDR(h)\n": ("-DHDR(n)=<n.h>",)}
 
@@ -113,3 +113,50 @@ def test_a_computed_include_of_a_macro_nothing_defines_keeps_the_cache():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnresolvedIncludeWarning)
         cupy_rawcode.compile(source, arch="sm_90", target="ptx")
+
+
+# a computed include with a comment near it: keyed (once read as never cached)
+COMMENTED = {
+    "a line comment, beside an oddly spelled include": (
+        '#define H(x) #x\n#include H(h.h) // the header\n%:include "g.h"\n'
+    ),
+    "a comment before the macro": '#define H "h.h"\n#include /**/ H\n',
+    "a comment before a call": "#define H(x) #x\n#include /* x */ H(h.h)\n",
+    "a comment that goes on past the line": '#define H "h.h"\n#include H /*\n*/\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMENTED))
+def test_a_computed_include_with_a_comment_near_it_is_cached(name, tree, compiles):
+    root = tree({"h.h": "#define VAL 1\n", "g.h": ""})
+    source = COMMENTED[name] + KERNEL
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnresolvedIncludeWarning)
+        assert _value(source, root) == "1"
+        before = len(compiles)
+        assert _value(source, root) == "1"
+    assert len(compiles) == before
+
+
+LIBRARIES = [
+    "<cub/cub.cuh>",
+    "<thrust/device_vector.h>",
+    "<thrust/sort.h>",
+    "<cuda/std/type_traits>",
+    "<cuda/std/mdspan>",
+    "<cuda/barrier>",
+    "<curand_kernel.h>",
+    "<cupy/complex.cuh>",
+    "<cuda_fp16.h>",
+    "<mma.h>",
+    "<cooperative_groups.h>",
+    "<type_traits>",
+]
+
+
+@pytest.mark.parametrize("header", LIBRARIES)
+def test_the_librarys_own_computed_includes_and_probes_are_all_keyed(header):
+    """Every computed include and __has_include of CCCL, CUDA's and CuPy's headers expands to
+    names the key holds: their kernels are cached."""
+    closure = cupy_rawcode.resolve(f"#include {header}\n", ("-std=c++17",))
+    assert closure.unresolved == ()

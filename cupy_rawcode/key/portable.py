@@ -171,6 +171,8 @@ def validate(data: Any, ctx) -> tuple[dict, list] | None:
 def _validate(data: Any, ctx) -> tuple[dict, list] | None:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return None
+    if ctx.opts.pre_includes:  # a -include is searched in the working directory: not portable
+        return None
     facts = {k: data[k] for k in ("closure", "count", "file", "floor", "specialized")}
     if not (
         isinstance(facts["closure"], str)
@@ -246,8 +248,6 @@ def load(rid: str, ctx) -> tuple[dict, tuple] | None:
     """(facts, stamps as stamps.take gives them) of the record ``rid`` from the store, when it
     holds here (``validate``); None for a miss: none stored, damaged, foreign or stale, or
     a request with a -include (``make`` keeps none)."""
-    if ctx.opts.pre_includes:
-        return None
     with uncounted():  # decoded once, as the store checks it
         found = default_store().find(rid, lambda raw: decode(rid, raw), memory=False)
     if found is None:

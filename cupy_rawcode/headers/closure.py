@@ -57,7 +57,8 @@ class Missing(NamedTuple):
         spelled = f"<{self.name}>" if self.angled else f'"{self.name}"'
         dirs = "\n".join(f"    {d}" for d in self.searched) or "    (none)"
         chain = "\n".join(f"  included from {s}" for s in reversed(self.chain))
-        hint = f"\n  ({_hint(self.name)})" if _hint(self.name) else ""
+        said = _hint(self.name, self.searched)
+        hint = f"\n  ({said})" if said else ""
         what = (
             "; ".join(header_search.not_files(self.name, self.searched))
             or f"header {spelled} not found"
@@ -65,7 +66,7 @@ class Missing(NamedTuple):
         return f'cannot open source file "{self.name}": {what}\n{chain}\n  searched:\n{dirs}{hint}'
 
 
-def _hint(name: str) -> str:
+def _hint(name: str, searched: tuple[str, ...] = ()) -> str:
     """What to do about a missing header that comes with a known package."""
     if name.startswith("cupy/cub/"):
         rest = name.removeprefix("cupy/cub/").removeprefix("cub/")
@@ -78,7 +79,7 @@ def _hint(name: str) -> str:
             "<cupy/...> headers come with CuPy: install cupy-cuda12x or cupy-cuda13x; "
             "cupy-rawcode searches CuPy's include directory when CuPy is installed"
         )
-    return missing_hint(name)  # an NVIDIA wheel ships it: name the wheel
+    return missing_hint(name, searched)  # an NVIDIA wheel ships it: name the wheel
 
 
 @dataclass

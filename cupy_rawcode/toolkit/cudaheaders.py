@@ -105,13 +105,29 @@ def wheel_for(header: str) -> str | None:
     return f"{wheels[12]} (CUDA 12) or {wheels[13]} (CUDA 13)"
 
 
-def missing_hint(header: str) -> str:
-    """The line a missing-header error adds when an NVIDIA wheel ships the header ('' if none)."""
+_PROBES = {"cccl": "cuda/std/version", **{k: v[0] for k, v in LIBRARY_ROOTS.items()}}
+
+
+def missing_hint(header: str, searched: tuple[str, ...] = ()) -> str:
+    """The line a missing-header error adds when an NVIDIA wheel ships the header ('' if none):
+    install the wheel; or, where a directory searched holds that library already, the header
+    is none of that release's (a newer one's, say)."""
     wheel = wheel_for(header)
     if wheel is None:
         return ""
+    kind = root_kind_of(header) or ""
+    held = [d for d in searched if os.path.isfile(os.path.join(d, _PROBES.get(kind, "-")))]
+    if held:
+        return (
+            f"<{header}> is no header of the {kind} headers in {held[0]}: it may be another "
+            "release's; to use another CCCL, name its directory: "
+            "CUPY_RAWCODE_HEADER_SOURCES=cccl=DIR"
+            if kind == "cccl"
+            else f"<{header}> is no header of the {kind} headers in {held[0]}: it may be "
+            "another release's (point CUDA_HOME at the CUDA toolkit it comes with)"
+        )
     return (
-        f"  <{header}> is in the {wheel} wheel: pip install it (the cupy-rawcode[cu12] / "
+        f"<{header}> is in the {wheel} wheel: pip install it (the cupy-rawcode[cu12] / "
         "[cu13] extras do), or point CUDA_HOME at a CUDA toolkit"
     )
 

@@ -140,3 +140,21 @@ def test_library_headers_are_keyed_by_content_not_path(tree):
 def test_the_readme_table_agrees_with_the_wheel_lookup(header):
     kind, _ = cudaheaders.TABLE[header]
     assert cudaheaders.root_kind_of(header.replace("*", "reduce")) == kind
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        ("cub/device/dispatch/kernels/no_such.cuh", "CUPY_RAWCODE_HEADER_SOURCES=cccl=DIR"),
+        ("cuda_no_such.h", "CUDA_HOME"),
+    ],
+)
+def test_a_header_the_installed_library_lacks_is_not_sent_to_pip(header, says):
+    """The wheel that ships such headers is installed, and holds no such file (another
+    release's header): the error says so, never 'pip install it'."""
+    if not _roots_with("cuda_runtime.h"):
+        pytest.skip("no CUDA runtime root here")
+    with pytest.raises(MissingHeaderError) as e:
+        cupy_rawcode.compile(f"#include <{header}>\n__global__ void k() {{}}\n", arch="sm_90")
+    assert "pip install" not in str(e.value) and "another release" in str(e.value)
+    assert says in str(e.value)

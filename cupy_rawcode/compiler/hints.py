@@ -7,6 +7,7 @@ answer to errors.compile_message, which appends it to a CompileError's message."
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 
@@ -256,6 +257,28 @@ def toolkit_hint(log: str, include_dirs: tuple[str, ...], nvrtc: tuple[int, int]
     return ""
 
 
+_CCCL_PARTS = ("/cuda/", "/cub/", "/thrust/", "/nv/")
+
+
+def mixed_cccl_hint(log: str, include_dirs: tuple[str, ...]) -> str:
+    """For errors inside CCCL's headers while an -I directory holds a CCCL of its own (a CUDA
+    12 toolkit's include/, a CCCL checkout): the package's CCCL comes first, as CuPy's does,
+    and only headers it lacks are read from there, so the two may be mixed; a line saying so,
+    and how to compile with that one; '' otherwise."""
+    failing = [d.file for d in diagnostics(log) if d.is_error]
+    if not any(part in f for f in failing for part in _CCCL_PARTS):
+        return ""
+    for directory in include_dirs:
+        if os.path.isfile(os.path.join(directory, "cuda", "std", "version")):
+            return (
+                f"{directory} (an -I directory) holds a CCCL of its own: cupy-rawcode's CCCL "
+                "comes first, as CuPy's does, and a header only that one has is read from "
+                f"{directory}, so two CCCLs may be mixed; to compile with the one in "
+                f"{directory}: CUPY_RAWCODE_HEADER_SOURCES=cccl={directory}"
+            )
+    return ""
+
+
 def compile_hints(
     log: str,
     source: str,
@@ -273,5 +296,6 @@ def compile_hints(
         cupy_half_hints(log),
         standard_hint(log),
         toolkit_hint(log, include_dirs, nvrtc) if nvrtc else "",
+        mixed_cccl_hint(log, include_dirs),
     )
     return "\n".join(h for h in hints if h)

@@ -327,3 +327,42 @@ def test_a_newer_toolkit_on_the_include_path_fails_naming_it(tmp_path):
     with pytest.raises(cupy_rawcode.CompileError) as e:
         cupy_rawcode.compile(src, options=(f"-I{d}",), arch="sm_90")
     assert f"{d} (an -I directory) holds CUDA 99.0's headers, but NVRTC is" in str(e.value)
+
+
+def test_an_include_directory_with_a_cccl_of_its_own_is_named_when_it_mixes(tree):
+    """A newer CCCL on -I: the package's CCCL answers the headers both have, the -I tree the
+    ones only it has, and those fail on what its own versions of the others define."""
+    import cupy_rawcode
+    from cupy_rawcode.ground.errors import CompileError
+
+    root = tree(
+        {
+            "cccl/cuda/std/version": "#define MY_CCCL_VERSION 9009000\n",
+            "cccl/cuda/std/type_traits": "#define MY_CCCL_NEW_MACRO\n",
+            "cccl/cuda/new_feature.h": "#include <cuda/std/type_traits>\nMY_CCCL_NEW_MACRO int f();\n",
+        }
+    )
+    source = '#include <cuda/new_feature.h>\nextern "C" __global__ void k() {}\n'
+    with pytest.raises(CompileError) as e:
+        cupy_rawcode.compile(source, arch="sm_90", options=(f"-I{root / 'cccl'}",))
+    assert f"CUPY_RAWCODE_HEADER_SOURCES=cccl={root / 'cccl'}" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "own_cccl, failing, hinted",
+    [
+        (True, "{d}/cuda/new.h", True),  # an error in the -I tree's CCCL
+        (True, "/site/cupy/_cccl/cub/cub/x.cuh", True),  # or in the package's
+        (True, "<source>/kernel-0.cu", False),  # the errors are the kernel's own
+        (False, "{d}/cuda/new.h", False),  # no CCCL of its own there
+    ],
+)
+def test_mixed_cccl_hint(tmp_path, own_cccl, failing, hinted):
+    from cupy_rawcode.compiler.hints import mixed_cccl_hint
+
+    d = tmp_path / "inc"
+    (d / "cuda" / "std").mkdir(parents=True)
+    if own_cccl:
+        (d / "cuda" / "std" / "version").write_text("")
+    log = f"{failing.format(d=d)}(3): error: this declaration has no storage class\n"
+    assert bool(mixed_cccl_hint(log, (str(d),))) is hinted

@@ -156,19 +156,6 @@ def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
             start = j + 1
         j += 1
     return None
-    depth, args, start = 0, list[str](), i + 1
-    for j in range(i, len(text)):
-        c = text[j]
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if not depth:
-                return [*args, text[start:j].strip()], j + 1
-        elif c == "," and depth == 1:
-            args.append(text[start:j].strip())
-            start = j + 1
-    return None
 
 
 _HAS_INCLUDE = re.compile(r"__has_include(_next)?\b")

@@ -13,12 +13,15 @@ import stat
 
 from . import NotRegularFileError, kind_of, open_regular
 
+_UNSHARED_LIMIT = 1 << 20  # a counter or a ledger is far smaller
 
-def open_own(path, flags: int) -> int:
+
+def open_own(path, flags: int, unshare: bool = True) -> int:
     """An fd of one of the cache's own files opened with ``flags`` (creating it 0600 with
     O_CREAT) without following a link or blocking on a FIFO; NotRegularFileError when it is
-    anything but a regular file, or one with another name too (a hard link: the same file as
-    a user's elsewhere): a counter or a ledger never writes through a link of either kind."""
+    anything but a regular file. One with another name too (a hard link: a copy of the cache
+    made with ``cp -al``, or a user's file linked in) is first replaced by a copy of its own,
+    so a counter or a ledger never writes through a link of either kind."""
     extra = (
         getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     )
@@ -34,6 +37,10 @@ def open_own(path, flags: int) -> int:
             raise NotRegularFileError(e.errno, words, os.fspath(path)) from None
         raise
     st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and unshare:
+        os.close(fd)
+        _unshared(path, st)
+        return open_own(path, flags, unshare=False)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
         os.close(fd)
         words = (
@@ -43,6 +50,33 @@ def open_own(path, flags: int) -> int:
         )
         raise NotRegularFileError(errno.EINVAL, words, os.fspath(path))
     return fd
+
+
+def _unshared(path, st: os.stat_result) -> None:
+    """Put a copy of the file ``path`` names (``st``: its stat) in place of that name (a temp
+    file in its directory, renamed over it): the other names keep the file as it was."""
+    if st.st_size > _UNSHARED_LIMIT:
+        words = f"a hard link (one of {st.st_nlink} names of one file)"
+        raise NotRegularFileError(errno.EINVAL, words, os.fspath(path))
+    fd, now = open_regular(path, follow=False)
+    try:
+        if now.st_ino != st.st_ino:
+            return  # replaced since: another process unshared it
+        data = os.pread(fd, now.st_size, 0)
+    finally:
+        os.close(fd)
+    head, name = os.path.split(os.fspath(path))
+    temp = os.path.join(head, f".{name}.{os.getpid()}.unshared")
+    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(out, data)
+    finally:
+        os.close(out)
+    try:
+        os.replace(temp, path)
+    except OSError:
+        os.unlink(temp)
+        raise
 
 
 def read_bytes(path: str) -> bytes:

@@ -39,7 +39,7 @@ class _Walker:
                 self.pp.undef(macro)
             else:
                 self.pp.define(f"{macro} {body}")
-        self.memo: dict[str, bool] = {}
+        self.memo: dict[str, int] = {}  # search.py: what each path is
         self.headers: dict[str, Header] = {}
         self.file_ids: dict[str, tuple] = {}
         self.once: set[str] = set()

@@ -9,10 +9,17 @@ import re
 from typing import Any, NamedTuple
 
 from . import scan as _scan
-from .lexical import header_name, probe_operand
+from .lexical import continued, header_name, probe_operand
 
 _ID = re.compile(r"[A-Za-z_]\w*")
-_WORD = re.compile(r'[A-Za-z_]\w*(?=(?:[^"]*"[^"]*")*[^"]*$)')  # a name outside "..."
+# a string literal (skipped: a name inside one is never replaced) or a name (group 1)
+_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"?|([A-Za-z_]\w*)')
+_LONGEST = 4096  # an expansion longer than this is cut short (a value used twice, nested)
+
+
+def _names(text: str):
+    """The names in ``text`` outside string literals, as matches."""
+    return (m for m in _TOKEN.finditer(text) if m.group(1))
 
 
 class Function(NamedTuple):
@@ -39,7 +46,7 @@ def expansions(text: str, table: Table, limit: int = 64) -> tuple[list[tuple[str
     when the ``limit`` of values or the depth of 24 expansions cut it short, or a call's
     arguments hold a quote. A name inside a string literal is never replaced (``#define h 1``
     leaves ``"h.h"`` as it is)."""
-    done, complete = _expanded(text, table, limit)
+    done, complete = _expanded(text, table, limit, {})
     names = []
     for t in sorted(done):
         t = t.strip()
@@ -48,24 +55,31 @@ def expansions(text: str, table: Table, limit: int = 64) -> tuple[list[tuple[str
     return names, complete
 
 
-def _expanded(text: str, table: Table, limit: int) -> tuple[set[str], bool]:
-    """(every text ``text`` expands to, with no macro left to replace; whether that is all)."""
+def _expanded(text: str, table: Table, limit: int, memo: dict) -> tuple[set[str], bool]:
+    """(every text ``text`` expands to, with no macro left to replace; whether that is all:
+    not when more than ``limit`` texts, 24 steps or _LONGEST characters cut it short).
+    ``memo`` keeps each text's answer for the rest of one expansion (an argument met again)."""
+    if text in memo:
+        return memo[text]
     results, done, complete = {text}, set[str](), True
     for _ in range(24):
         pending = results - done
         if not pending:
             break
         for t in pending:
-            m = next((m for m in _WORD.finditer(t) if _expands(t, m, table)), None)
+            m = next((m for m in _names(t) if _expands(t, m, table)), None)
             if m is None:
                 done.add(t)
                 continue
             results.discard(t)
             for v in sorted(table[m.group()], key=str):
-                new, whole = _replaced(t, m, v, table, limit)
-                complete &= whole and len(results) + len(new) <= limit
-                results.update(new[: max(0, limit - len(results))])
-    return done, complete and not results - done
+                new, whole = _replaced(t, m, v, table, limit, memo)
+                kept = [n for n in new if len(n) <= _LONGEST]
+                complete &= whole and len(kept) == len(new)
+                complete &= len(results) + len(kept) <= limit
+                results.update(kept[: max(0, limit - len(results))])
+    memo[text] = done, complete and not results - done
+    return memo[text]
 
 
 def _expands(text: str, m: re.Match, table: Table) -> bool:
@@ -76,7 +90,9 @@ def _expands(text: str, m: re.Match, table: Table) -> bool:
     )
 
 
-def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[list[str], bool]:
+def _replaced(
+    text: str, m: re.Match, value, table: Table, limit: int, memo: dict
+) -> tuple[list[str], bool]:
     """(``text`` with the macro at ``m`` replaced by ``value``, one text for each value its
     arguments can take; whether that is all). A function-like value has no call there, or one
     of another number of arguments, gives none (NVRTC refuses that)."""
@@ -105,7 +121,7 @@ def _replaced(text: str, m: re.Match, value, table: Table, limit: int) -> tuple[
         if p in raw:
             choices.append([given[p]])
             continue
-        texts, all_ = _expanded(given[p], table, limit)
+        texts, all_ = _expanded(given[p], table, limit, memo)
         choices.append(sorted(texts))
         whole &= all_
     out = []
@@ -125,7 +141,7 @@ def _stringized(arg: str) -> str:
 def _substituted(body: str, chosen: dict[str, str]) -> str:
     """A function-like macro's value with its parameters replaced (outside string literals)
     and its ``##`` pastes made."""
-    done = _WORD.sub(lambda w: chosen.get(w.group(), w.group()), body)
+    done = _TOKEN.sub(lambda w: chosen.get(w[1], w[0]) if w[1] else w[0], body)
     return _PASTE.sub("", done) if "##" in done else done
 
 
@@ -160,6 +176,7 @@ def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
 
 _HAS_INCLUDE = re.compile(r"__has_include(_next)?\b")
 _IF_LINE = re.compile(rb"[ \t]*#[ \t]*(?:el)?if\b")
+_SPLICE = re.compile(r"\\\r?\n")
 
 
 def probers_of(names: set[str], table: Table) -> set[str]:
@@ -182,31 +199,45 @@ def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64)
     expanded (``HAS(h)`` -> ``__has_include("h.h")``), its operands a header name or a computed
     probe; a use the expansion cannot finish is a computed probe of its own text, which names
     nothing (so the file is unresolved, never cached)."""
-    out = []
-    for name in probers:
-        if name.encode() not in data:
+    uses = sorted(
+        m.start()
+        for name in probers
+        if name.encode() in data
+        for m in re.finditer(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)", data)
+    )
+    out, line, last, memo = [], 1, 0, dict[str, Any]()
+    for at in uses:
+        line += data.count(b"\n", last, at)
+        last = at
+        if not _IF_LINE.match(data, _logical_start(data, at)):
             continue
-        for m in re.finditer(rb"(?<!\w)" + re.escape(name.encode()) + rb"(?!\w)", data):
-            start = data.rfind(b"\n", 0, m.start()) + 1
-            if not _IF_LINE.match(data, start):
-                continue
-            text = data[m.start() : m.start() + 1024].decode("utf-8", "replace")
-            call = _arguments(text, len(name))
-            use = text[: call[1]] if call is not None else name
-            line = data.count(b"\n", 0, m.start()) + 1
-            texts, whole = _expanded(use, table, limit)
-            if not whole:
-                out.append(_scan.Include(use, False, line, "computed_probe", m.start()))
-            for t in texts:
-                for h in _HAS_INCLUDE.finditer(t):
-                    operand = probe_operand(t[h.end() :])
-                    kind = "probe_next" if h.group(1) else "probe"
-                    header, angled = header_name(operand or "")
-                    if header is not None:
-                        out.append(_scan.Include(header, angled, line, kind, m.start()))
-                    elif operand:
-                        out.append(_scan.Include(operand, False, line, "computed_" + kind, -1))
+        text = _SPLICE.sub("", data[at : at + 1024].decode("utf-8", "replace"))
+        name = _ID.match(text)
+        if name is None:
+            continue
+        call = _arguments(text, name.end())
+        use = text[: call[1]] if call is not None else name.group()
+        texts, whole = _expanded(use, table, limit, memo)
+        if not whole:
+            out.append(_scan.Include(use, False, line, "computed_probe", at))
+        for t in texts:
+            for h in _HAS_INCLUDE.finditer(t):
+                operand = probe_operand(t[h.end() :])
+                kind = "probe_next" if h.group(1) else "probe"
+                header, angled = header_name(operand or "")
+                if header is not None:
+                    out.append(_scan.Include(header, angled, line, kind, at))
+                elif operand:
+                    out.append(_scan.Include(operand, False, line, "computed_" + kind, -1))
     return out
+
+
+def _logical_start(data: bytes, at: int) -> int:
+    """Where the line holding byte ``at`` starts, lines joined by backslash-newlines."""
+    start = data.rfind(b"\n", 0, at) + 1
+    while start > 1 and continued(data, start - 1):
+        start = data.rfind(b"\n", 0, start - 1) + 1
+    return start
 
 
 def add_macros(table: Table, scan: _scan.FileScan) -> None:
@@ -226,5 +257,5 @@ def names_used(text: str, table: Table) -> set[str]:
             used.add(name)
             for value in table.get(name, ()):
                 body = value if isinstance(value, str) else value.body
-                todo += [m.group() for m in _WORD.finditer(body)]
+                todo += [m.group() for m in _names(body)]
     return used

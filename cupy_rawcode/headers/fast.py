@@ -25,7 +25,7 @@ from .expansion import (
 )
 from .lexical import directives
 from .options import macro_name, macro_parameters
-from .search import Context, Found, find, joined, searched
+from .search import NOTHING, Context, Found, find, joined, searched
 from .standard import NO_FLOOR, Floor, std_for_year, std_year
 
 
@@ -67,7 +67,7 @@ def resolve_fast(
 ) -> Closure:
     """Superset closure by lexical scan: every branch, every probe, every computed-include value.
     ``main_name`` names the source in include chains (its file's name, else "<source>")."""
-    memo: dict[str, bool] = {}
+    memo: dict[str, int] = {}  # path -> search.FILE, NOTHING or OTHER
     found_memo: dict[tuple, Any] = {}
     table: Table = defaultdict(set)
     for head, value in ctx.opts.macros:
@@ -244,7 +244,7 @@ def resolve_fast(
         scans=scans,
         absent=tuple(sorted(absent)),
         unresolved=unresolved,
-        probed=tuple(sorted(path for path, there in memo.items() if not there)),
+        probed=tuple(sorted(path for path, what in memo.items() if what == NOTHING)),
         watched=tuple(sorted(watched)),
     )
 
@@ -305,7 +305,7 @@ def _own_empty(
     for i in range(start, found.index if found is not None else len(dirs)):
         looked.append((dirs[i].path, dirs[i].tag.startswith(_OWN)))
     paths = [joined(d, name) for d, mine in looked if mine]
-    return [p for p in paths if not memo.get(p, False)]
+    return [p for p in paths if memo.get(p) == NOTHING]
 
 
 def _raised_floor(

@@ -67,18 +67,25 @@ def make_context(options=(), *, source_dir: str | None = None, header_sources=No
     return Context(opts, tc, search_list(opts, tc), sd)
 
 
-def _is_file(path: str, memo: dict[str, bool]) -> bool:
+FILE, NOTHING, OTHER = 1, 0, 2  # what the memo says a path is: a file, nothing, anything else
+
+
+def _is_file(path: str, memo: dict[str, int]) -> bool:
     """Whether ``path`` exists and is no directory (the search skips directories, as gcc's
     does). A FIFO or device counts as found: reading it is refused (regular.py) with the
-    include chain, which says more than "not found"."""
+    include chain, which says more than "not found". ``memo`` keeps what each path is: FILE,
+    NOTHING (no such path: a file that appears there changes the answer, fast.py stamps it
+    absent) or OTHER (a directory, a path that cannot be read)."""
     hit = memo.get(path)
     if hit is None:
         try:
-            hit = not stat.S_ISDIR(os.stat(path).st_mode)
+            hit = OTHER if stat.S_ISDIR(os.stat(path).st_mode) else FILE
+        except (FileNotFoundError, NotADirectoryError):
+            hit = NOTHING
         except (OSError, ValueError):
-            hit = False
+            hit = OTHER
         memo[path] = hit
-    return hit
+    return hit == FILE
 
 
 def find(
@@ -89,7 +96,7 @@ def find(
     source_dir: str | None,
     dirs: tuple[SearchDir, ...],
     next_after: int | None = None,
-    memo: dict[str, bool] | None = None,
+    memo: dict[str, int] | None = None,
 ) -> Found | None:
     """Resolve one include the way NVRTC does; None when no file matches.
 

@@ -138,17 +138,19 @@ def closure_digests(
     pre_includes: tuple[str, ...] = (),
     known=NOT_LOOKED_UP,
     main_name: str | None = None,
+    fresh: bool = False,
 ):
     """(the closure's Facts, the closure or None when the manifest answered).
     ``known`` is a ``lookup`` result the caller already has (None: no manifest, so it is
-    not read again); ``main_name`` names the source in a missing header's include chain."""
+    not read again); ``main_name`` names the source in a missing header's include chain;
+    ``fresh``: resolve, whatever closure record a level holds."""
     if known is NOT_LOOKED_UP:
         known = lookup(source, ctx, pre_includes)
     if known is not None:
         return known, None
     mid = manifest_id(source, ctx, pre_includes)
     rid = portable.record_id(source, ctx, pre_includes)
-    carried = portable.load(rid, ctx)  # the closure as a bundle or a remote level holds it
+    carried = None if fresh else portable.load(rid, ctx)  # as a bundle or remote level has it
     if carried is not None:
         fields, (rec, values) = carried
         fields = {**fields, "stamps": rec, "record": rid}

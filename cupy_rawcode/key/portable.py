@@ -37,12 +37,13 @@ from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
 
-SCHEMA = "cupy-rawcode-closure-7"  # 2: the includes looked for and not found ("missing");
+SCHEMA = "cupy-rawcode-closure-8"  # 2: the includes looked for and not found ("missing");
 #                                   3: the floor of headers NVRTC can reach (liveness.py);
 #                                   4: includes however spelled, the floor read soundly; 5: split
 #                                   by backslash-newlines inside their words; 6: computed
 #                                   includes' every value, '..' past symlinks; 7: function-like
-#                                   macros, an #include_next reached from two places
+#                                   macros, an #include_next reached from two places; 8: the
+#                                   paths found empty in the program's directories ("watched")
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 
@@ -90,6 +91,9 @@ def make(closure, facts: dict, ctx) -> dict | None:
         if where is None:
             return None
         headers.append([h.root, where, rel, h.digest])
+    watched = [_watched_place(path, ctx) for path in closure.watched]
+    if None in watched:
+        return None
     gone = []
     for path in closure.absent:
         if not ctx.source_dir:
@@ -110,6 +114,7 @@ def make(closure, facts: dict, ctx) -> dict | None:
         "headers": headers,
         "absent": gone,
         "missing": sorted(missing),
+        "watched": sorted(watched),
     }
 
 
@@ -188,7 +193,7 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         return None
     special, dirs = _special(ctx), ctx.dirs
     ids, names, seen_dirs, digest_of = [], [], dict[str, bool](), scan.digest_bytes
-    watched: list[tuple] = []  # places in -I directories a file would change: stamped absent
+    watched: list[tuple] = []  # places in the program's directories a file would change
     for tag, where, rel, digest in data["headers"]:
         root = _root(where, tag, rel, special, dirs)
         if root is None:
@@ -205,7 +210,6 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         if any(_shadowed(d.path, rel, seen_dirs) for d in dirs[: max(where, 0)]):
             return None
         ids.append((path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
-        watched += [absent(os.path.join(d.path, rel)) for d in dirs[: max(where, 0)] if _own(d)]
         names.append((f"{tag}:{rel}", digest))
     if facts["count"] != len(ids) or facts["closure"] != closure_digest(sorted(names)):
         return None  # its facts are not those of its own headers
@@ -222,15 +226,28 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
             return None
         if _shadowed(os.path.normpath(os.path.join(root, sub)), name, seen_dirs):
             return None
-        if where < 0 or _own(dirs[where]):  # the manifest sees one that appears (fast.py)
-            watched.append(absent(os.path.normpath(os.path.join(root, sub, name))))
+    for tag, where, rel in data["watched"]:  # still empty, and stamped so (fast.py watched)
+        root = _root(where, tag, rel, special, dirs)
+        if root is None:
+            return None
+        path = os.path.normpath(os.path.join(root, rel))
+        if _is_file(path):
+            return None  # a header there now shadows one, or answers a probe
+        if not os.path.lexists(path):
+            watched.append(absent(path))
     return facts, ids + [w for w in dict.fromkeys(watched) if w not in ids]
 
 
-def _own(d) -> bool:
-    """Whether a search directory is the program's own (-I, -isystem): watched as fast.py's
-    ``_watched`` does."""
-    return d.tag.startswith(("user", "isys"))
+def _watched_place(path: str, ctx) -> list | None:
+    """[tag, index, name] of a path the search found empty in the program's own directories
+    (fast.py: Closure.watched): under an -I or -isystem directory, or the source's own; None
+    elsewhere (the working directory of a -include, or '..' out of them: not portable)."""
+    for i, d in enumerate(ctx.dirs):
+        if d.tag.startswith(("user", "isys")) and path.startswith(os.path.join(d.path, "")):
+            return [d.tag, i, os.path.relpath(path, d.path)]
+    if ctx.source_dir and path.startswith(os.path.join(ctx.source_dir, "")):
+        return ["src", -1, os.path.relpath(path, ctx.source_dir)]
+    return None
 
 
 def _root(where: Any, tag: Any, rel: Any, special: dict[str, str], dirs) -> str | None:

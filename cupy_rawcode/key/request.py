@@ -159,9 +159,9 @@ class Keyed:
         return [take(tool), self.closure_stamps] if tool else None
 
 
-def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
+def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP, fresh: bool = False) -> Keyed:
     """Key a request. ``known``: a manifest lookup the caller already made (None when it
-    found nothing)."""
+    found nothing); ``fresh``: from a resolve, never a closure record."""
     ctx = ctx if ctx is not None else context(req)
     if req.is_ptx:
         facts, closure = (
@@ -169,7 +169,9 @@ def compute_key(req: Request, ctx=None, known=NOT_LOOKED_UP) -> Keyed:
             None,
         )
     else:
-        facts, closure = closure_digests(req.source, ctx, req.pre_includes, known, req.source_name)
+        facts, closure = closure_digests(
+            req.source, ctx, req.pre_includes, known, req.source_name, fresh
+        )
     digest, count, part = facts.digest, facts.header_count, facts.stamps
     options = _for_closure(req, facts.floor, facts.specialized)
     names = []  # the file names the compiled code holds (headers/filename.py)

@@ -211,19 +211,21 @@ def _missing_header(e, req: Request, ctx):
     )
 
 
-def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
+def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool = False) -> Result:
+    """compile_request's work; ``fresh``: key from a resolve now, no manifest or closure record
+    (theirs named a header shadowed since: _search_stamps)."""
     dump = config.dump_source() if dump is None else dump
     start_ns = time.time_ns()  # a closure file changed since may differ from what NVRTC read
     t0 = time.perf_counter()
     ctx = context(req)
-    known = None if req.is_ptx else manifest.lookup(req.source, ctx, req.pre_includes)
+    known = None if req.is_ptx or fresh else manifest.lookup(req.source, ctx, req.pre_includes)
     early = None
-    if known is None and _worth_overlapping(req) and config.overlap():
+    if known is None and not fresh and _worth_overlapping(req) and config.overlap():
         early = _speculate(req, ctx, dump)
     try:
         # headers scanned beside an early compile, which may put NVRTC's handler in force
         with taken_by_keeper() if early is not None else contextlib.nullcontext():
-            keyed = compute_key(req, ctx, known)
+            keyed = compute_key(req, ctx, known, fresh=fresh)
     except BaseException as e:
         _forget(req, early)
         if isinstance(e, MissingHeaderError):
@@ -255,65 +257,69 @@ def _compile_request(req: Request, store: Levels, dump: bool | None) -> Result:
                 log=entry_log(meta, req.program_name),
             )
         search = _search_stamps(req, ctx, keyed)
-        if search is None:  # a header the manifest names is shadowed now: key it afresh
-            _forget(req, early)
-            manifest.discard(req.source, ctx, req.pre_includes)
-            return _compile_request(req, store, dump)
-        if keyed.options != req.options:  # another standard, own std templates (key/request.py)
-            _forget(req, early)
-            req, early = req._replace(options=keyed.options), None
-        if early is not None and changed_since(keyed.closure_stamps, start_ns) is not None:
-            _forget(req, early)  # NVRTC may have read a file before the key read its new text
-            early = None
-        try:
-            made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
-        except Exception as e:
-            if cacheable:
-                _keep_failure(e, store, key, req, keyed, ctx, search)
-            raise
-        finally:
-            _forget(req, early)
-        t2 = time.perf_counter()
-        # the header count, not the names: nothing reads them, and every hit parses this
-        meta = {
-            "target": req.target,
-            "arch": req.arch,
-            "symbols": made.symbols,
-            "created": time.time(),
-            "compile_seconds": round(t2 - t1, 4),  # what a hit saves (cache stats)
-            "nvrtc": ctx.toolchain.nvrtc_version_str,
-            "headers": count,
-            "made": made.made,
-            "log": made.log,
-            "program": req.program_name,  # what the log calls the source (entry_log)
-        }
-        if keyed.record:  # carried along by a bundle export or a pull (store/transfer.py)
-            meta[CLOSURE_RECORD] = keyed.record
-        code = bytes(made.code)
-        if not code:  # never cache nothing as a kernel
-            raise RawcodeRuntimeError(f"NVRTC returned no {req.target} code for {req.program_name}")
-        store.record(False)
-        changed = _changed(keyed, search)  # ccache's check: still what the key saw?
-        if changed is not None:
-            _not_cached(req, ctx, changed)
-        elif cacheable:
-            store.put(key, encode(key, code, meta))
-        return Result(
-            code,
-            dict(made.symbols),
-            req.target,
-            key,
-            False,
-            None,
-            count,
-            t1 - t0,
-            t2 - t1,
-            None,
-            made.made,
-            keyed,
-            made.log,
-            changed is None and cacheable,
-        )
+        if search is not None:
+            if keyed.options != req.options:  # another standard, own std templates (key/request.py)
+                _forget(req, early)
+                req, early = req._replace(options=keyed.options), None
+            if early is not None and changed_since(keyed.closure_stamps, start_ns) is not None:
+                _forget(req, early)  # NVRTC may have read a file before the key read its new text
+                early = None
+            try:
+                made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
+            except Exception as e:
+                if cacheable:
+                    _keep_failure(e, store, key, req, keyed, ctx, search)
+                raise
+            finally:
+                _forget(req, early)
+            t2 = time.perf_counter()
+            # the header count, not the names: nothing reads them, and every hit parses this
+            meta = {
+                "target": req.target,
+                "arch": req.arch,
+                "symbols": made.symbols,
+                "created": time.time(),
+                "compile_seconds": round(t2 - t1, 4),  # what a hit saves (cache stats)
+                "nvrtc": ctx.toolchain.nvrtc_version_str,
+                "headers": count,
+                "made": made.made,
+                "log": made.log,
+                "program": req.program_name,  # what the log calls the source (entry_log)
+            }
+            if keyed.record:  # carried along by a bundle export or a pull (store/transfer.py)
+                meta[CLOSURE_RECORD] = keyed.record
+            code = bytes(made.code)
+            if not code:  # never cache nothing as a kernel
+                raise RawcodeRuntimeError(
+                    f"NVRTC returned no {req.target} code for {req.program_name}"
+                )
+            store.record(False)
+            changed = _changed(keyed, search)  # ccache's check: still what the key saw?
+            if changed is not None:
+                _not_cached(req, ctx, changed)
+            elif cacheable:
+                store.put(key, encode(key, code, meta))
+            return Result(
+                code,
+                dict(made.symbols),
+                req.target,
+                key,
+                False,
+                None,
+                count,
+                t1 - t0,
+                t2 - t1,
+                None,
+                made.made,
+                keyed,
+                made.log,
+                changed is None and cacheable,
+            )
+    # a header the manifest (or a closure record) names is shadowed now: the lock is let go,
+    # and the request keyed afresh from a resolve
+    _forget(req, early)
+    manifest.discard(req.source, ctx, req.pre_includes)
+    return _compile_request(req, store, dump, fresh=True)
 
 
 def _look_up(store: Levels, key: str, req: Request, dump: bool) -> tuple[bytes, dict, str] | None:

@@ -30,6 +30,9 @@ PROBES = {
     "a wrapper of a wrapper": (
         '#define HAS(x) __has_include(x)\n#define HAS2(x) HAS(x)\n#if 0\n#elif HAS2("h.h")'
     ),
+    "a wrapper used on a continued #if line": (
+        '#define HAS(x) __has_include(x)\n#if 0 || \\\n    HAS("h.h")'
+    ),
     "an object-like use of a wrapper": (
         '#define HAS(x) __has_include(x)\n#define HAVE HAS("h.h")\n#if HAVE'
     ),

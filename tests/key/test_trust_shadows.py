@@ -131,3 +131,50 @@ def test_a_pre_include_is_searched_in_the_working_directory_first(tree, monkeypa
         monkeypatch.chdir(root / cwd)
         ids.add(index_id(source, options, "sm_80", (), None))
     assert len(ids) == 2
+
+
+def test_a_directory_named_like_a_header_in_an_include_directory_keeps_the_cache(tree, compiles):
+    """The search skips a directory (``src/utility/`` for ``<utility>``): it is not a path
+    found empty, so it is not stamped absent, and the second compile is a hit."""
+    root = tree({"src/utility/readme.txt": "", "src/keep.h": ""})
+    source = '#include <utility>\nextern "C" __global__ void k(int* p) { *p = 1; }\n'
+    options = (f"-I{root / 'src'}",)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cupy_rawcode.HeaderChangedWarning)
+        for _ in range(2):
+            cupy_rawcode.compile(source, arch="sm_90", target="ptx", options=options)
+    assert len(compiles) == 1
+
+
+def test_a_closure_record_whose_header_an_includers_directory_now_shadows_is_refused(
+    tree, monkeypatch
+):
+    """A header found through the search list from a quoted include: a file that appears in
+    the including file's own directory is read instead. The closure record of another process
+    holds that place as watched, so it is refused; and a miss keyed afresh takes no lock it
+    holds (it once waited on its own lock forever)."""
+    import shutil
+    import threading
+
+    from cupy_rawcode.key import manifest
+
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    root = tree({"a/x.h": OLD, "b/main.h": '#include "x.h"\n#include <utility>\n'})
+    source = '#include <main.h>\nextern "C" __global__ void k(int* p) { *p = VAL; }\n'
+
+    def compiled(arch):
+        options = (f"-I{root / 'a'}", f"-I{root / 'b'}")
+        return _value(
+            compile_request(make_request(source, arch=arch, target="ptx", options=options))
+        )
+
+    assert compiled("sm_80") == "1111111"  # keeps a closure record (16 headers or more)
+    manifest._memo.clear()  # a new process: no manifest, the record answers
+    shutil.rmtree(Path(os.environ["CUPY_RAWCODE_CACHE_DIR"]) / "manifests")
+    (root / "b" / "x.h").write_text(NEW)
+    assert compiled("sm_80") == "2222222"
+    done = []
+    worker = threading.Thread(target=lambda: done.append(compiled("sm_75")), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert done == ["2222222"]

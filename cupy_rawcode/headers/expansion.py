@@ -12,8 +12,8 @@ from . import scan as _scan
 from .lexical import continued, header_name, probe_operand
 
 _ID = re.compile(r"[A-Za-z_]\w*")
-# a string literal (skipped: a name inside one is never replaced) or a name (group 1)
-_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"?|([A-Za-z_]\w*)')
+# a string or character literal (skipped: no name inside one is replaced) or a name (group 1)
+_TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'|([A-Za-z_]\w*)')
 _LONGEST = 4096  # an expansion longer than this is cut short (a value used twice, nested)
 
 
@@ -101,21 +101,22 @@ def _replaced(
     call = _arguments(text, m.end())
     if call is None:
         return [], True
-    args, end = call
-    params = value.params
-    if params and params[-1] == "...":  # variadic: __VA_ARGS__ is every argument from there
-        if len(args) < len(params) - 1:
+    args, end, starts = call
+    params, body = value.params, value.body
+    if params and params[-1].endswith("..."):  # variadic: every argument from there, as
+        if len(args) < len(params) - 1:  # written, is __VA_ARGS__ (GNU's 'args...': args)
             return [], True
-        params = (*params[:-1], "__VA_ARGS__")
-        args = [*args[: len(params) - 1], ", ".join(args[len(params) - 1 :])]
+        params = (*params[:-1], params[-1].removesuffix("...") or "__VA_ARGS__")
+        rest = text[starts[len(params) - 1] : end - 1].strip() if len(args) >= len(params) else ""
+        args = [*args[: len(params) - 1], rest]
+        if not rest:  # GNU: ', ## __VA_ARGS__' drops the comma when there is none
+            body = re.sub(r",[ \t]*##[ \t]*" + params[-1] + r"\b", "", body)
     elif len(args) != max(len(params), 1) or (not params and args != [""]):
         return [], True
     given = dict(zip(params, args, strict=False))  # F() has one empty argument
     # '#x' and 'x ## y' take the argument as written; elsewhere it is expanded first
-    raw = {n for pair in _PASTED.findall(value.body) for n in pair if n in given}
-    body = _STRINGIZED.sub(
-        lambda s: _stringized(given[s[1]]) if s[1] in given else s[0], value.body
-    )
+    raw = {n for pair in _PASTED.findall(body) for n in pair if n in given}
+    body = _STRINGIZED.sub(lambda s: _stringized(given[s[1]]) if s[1] in given else s[0], body)
     choices, whole = [], True
     for p in params:
         if p in raw:
@@ -145,14 +146,14 @@ def _substituted(body: str, chosen: dict[str, str]) -> str:
     return _PASTE.sub("", done) if "##" in done else done
 
 
-def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
-    """The arguments of a call whose '(' is the first thing after ``at`` but blanks, and the
-    end of the call; None when none follows or it is not closed. A comma or parenthesis inside
-    a string or character literal is part of its argument."""
+def _arguments(text: str, at: int) -> tuple[list[str], int, list[int]] | None:
+    """The arguments of a call whose '(' is the first thing after ``at`` but blanks, the end
+    of the call and where each argument starts; None when none follows or it is not closed. A
+    comma or parenthesis inside a string or character literal is part of its argument."""
     i = len(text) - len(text[at:].lstrip(" \t"))
     if i >= len(text) or text[i] != "(":
         return None
-    depth, args, start, j = 0, list[str](), i + 1, i
+    depth, args, start, j, starts = 0, list[str](), i + 1, i, [i + 1]
     while j < len(text):
         c = text[j]
         if c in "\"'":
@@ -166,16 +167,19 @@ def _arguments(text: str, at: int) -> tuple[list[str], int] | None:
         elif c == ")":
             depth -= 1
             if not depth:
-                return [*args, text[start:j].strip()], j + 1
+                return [*args, text[start:j].strip()], j + 1, starts
         elif c == "," and depth == 1:
             args.append(text[start:j].strip())
             start = j + 1
+            starts.append(start)
         j += 1
     return None
 
 
 _HAS_INCLUDE = re.compile(r"__has_include(_next)?\b")
-_IF_LINE = re.compile(rb"[ \t]*#[ \t]*(?:el)?if\b")
+# a use anywhere but in a #define is read (an #if or #elif however spelled: %:if, #/**/if)
+_DEFINE_LINE = re.compile(rb"[ \t]*(?:#|%:)[ \t]*define\b")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _SPLICE = re.compile(r"\\\r?\n")
 
 
@@ -195,7 +199,7 @@ def probers_of(names: set[str], table: Table) -> set[str]:
 
 
 def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64) -> list:
-    """The probes the uses of ``probers`` in a file's #if and #elif lines make: each use
+    """The probes the uses of ``probers`` in a file make (but in #define lines): each use
     expanded (``HAS(h)`` -> ``__has_include("h.h")``), its operands a header name or a computed
     probe; a use the expansion cannot finish is a computed probe of its own text, which names
     nothing (so the file is unresolved, never cached)."""
@@ -209,9 +213,10 @@ def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64)
     for at in uses:
         line += data.count(b"\n", last, at)
         last = at
-        if not _IF_LINE.match(data, _logical_start(data, at)):
-            continue
-        text = _SPLICE.sub("", data[at : at + 1024].decode("utf-8", "replace"))
+        if _DEFINE_LINE.match(data, _logical_start(data, at)):
+            continue  # another macro's value: its uses are read
+        text = data[at : at + 1024].decode("utf-8", "replace")
+        text = _BLOCK_COMMENT.sub(" ", _SPLICE.sub("", text))
         name = _ID.match(text)
         if name is None:
             continue

@@ -13,7 +13,7 @@ from ..ground.inputs import check_option
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
 # a function-like macro's parameter list after its '(', as NVRTC takes it: names, '...' last
-_PARAMS = r"[ \t]*(?:(?:[A-Za-z_]\w*[ \t]*,[ \t]*)*(?:[A-Za-z_]\w*|\.\.\.)[ \t]*)?\)\Z"
+_PARAMS = r"[ \t]*(?:(?:[A-Za-z_]\w*[ \t]*,[ \t]*)*(?:[A-Za-z_]\w*(?:\.\.\.)?|\.\.\.)[ \t]*)?\)\Z"
 
 # option spellings -> canonical name; each takes a value (joined, "=", or the next item)
 _VALUED = {

@@ -11,7 +11,7 @@ from .lexical import continued, header_name, probe_operand, spliced
 
 _PROBE_NAME = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?")
 _WORD = re.compile(r"[A-Za-z_]\w*")
-_DEFINE_HEAD = re.compile(rb"[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w \t,.]*)\)")
+_DEFINE_HEAD = re.compile(rb"[ \t]*#[ \t]*define[ \t]+(\w+)(?:\(([\w \t,.]*)\))?")
 _PROBE = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?\s*\(\s*(<[^>\n]*>|\"[^\"\n]*\")")
 
 
@@ -54,9 +54,11 @@ def _probes_in(data: bytes) -> list[Probe]:
             if strict
             else probe_operand(data[m.end() : m.end() + 1024].decode("utf-8", "replace"))
         )
-        if not operand:
-            continue  # no call: '#ifdef __has_include', 'defined(__has_include)'
         macro, params = _own_define(data, m.start())
+        if not operand:  # no call: '#ifdef __has_include', or '#define HI __has_include'
+            if macro and not _PROBE_NAME.search(macro.encode()):
+                out.append(Probe(macro, False, line, "prober", last))  # its uses probe
+            continue
         if set(_WORD.findall(operand)) & set(params):  # '#define HAS(x) __has_include(x)'
             if not _PROBE_NAME.search(macro.encode()):  # (_CCCL_HAS_INCLUDE's calls: above)
                 out.append(Probe(macro, False, line, "prober", last))  # its uses probe
@@ -70,13 +72,15 @@ def _probes_in(data: bytes) -> list[Probe]:
 
 
 def _own_define(data: bytes, at: int) -> tuple[str, list[str]]:
-    """(name, parameters) of the function-like #define whose value holds byte ``at`` (its lines
-    joined by backslash-newlines); ("", []) when none does."""
+    """(name, parameters) of the #define whose value holds byte ``at`` (its lines joined by
+    backslash-newlines; ``...`` is ``__VA_ARGS__``, ``args...`` is ``args``); ("", []) when
+    none does."""
     start = data.rfind(b"\n", 0, at) + 1
     while start > 1 and continued(data, start - 1):
         start = data.rfind(b"\n", 0, start - 1) + 1
     m = _DEFINE_HEAD.match(data, start)
     if m is None:
         return "", []
-    params = [p.strip().decode().replace("...", "__VA_ARGS__") for p in m.group(2).split(b",")]
+    names = [p.strip().decode() for p in (m.group(2) or b"").split(b",")]
+    params = ["__VA_ARGS__" if p == "..." else p.removesuffix("...") for p in names if p]
     return m.group(1).decode(), params

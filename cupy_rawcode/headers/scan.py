@@ -165,10 +165,10 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
     functions = tuple(
-        (a.decode(), params, value)
-        for a, p, b in (_FUNCTION.findall(data) if b"define" in data else ())
-        if (params := _parameters(p.decode())) is not None
-        and (value := _value(b.decode())) is not None
+        (m[1].decode(), params, value)
+        for m in (_FUNCTION.finditer(data) if b"define" in data else ())
+        if (params := _parameters(m[2].decode())) is not None
+        and (value := _value(_whole_value(data, m).decode())) is not None
     )
     named = _ANY_DEFINE.findall(data)
     sites = Counter(named)
@@ -197,13 +197,23 @@ def _value(text: str) -> str | None:
     return None if text.endswith("\\") else text
 
 
+def _whole_value(data: bytes, m: re.Match) -> bytes:
+    """A function-like #define's value (_FUNCTION's group 3), with the lines backslash-newlines
+    join to it (a macro written over several lines)."""
+    value = m[3]
+    if not value.rstrip(b" \t\r").endswith(b"\\"):
+        return value
+    return _logical_line(data, m.start(3), m.end(3))
+
+
 def _parameters(text: str) -> tuple[str, ...] | None:
-    """A function-like macro's parameter names (``"a, b"``; ``...`` last, as ``"..."``), None
-    unless all are names."""
+    """A function-like macro's parameter names (``"a, b"``; the last may be ``...`` or GNU's
+    ``args...``), None unless all are names."""
     names = tuple(p.strip() for p in text.split(","))
     if names == ("",):
         return ()
-    named = names[:-1] if names[-1] == "..." else names
+    last = names[-1].removesuffix("...")
+    named = (*names[:-1], last) if last else names[:-1]
     return names if all(_PARAM.fullmatch(n) for n in named) else None
 
 

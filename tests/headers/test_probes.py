@@ -33,6 +33,20 @@ PROBES = {
     "a wrapper used on a continued #if line": (
         '#define HAS(x) __has_include(x)\n#if 0 || \\\n    HAS("h.h")'
     ),
+    "a wrapper used on an #if spelled %:if": '#define HAS(x) __has_include(x)\n%:if HAS("h.h")',
+    "a comment between a wrapper and its call": (
+        '#define HAS(x) __has_include(x)\n#if HAS /**/ ("h.h")'
+    ),
+    "a character literal argument with a quote": (
+        '#define HAS(a, b) __has_include(b)\n#if HAS(\'"\', "h.h")'
+    ),
+    "a GNU named variadic wrapper": '#define HAS(args...) __has_include(args)\n#if HAS("h.h")',
+    "a wrapper written over two lines": ('#define HAS(x) \\\n    __has_include(x)\n#if HAS("h.h")'),
+    "an object-like alias of __has_include": '#define HI __has_include\n#if HI("h.h")',
+    "GNU's comma dropped before an empty __VA_ARGS__": (
+        "#define S(...) #__VA_ARGS__\n#define X(...) S(__VA_ARGS__)\n"
+        "#define HV(a, ...) __has_include(X(a, ## __VA_ARGS__))\n#if HV(h.h)"
+    ),
     "an object-like use of a wrapper": (
         '#define HAS(x) __has_include(x)\n#define HAVE HAS("h.h")\n#if HAVE'
     ),
@@ -73,3 +87,14 @@ def test_a_file_appearing_where_a_dot_dot_include_looked_changes_the_key(line, t
     (root / "x" / "o").mkdir()
     (root / "x" / "o" / "h.h").write_text("#define V 2\n")
     assert cupy_rawcode.cache_key(source, arch="sm_90", options=options) != before
+
+
+@pytest.mark.parametrize("spelled", ["h,x.h", "h , x.h"])
+def test_a_stringized_va_args_keeps_its_arguments_as_written(spelled, tree):
+    """``#__VA_ARGS__`` of ``h , x.h`` is "h , x.h": the commas and blanks as written."""
+    root = tree({f"i/{spelled}": 'static_assert(false, "READ");\n'})
+    source = f"#define S(...) #__VA_ARGS__\n#include S({spelled})\n"
+    options = (f"-I{root / 'i'}",)
+    assert "READ" in bare_nvrtc(source, options).log
+    closure = cupy_rawcode.resolve(source, options)
+    assert [h.path for h in closure.headers] == [str(root / "i" / spelled)]

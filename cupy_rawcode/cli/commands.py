@@ -12,6 +12,7 @@ from ..ground import deferred
 from ..ground.config import check_workers
 from ..ground.errors import EntryError
 from ..ground.inputs import read_source
+from ..headers.options import file_options
 from ..key import portable
 from ..store import maintenance, transfer, uncounted
 from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
@@ -226,6 +227,12 @@ def _cmd_cache(args, options) -> int:
 
 
 def _cmd_prebuild(args, options) -> int:
+    writes = file_options(options)
+    if writes:  # such a compile runs NVRTC every time and keeps nothing (README: Cache key)
+        raise UsageError(
+            f"prebuild: {writes[0]} names a file NVRTC writes or reads on every compile, so "
+            "nothing compiled with it is stored: there is nothing to prebuild"
+        )
     archs = prebuilding.archs_of(args.arch)
     if args.jobs is not None:
         check_workers("-j", args.jobs)

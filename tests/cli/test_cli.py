@@ -250,3 +250,13 @@ def test_one_header_count_for_deps_key_compile_and_the_log(capsys, caplog, files
         )
     counts["log"] = int(re.search(r"\((\d+) headers", caplog.text).group(1))
     assert len(set(counts.values())) == 1, counts
+
+
+@pytest.mark.parametrize("option", ["-time=t.csv", "--create-pch=k.pch", "--use-pch=k.pch"])
+def test_prebuild_with_an_option_that_names_a_file_nvrtc_writes_is_a_usage_error(
+    capsys, tmp_path, option
+):
+    """Nothing compiled with one is stored: prebuild says so, instead of 'full or read-only?'."""
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k() {}\n')
+    code, _, err = run(capsys, "prebuild", str(tmp_path / "k.cu"), "--arch", "sm_90", option)
+    assert code == 2 and option in err and "nothing to prebuild" in err

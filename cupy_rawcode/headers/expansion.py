@@ -246,11 +246,19 @@ def _logical_start(data: bytes, at: int) -> int:
 
 
 def add_macros(table: Table, scan: _scan.FileScan) -> None:
-    """Enter a file's macros that may name a header into the table."""
+    """Enter a file's object-like macros that may name a header into the table (its
+    function-like ones: ``add_functions``, once an expansion needs them)."""
     for n, v in scan.defines:
         table[n].add(v)
-    for n, params, body in scan.functions:
-        table[n].add(Function(params, body))
+
+
+def add_functions(table: Table, scans: list) -> None:
+    """Enter the function-like macros of ``scans`` into the table, and forget them: read only
+    where a computed include or a probe macro asks (a CUB closure has none)."""
+    for scan in scans:
+        for n, params, body in scan.functions:
+            table[n].add(Function(params, body))
+    scans.clear()
 
 
 def names_used(text: str, table: Table) -> set[str]:

@@ -16,6 +16,7 @@ from .directives import scanned_directives
 from .expansion import (
     Function,
     Table,
+    add_functions,
     add_macros,
     expand_computed,
     expansions,
@@ -84,6 +85,7 @@ def resolve_fast(
     pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
+    unread_functions = [main.scan]  # the scans whose function-like macros the table lacks
     add_macros(table, main.scan)  # '#define H "h.h"' then '#include H' in the source itself
     work = [main]
 
@@ -169,10 +171,12 @@ def resolve_fast(
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
         add_macros(table, fscan)
+        unread_functions.append(fscan)
         work.append(node)
 
     def follow(node: _Node, inc: _scan.Include) -> None:
         if inc.kind.startswith("computed"):
+            add_functions(table, unread_functions)
             deferred.append((node, inc))
             for name, angled in expand_computed(inc.name, table):
                 add(node, inc, name, angled)
@@ -191,7 +195,8 @@ def resolve_fast(
     while work:
         while work:
             visit(work.pop())
-        if probers:  # their uses in #if lines are probes: read in every file, once each
+        if probers:  # their uses are probes: read in every file, once each
+            add_functions(table, unread_functions)
             every = frozenset(probers_of(probers, table))
             for node in (main, *nodes.values()):
                 if read.get(id(node)) != every:
@@ -200,6 +205,8 @@ def resolve_fast(
                     for inc in prober_probes(node.scan.data, set(new), table):
                         follow(node, inc)
         # computed includes may name macros defined in files scanned after them: retry
+        if deferred:
+            add_functions(table, unread_functions)
         size = sum(len(v) for v in table.values())
         if size != seen_tables:
             seen_tables = size

@@ -77,12 +77,30 @@ class FileScan:
     data: bytes
     std_floor: int = 0  # the standard year an #error guard of this file demands (standard.py)
     specializes: tuple[str, ...] = ()  # std templates it specializes (toolkit/specializable.py)
-    # names it defines more often than ``defines`` and ``functions`` hold them (another value)
-    unread: frozenset[str] = frozenset()
-    # function-like macros whose value may name a header: (name, parameters, value)
-    functions: tuple[tuple[str, tuple[str, ...], str], ...] = ()
-
     _marks: _Marks | None = field(default=None, repr=False, compare=False)
+    _functions: tuple | None = field(default=None, repr=False, compare=False)
+    _unread: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def functions(self) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+        """Its function-like macros, (name, parameters, value): read at the first question
+        (only a computed include or a probe macro asks: a CUB closure has none)."""
+        if self._functions is None:
+            self._functions = _functions(self.data)
+        return self._functions
+
+    @property
+    def unread(self) -> frozenset[str]:
+        """The names it defines more often than ``defines`` and ``functions`` hold them (a
+        value the scan does not read: an include that uses one is unresolved)."""
+        if self._unread is None:
+            sites = Counter(_ANY_DEFINE.findall(self.data))
+            read = [a.encode() for a, _ in self.defines] + [
+                a.encode() for a, _, _ in self.functions
+            ]
+            sites.subtract(read)
+            self._unread = frozenset(n.decode() for n, left in sites.items() if left > 0)
+        return self._unread
 
     def conditional(self, pos: int) -> bool:
         """True when the directive at byte ``pos`` sits inside #if (an include guard does not
@@ -164,16 +182,6 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         includes += [Include(*p) for p in probes(data, split)]
         includes.sort(key=lambda i: i.pos)
     defines = tuple((a.decode(), b.decode()) for a, b in _DEFINE.findall(data))
-    functions = tuple(
-        (m[1].decode(), params, value)
-        for m in (_FUNCTION.finditer(data) if b"define" in data else ())
-        if (params := _parameters(m[2].decode())) is not None
-        and (value := _value(_whole_value(data, m).decode())) is not None
-    )
-    named = _ANY_DEFINE.findall(data)
-    sites = Counter(named)
-    sites.subtract([a.encode() for a, _ in defines] + [a.encode() for a, _, _ in functions])
-    unread = frozenset(n.decode() for n, left in sites.items() if left > 0)
     return FileScan(
         digest_bytes(data),
         tuple(includes),
@@ -181,8 +189,16 @@ def scan_bytes(data: bytes, path: str = "<source>") -> FileScan:
         data,
         guard_year(data),
         specialized_names(data),
-        unread,
-        functions,
+    )
+
+
+def _functions(data: bytes) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """A file's function-like #defines whose parameters and value the scan reads."""
+    return tuple(
+        (m[1].decode(), params, value)
+        for m in (_FUNCTION.finditer(data) if b"define" in data else ())
+        if (params := _parameters(m[2].decode())) is not None
+        and (value := _value(_whole_value(data, m).decode())) is not None
     )
 
 

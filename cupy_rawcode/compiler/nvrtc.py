@@ -15,7 +15,7 @@ from ..ground.nvrtclog import (
     option_refusal,
 )
 from ..ground.stamps import absent, first_changed, take
-from ..headers.options import wants_lto, wants_rdc
+from ..headers.options import file_options, wants_lto, wants_rdc
 from ..key import LINK_RULES
 from ..key.request import Request, context
 from .signals import guarded
@@ -196,7 +196,10 @@ def _dump(req: Request, options: list[str]) -> str:
 def refused_option(options: tuple[str, ...]) -> str | None:
     """NVRTC's words for the first of ``options`` it does not accept ("unrecognized option
     --x"), found by compiling an empty program (an unknown option fails at once, before any
-    work; 10-20 ms otherwise); None when it accepts them all or cannot be asked."""
+    work; 10-20 ms otherwise); None when it accepts them all or cannot be asked. An option
+    naming a file NVRTC writes (-time=F, --create-pch=F) is NVRTC's own spelling and is left
+    out: the empty compile would write that file."""
+    options = tuple(o for o in options if o not in file_options(options))
     if not options:
         return None
     try:

@@ -1,6 +1,7 @@
 """The macro table of the fast scan and what computed includes expand to: every value each
 macro is given (object-like and function-like), the preprocessor's rules for calls (arguments
-expanded first, ``#`` and ``##``), and the probes a ``__has_include`` wrapper's calls make."""
+expanded first, ``#`` and ``##``), and the probes a probe macro's uses make (``#define HAS(x)
+__has_include(x)``, then ``#if HAS("h.h")``)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,8 @@ def expand_computed(text: str, table: Table, limit: int = 64) -> list[tuple[str,
 
 def expansions(text: str, table: Table, limit: int = 64) -> tuple[list[tuple[str, bool]], bool]:
     """(every header name a computed include can take, whether that is all of them): False
-    when the ``limit`` of values or the depth of 24 expansions cut it short, or a call's
-    arguments hold a quote. A name inside a string literal is never replaced (``#define h 1``
-    leaves ``"h.h"`` as it is)."""
+    when the ``limit`` of values, the depth of 24 expansions or _LONGEST cut it short. A name
+    inside a string literal is never replaced (``#define h 1`` leaves ``"h.h"`` as it is)."""
     done, complete = _expanded(text, table, limit, {})
     names = []
     for t in sorted(done):

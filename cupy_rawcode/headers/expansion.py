@@ -10,7 +10,7 @@ import re
 from typing import Any, NamedTuple
 
 from . import scan as _scan
-from .lexical import continued, header_name, probe_operand
+from .lexical import header_name, logical_start, probe_operand, spliced
 
 _ID = re.compile(r"[A-Za-z_]\w*")
 # a string or character literal (skipped: no name inside one is replaced) or a name (group 1)
@@ -180,7 +180,6 @@ _HAS_INCLUDE = re.compile(r"__has_include(_next)?\b")
 # a use anywhere but in a #define is read (an #if or #elif however spelled: %:if, #/**/if)
 _DEFINE_LINE = re.compile(rb"[ \t]*(?:#|%:)[ \t]*define\b")
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_SPLICE = re.compile(r"\\\r?\n")
 
 
 def probers_of(names: set[str], table: Table) -> set[str]:
@@ -213,10 +212,10 @@ def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64)
     for at in uses:
         line += data.count(b"\n", last, at)
         last = at
-        if _DEFINE_LINE.match(data, _logical_start(data, at)):
+        if _DEFINE_LINE.match(data, logical_start(data, at)):
             continue  # another macro's value: its uses are read
         text = data[at : at + 1024].decode("utf-8", "replace")
-        text = _BLOCK_COMMENT.sub(" ", _SPLICE.sub("", text))
+        text = _BLOCK_COMMENT.sub(" ", spliced(text))
         name = _ID.match(text)
         if name is None:
             continue
@@ -235,14 +234,6 @@ def prober_probes(data: bytes, probers: set[str], table: Table, limit: int = 64)
                 elif operand:
                     out.append(_scan.Include(operand, False, line, "computed_" + kind, -1))
     return out
-
-
-def _logical_start(data: bytes, at: int) -> int:
-    """Where the line holding byte ``at`` starts, lines joined by backslash-newlines."""
-    start = data.rfind(b"\n", 0, at) + 1
-    while start > 1 and continued(data, start - 1):
-        start = data.rfind(b"\n", 0, start - 1) + 1
-    return start
 
 
 def add_macros(table: Table, scan: _scan.FileScan) -> None:

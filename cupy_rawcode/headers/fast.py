@@ -127,8 +127,8 @@ def resolve_fast(
         if pf is None and not angled and own and (found is None or found.tag != "src"):
             # looked for in the main source's directory first, not there: if it appears, the
             # compile changes (manifest.py stamps it as absent)
-            if not os.path.isabs(name):
-                absent.add(os.path.normpath(os.path.join(own, name)))
+            if not os.path.isabs(name) and memo.get(joined(own, name)) == NOTHING:
+                absent.add(os.path.normpath(os.path.join(own, name)))  # (a directory: no)
         if found is not None:
             parent.edges.append((inc.line, inc.kind, found.path))
             first = nodes.get(found.path)

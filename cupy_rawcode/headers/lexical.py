@@ -166,3 +166,11 @@ def probe_operand(text: str) -> str | None:
 def continued(data: bytes, end: int) -> bool:
     """Whether the line ending at byte ``end`` (its newline) ends in a backslash-newline."""
     return data.endswith(b"\\", 0, end) or data.endswith(b"\\\r", 0, end)
+
+
+def logical_start(data: bytes, at: int) -> int:
+    """Where the line holding byte ``at`` starts, lines joined by backslash-newlines."""
+    start = data.rfind(b"\n", 0, at) + 1
+    while start > 1 and continued(data, start - 1):
+        start = data.rfind(b"\n", 0, start - 1) + 1
+    return start

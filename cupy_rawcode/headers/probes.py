@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .lexical import continued, header_name, probe_operand, spliced
+from .lexical import header_name, logical_start, probe_operand, spliced
 
 _PROBE_NAME = re.compile(rb"(?:has_include|HAS_INCLUDE)(_next|_NEXT)?")
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -75,10 +75,7 @@ def _own_define(data: bytes, at: int) -> tuple[str, list[str]]:
     """(name, parameters) of the #define whose value holds byte ``at`` (its lines joined by
     backslash-newlines; ``...`` is ``__VA_ARGS__``, ``args...`` is ``args``); ("", []) when
     none does."""
-    start = data.rfind(b"\n", 0, at) + 1
-    while start > 1 and continued(data, start - 1):
-        start = data.rfind(b"\n", 0, start - 1) + 1
-    m = _DEFINE_HEAD.match(data, start)
+    m = _DEFINE_HEAD.match(data, logical_start(data, at))
     if m is None:
         return "", []
     names = [p.strip().decode() for p in (m.group(2) or b"").split(b",")]

@@ -178,3 +178,23 @@ def test_a_closure_record_whose_header_an_includers_directory_now_shadows_is_ref
     worker.start()
     worker.join(120)
     assert done == ["2222222"]
+
+
+def test_a_directory_named_like_a_quoted_include_in_the_source_directory_keeps_the_cache(
+    tree, compiles, monkeypatch
+):
+    """A quoted include looks in the source's directory first; a directory of that name there
+    is skipped, not a file that must stay absent, so the second compile is a hit."""
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")  # one NVRTC run a compile
+    root = tree({"src/hv.h/readme.txt": "", "inc/hv.h": OLD})
+    req = make_request(
+        '#include "hv.h"\nextern "C" __global__ void k(int* p) { *p = VAL; }\n',
+        arch="sm_80",
+        target="ptx",
+        options=(f"-I{root / 'inc'}",),
+    )._replace(source_dir=str(root / "src"), source_name="k.cu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cupy_rawcode.HeaderChangedWarning)
+        assert _value(compile_request(req)) == "1111111"
+        assert compile_request(req).hit
+    assert len(compiles) == 1

@@ -1,15 +1,14 @@
 """The ``cupy-rawcode`` command: deps, key, env, compile, cache, prebuild, bundle.
 
 codes.py holds the exit statuses, parser.py the command line, commands.py what each subcommand
-prints; the policy behind them is in the modules they call (maintenance.py, parallel/).
+prints, dispatch.py the run of one; the policy behind them is in the modules they call
+(maintenance.py, parallel/).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-from ..ground.errors import MissingHeaderError, UnreadableHeaderError
 from .codes import (
     EXIT_BROKEN_PIPE,
     EXIT_CODES,
@@ -19,73 +18,19 @@ from .codes import (
     EXIT_MISSING_HEADER,
     EXIT_OK,
     EXIT_USAGE,
-    InputError,
-    UsageError,
 )
-from .commands import _report
-from .parser import _parse, build_parser, ccache_hint
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; returns its exit status (EXIT_CODES), never raises for bad input."""
+    """Run one subcommand; returns its exit status (EXIT_CODES), never raises for bad input.
+
+    The command's modules (~0.1 s) load here, so a Ctrl-C while they do exits 130 quietly too."""
     try:
-        try:
-            args, options = _parse(argv)
-        except SystemExit as e:  # argparse: usage error (2), or --help / --version (0)
-            return e.code if isinstance(e.code, int) else EXIT_USAGE
-        return _run(args, options)
+        from .dispatch import main as dispatch
     except KeyboardInterrupt:
-        _quiet_interrupts()
-        _report("cupy-rawcode: interrupted")
+        sys.stderr.write("cupy-rawcode: interrupted\n")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        _quiet_stdout()
-        return EXIT_BROKEN_PIPE
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null: flushing it at exit would fail on the closed pipe again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-
-
-def _quiet_interrupts() -> None:
-    """A second Ctrl-C while exiting prints nothing either."""
-    import signal
-
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        pass
-
-
-def _run(args, options) -> int:
-    try:
-        return args.func(args, options)
-    except BrokenPipeError:
-        raise  # main's: before OSError
-    except MissingHeaderError as e:  # MissingHeaderCompileError too: before CompileError
-        _report(f"cupy-rawcode: error: {e}")
-        return EXIT_MISSING_HEADER
-    except (UnreadableHeaderError, InputError, OSError) as e:  # before ValueError: one of them
-        _report(f"cupy-rawcode: error: {e}")
-        return EXIT_ERROR
-    except ValueError as e:  # a bad option value, manifest, source: refused as given
-        _report(f"cupy-rawcode: error: {e}")
-        return EXIT_USAGE
-    except Exception as e:
-        if hasattr(e, "get_message"):  # errors.CompileError (a cupy CompileException)
-            _report(f"cupy-rawcode: {e}")
-            return EXIT_COMPILE
-        import traceback
-
-        traceback.print_exc()
-        _report(f"cupy-rawcode: internal error: {type(e).__name__}: {e}")
-        return EXIT_ERROR
+    return dispatch(argv)
 
 
 __all__ = [
@@ -97,9 +42,5 @@ __all__ = [
     "EXIT_MISSING_HEADER",
     "EXIT_OK",
     "EXIT_USAGE",
-    "InputError",
-    "UsageError",
-    "build_parser",
-    "ccache_hint",
     "main",
 ]

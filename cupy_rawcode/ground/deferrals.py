@@ -78,6 +78,8 @@ DEFERRED: dict[str, str] = {
     "directory levels itself",
     "cupy_rawcode.store.readonly": "a read-only wrapper: a `|read-only` remote spec only",
     "cupy_rawcode.store.directory": "the cache directory: make_store builds it (store/__init__)",
+    "cupy_rawcode.cli.dispatch": "the command's modules (~0.1 s): loaded inside the command's "
+    "Ctrl-C guard, so an interrupt while they load exits 130 without a traceback",
     "cupy_rawcode.store.bundle": "bundle files: when configured only",
     "cupy_rawcode.store.redis": "a Redis store: when configured only",
     "cupy_rawcode.store.remote": "remote levels: when CUPY_RAWCODE_REMOTE or a URL names one",

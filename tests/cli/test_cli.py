@@ -159,6 +159,37 @@ def test_cache_stats_zero_resets_hits_and_misses(capsys, tmp_path):
     assert "hits      0\nmisses    1 (0% hits)" in run(capsys, "cache", "stats", "-z")[1]
 
 
+# a Ctrl-C that lands while the command's modules load, made certain: importing one raises it
+INTERRUPT_IMPORT = """
+import sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "cupy_rawcode.cli.commands":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from cupy_rawcode.cli import main  # as the cupy-rawcode script does
+
+sys.exit(main(["env"]))
+"""
+
+
+def test_ctrl_c_while_the_command_loads_prints_one_line_and_exits_130(tmp_path):
+    """The command's modules take ~0.1 s to import: an interrupt then is the command's too (one
+    line, status 130), not a traceback from the script wrapper."""
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_IMPORT],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == cli.EXIT_INTERRUPTED, proc.stderr
+    assert proc.stderr == "cupy-rawcode: interrupted\n" and proc.stdout == ""
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Popen(process_group=) is 3.11's")
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_in_prebuild_prints_one_line_and_exits_130(tmp_path, hung_nvrtc, jobs):

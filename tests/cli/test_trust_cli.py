@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from cupy_rawcode import cli
+from cupy_rawcode.cli.parser import ccache_hint
 from cupy_rawcode.hook import recording
 from cupy_rawcode.store.memory import MemoryStore
 
@@ -414,8 +415,8 @@ def test_the_hint_leaves_our_own_command_lines_alone():
         ["compile", "k.cu", "--arch", "sm_90", "-DM=1"],
         ["--version"],
     ):
-        assert cli.ccache_hint(argv) is None, argv
-    assert "--max-size SIZE`" in cli.ccache_hint(["-M"])
+        assert ccache_hint(argv) is None, argv
+    assert "--max-size SIZE`" in ccache_hint(["-M"])
 
 
 def test_a_ccache_option_end_to_end():

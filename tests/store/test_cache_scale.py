@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, corpus, free_port
 
 from cupy_rawcode import cli
+from cupy_rawcode.cli.commands import _human
 from cupy_rawcode.ground.errors import EntryError
 from cupy_rawcode.key.request import make_request
 from cupy_rawcode.orchestrator.compiling import compile_request
@@ -148,7 +149,7 @@ def test_keying_many_sources_keeps_the_whole_cache_under_the_bound(tmp_path, cap
     for kind in ("entries", "manifests", "index", "toolchain"):
         n = sum(1 for p in files if kind in p.relative_to(cache).parts[:1])
         assert f"\n{kind:<9s} {n} (" in out
-    assert f"size      {cli.commands._human(on_disk)} in all (bound 40.0 KiB)" in out
+    assert f"size      {_human(on_disk)} in all (bound 40.0 KiB)" in out
 
 
 # an old file of each kind the cache writes, where that kind's writer puts it

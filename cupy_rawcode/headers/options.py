@@ -133,14 +133,14 @@ CUPY_DEBUG = ("--device-debug", "--generate-line-info")  # CUPY_CUDA_COMPILE_WIT
 
 def with_cupy_defaults(opts: Options) -> Options:
     """The options with what CuPy adds to every RawKernel/RawModule compile:
-    ``--device-as-default-execution-space``, ``-ftz=true`` (unless an -ftz option is given) and,
+    ``--device-as-default-execution-space``, ``-ftz=true`` after the options (NVRTC keeps the
+    last -ftz, so a ``-ftz=false`` given is overridden with NVRTC's warning, as in CuPy) and,
     under CUPY_CUDA_COMPILE_WITH_DEBUG=1, ``--device-debug --generate-line-info`` (those not
     given). CUPY_RAWCODE_CUPY_OPTIONS=0 compiles with the options as given. (CuPy's include
     directory is a search root of its own: toolchain.py.)"""
     if not config.cupy_options():
         return opts
-    ftz = any(o.startswith(("-ftz", "--ftz")) for o in opts.passthrough)
-    added: tuple[str, ...] = () if ftz else (CUPY_FTZ,)
+    added: tuple[str, ...] = (CUPY_FTZ,)
     if config.cupy_debug():
         added += tuple(o for o in CUPY_DEBUG if o not in opts.passthrough)
     return opts._replace(default_device=True, passthrough=opts.passthrough + added)

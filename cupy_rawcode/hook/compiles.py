@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..orchestrator.payloads import Failing
 
 _local = threading.local()  # .payloads: a list while this thread's miss is being captured
-_fixed: dict[str, list[tuple[str, str]]] = {}  # CUPY_CUDA_COMPILE_WITH_DEBUG -> CuPy's fields
+_fixed: dict[tuple[str, bool], list[tuple[str, str]]] = {}  # (debug, ptx) -> CuPy's fields
 
 
 class Call(NamedTuple):
@@ -86,18 +86,22 @@ def servable(call: Call, compiler) -> bool:
 
 def _cupy_fields(call: Call) -> list[tuple[str, str]]:
     """What CuPy itself brings to the compile (key/cupy.py: its version, payload format, NVRTC,
-    debug flag), read from CuPy once per debug setting, and the call's own fields."""
-    debug = os.environ.get("CUPY_CUDA_COMPILE_WITH_DEBUG", "")
-    fixed = _fixed.get(debug)
+    debug flag, PTX instead of cubin), read from CuPy once per setting, and the call's own
+    fields."""
+    from cupy.cuda import compiler  # loaded: CuPy is the caller
+
+    # CUPY_COMPILE_WITH_PTX, as CuPy read it at its import: PTX payloads, keyed apart by CuPy too
+    setting = (os.environ.get("CUPY_CUDA_COMPILE_WITH_DEBUG", ""), bool(compiler._use_ptx))
+    fixed = _fixed.get(setting)
     if fixed is None:
         import cupy
-        from cupy.cuda import compiler
 
-        fixed = _fixed[debug] = cupy_key.cupy_fields(
+        fixed = _fixed[setting] = cupy_key.cupy_fields(
             cupy.__version__,
             str(getattr(compiler, "_cache_payload_version", 0)),
             ".".join(map(str, compiler._get_nvrtc_version())),
             compiler._get_bool_env_variable("CUPY_CUDA_COMPILE_WITH_DEBUG", False),
+            setting[1],
         )
     return fixed + [
         ("cooperative", "1" if call.cooperative else "0"),

@@ -38,14 +38,18 @@ def extra_digest(extra: str | None) -> str:
     return digest
 
 
-def cupy_fields(version: str, payload: str, nvrtc: str, debug: bool) -> list[tuple[str, str]]:
-    """The key fields of what CuPy itself brings to every compile."""
+def cupy_fields(
+    version: str, payload: str, nvrtc: str, debug: bool, ptx: bool
+) -> list[tuple[str, str]]:
+    """The key fields of what CuPy itself brings to every compile (``ptx``: its
+    CUPY_COMPILE_WITH_PTX, which makes PTX where it made a cubin)."""
     return [
         ("kind", KEY_KIND),
         ("cupy", version),
         ("cupy_payload", payload),
         ("cupy_nvrtc", nvrtc),
         ("cupy_debug", "1" if debug else "0"),
+        ("cupy_ptx", "1" if ptx else "0"),
     ]
 
 

@@ -175,6 +175,20 @@ def test_key_differs_when_the_call_changes(what, other):
     assert cupy_compiles.key_of(other(call)) != cupy_compiles.key_of(call), what
 
 
+def test_key_differs_when_cupy_compiles_ptx(monkeypatch):
+    """CUPY_COMPILE_WITH_PTX=1 (CuPy reads it into compiler._use_ptx at import) makes CuPy's
+    payload PTX where it was a cubin: the two never answer each other."""
+    from cupy.cuda import compiler
+
+    call = _call(ELEMENTWISE)
+    monkeypatch.setattr(compiler, "_use_ptx", False)
+    cubin = cupy_compiles.key_of(call)
+    monkeypatch.setattr(compiler, "_use_ptx", True)
+    assert cupy_compiles.key_of(call) != cubin
+    monkeypatch.setattr(compiler, "_use_ptx", False)
+    assert cupy_compiles.key_of(call) == cubin
+
+
 def test_key_differs_when_a_header_changes(tmp_path):
     inc = tmp_path / "inc"
     inc.mkdir()

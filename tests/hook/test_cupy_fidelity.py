@@ -76,11 +76,32 @@ def test_opting_out_compiles_with_the_options_as_given(monkeypatch):
 
 
 @pytest.mark.parametrize(
+    "cupy_options, options, flushed, warned",
+    [
+        ("1", (), True, False),
+        ("1", ("-ftz=false",), True, True),  # CuPy's -ftz=true comes last: NVRTC keeps it
+        ("1", ("--ftz", "false"), True, True),
+        ("0", ("-ftz=false",), False, False),  # the options as given
+    ],
+)
+def test_ftz_is_cupys_whatever_the_options(monkeypatch, cupy_options, options, flushed, warned):
+    """CuPy appends -ftz=true after a kernel's options, so its kernels flush subnormals even
+    with -ftz=false (NVRTC warns that one was followed by the other); so do ours."""
+    monkeypatch.setenv("CUPY_RAWCODE_CUPY_OPTIONS", cupy_options)
+    src = 'extern "C" __global__ void k(float* x) { x[0] = x[1] * x[2]; }'
+    log = io.StringIO()
+    r = cupy_rawcode.compile(src, arch="compute_90", target="ptx", options=options, log_stream=log)
+    assert ("mul.ftz.f32" in r.code.decode()) == flushed
+    assert ('"--ftz(-ftz)=false" followed by "--ftz(-ftz)=true"' in log.getvalue()) == warned
+
+
+@pytest.mark.parametrize(
     "options, default_device, passthrough",
     [
         ((), True, ("-ftz=true",)),
-        (("-ftz=false",), True, ("-ftz=false",)),  # the user's -ftz wins, as in CuPy
-        (("--ftz=true",), True, ("--ftz=true",)),
+        # CuPy appends -ftz=true after the options: NVRTC keeps the last, and warns
+        (("-ftz=false",), True, ("-ftz=false", "-ftz=true")),
+        (("--ftz=true",), True, ("--ftz=true", "-ftz=true")),
         (("-default-device", "-DX"), True, ("-ftz=true",)),  # given twice: passed once
         (("-use_fast_math",), True, ("-use_fast_math", "-ftz=true")),
     ],

@@ -171,7 +171,9 @@ def nvrtc_flags(req: Request, ctx, pch: bool = False) -> list[str]:
     pre-includes, the standard, the macros, CuPy's defaults, PCH and the options passed
     through as they are."""
     o = req.options
-    flags = [f"-arch={req.arch}"]
+    # a device's arch after an -arch option, as CuPy appends it (NVRTC keeps the last, and warns)
+    flags = [f"-arch={o.arch}"] if o.arch is not None and o.arch != req.arch else []
+    flags.append(f"-arch={req.arch}")
     flags += [f"--define-macro={d}" for d in o.defines]
     flags += [f"--undefine-macro={u}" for u in o.undefines]
     flags += [f"--include-path={d.path}" for d in ctx.dirs]

@@ -364,6 +364,10 @@ cupy_debug = Var("CUPY_CUDA_COMPILE_WITH_DEBUG", _cupy_flag, False, keyed=True).
     """CuPy's: `1` compiles with `--device-debug --generate-line-info`, as CuPy adds them to
     every compile (unless `CUPY_RAWCODE_CUPY_OPTIONS=0`)"""
 )
+cupy_ptx = Var("CUPY_COMPILE_WITH_PTX", _cupy_flag, False, keyed=True).documented(
+    """CuPy's: `1` compiles a kernel for the device to PTX (`compute_XX`), which the driver
+    compiles when it loads it, instead of a cubin, as CuPy does"""
+)
 xdg_cache_home = Var("XDG_CACHE_HOME", _any, None).documented(
     """where the cache directory is when `CUPY_RAWCODE_CACHE_DIR` is unset:
     `$XDG_CACHE_HOME/cupy-rawcode`, else `~/.cache/cupy-rawcode`"""

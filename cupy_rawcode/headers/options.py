@@ -288,10 +288,12 @@ def normalize_arch(
     opts: Options,
     supported: tuple[int, ...] = (),
     nvrtc: str = "",
+    after_options: bool = False,
 ) -> str:
     """'sm_90' from 90, '90', 'sm_90' or the options' -arch. An ``arch`` that differs from the
-    options' -arch raises ValueError naming both (one rule for every entry point); with
-    ``supported`` (the SM numbers of NVRTC ``nvrtc``), so does an arch outside it."""
+    options' -arch raises ValueError naming both, unless it comes ``after_options`` (a device's,
+    which CuPy appends to them): then it is what NVRTC makes of the two (merged_arch). With
+    ``supported`` (the SM numbers of NVRTC ``nvrtc``), an arch outside it raises too."""
     if arch is None:
         if opts.arch is None:
             raise RawcodeValueError(
@@ -306,7 +308,9 @@ def normalize_arch(
             raise RawcodeValueError(
                 f"arch={arch!r}: expected sm_XX, compute_XX or an integer like 90"
             )
-        if opts.arch is not None and opts.arch != text:
+        if opts.arch is not None and after_options:
+            text = merged_arch(opts.arch, text)
+        elif opts.arch is not None and opts.arch != text:
             raise RawcodeValueError(
                 f"arch={text!r} conflicts with the option -arch={opts.arch}: pass one of them "
                 "(or the same value in both)"
@@ -317,6 +321,16 @@ def normalize_arch(
             f"{', '.join(f'sm_{a}' for a in supported)} (compute_NN of the same for PTX)"
         )
     return text
+
+
+def merged_arch(given: str, appended: str) -> str:
+    """The arch NVRTC compiles for given ``-arch=given ... -arch=appended``: the last one's
+    kind and number (with a warning in its log when the numbers differ), and an arch-specific
+    suffix (sm_90a, sm_100f) of either: -arch=sm_90a then -arch=sm_90 is sm_90a (measured,
+    NVRTC 12.9 and 13.0)."""
+    kind, _, rest = appended.partition("_")
+    suffix = next((s[-1] for s in (rest, given) if s[-1:].islower()), "")
+    return f"{kind}_{arch_number(appended)}{suffix}"
 
 
 def arch_number(arch: str) -> int:

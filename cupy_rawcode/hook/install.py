@@ -104,16 +104,13 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
     by our shims (the same names in std, through a using-directive), on the same line."""
     source = jitify.jitify_source(source)
     opts = options_module.parse_options(options)
-    # an -arch option wins; else CuPy's arch argument; else the current device
-    target_arch, target = (
-        building._arch_target(arch)
-        if arch is not None and opts.arch is None
-        else building._device_target(opts.arch)
-    )
+    # CuPy's arch argument, else the current device's, after the options as CuPy appends it
+    cc = options_module.arch_number(building._arch_target(arch)[0]) if arch is not None else None
+    target_arch, target = building._device_target(opts.arch, cc)
     names = tuple(name_expressions or ())
     req = flow.request(
         source, arch=target_arch, options=jitify.jitify_options(options), name_expressions=names,
-        target=target,
+        target=target, device=True,
     )  # fmt: skip
     code = building.build(req, log_stream=log_stream, jitify=True)
     return building._load_module(code)

@@ -61,9 +61,9 @@ def _compute_capability() -> int:
 
 
 def _device_target(opts_arch: str | None, cc: int | None = None) -> tuple[str, str]:
-    """(arch, target) for a device of compute capability ``cc`` (default: the current one); an
-    -arch in the options wins, as in NVRTC."""
-    if cc is None and opts_arch is None:
+    """(arch, target) for a device of compute capability ``cc`` (default: the current one), as
+    CuPy chooses them (flow.device_target: the device's arch comes after the options)."""
+    if cc is None and flow.needs_device(opts_arch):
         cc = _compute_capability()
     return flow.device_target(opts_arch, cc)
 
@@ -221,8 +221,10 @@ class _Build:
         log_stream=None,
         index_id: str | None = None,
         source: tuple[str, str | None] | None = None,
+        device: bool = False,
     ) -> Code:
-        """Compiled code for arch, compiling through the cache once per arch."""
+        """Compiled code for arch, compiling through the cache once per arch (``device``: the
+        arch is a device's, after the options as CuPy appends it: make_request)."""
         with self.lock:
             found = self.compiled.get(arch)
             if found is not None:
@@ -239,6 +241,7 @@ class _Build:
                 target=target,
                 source_dir=where,
                 source_name=self.source_name,
+                device=device,
             )
             code = build(req, log_stream=log_stream, index_id=index_id, jitify=self.jitify)
             self.compiled[arch] = code
@@ -265,7 +268,7 @@ class _Build:
                 code = self.compiled.setdefault(arch, code)
             else:
                 arch, target = _device_target(self.arch_option(), cc)
-                code = self.code_for(arch, target, log_stream, iid, (source, where))
+                code = self.code_for(arch, target, log_stream, iid, (source, where), True)
             self.device_arch[cc] = arch
             _note(self)
             return code

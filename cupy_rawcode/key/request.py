@@ -71,11 +71,14 @@ def make_request(
     source_dir: str | None = None,
     header_sources=None,
     source_name: str | None = None,
+    device: bool = False,
 ) -> Request:
-    """A Request from what a user passes; every entry point (RawKernel, RawModule, install(),
-    compile(), the CLI, prebuild) makes its requests here, so all compile with the same options,
-    CuPy's defaults included (options.with_cupy_defaults), and bad input (a NUL byte, an arch
-    this NVRTC lacks, an arch= that contradicts -arch) fails here, naming it (inputs.py)."""
+    """A Request from what a user passes (``device``: ``arch`` is the device's, which CuPy
+    appends after the options, so it overrides an -arch among them as NVRTC does); every entry
+    point (RawKernel, RawModule, install(), compile(), the CLI, prebuild) makes its requests
+    here, so all compile with the same options, CuPy's defaults included
+    (options.with_cupy_defaults), and bad input (a NUL byte, an arch this NVRTC lacks, an arch=
+    that contradicts -arch) fails here, naming it (inputs.py)."""
     if not isinstance(source, str):
         raise RawcodeTypeError(f"source must be str, not {type(source).__name__}")
     where = os.path.join(source_dir, source_name) if source_dir and source_name else "<source>"
@@ -87,7 +90,8 @@ def make_request(
     if target not in TARGETS:
         raise RawcodeValueError(f"target={target!r}: expected one of {TARGETS}")
     tc = toolchain(header_sources)
-    arch = normalize_arch(arch, opts, tc.supported_archs, tc.nvrtc_version_str)
+    after = device and config.cupy_options()  # CuPy's defaults off: the options as given
+    arch = normalize_arch(arch, opts, tc.supported_archs, tc.nvrtc_version_str, after)
     if target == "cubin" and not arch.startswith("sm_"):
         raise RawcodeValueError(
             f"arch={arch!r} is a virtual architecture: target='cubin' needs a real "

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from ..compiler import relocated
-from ..ground import errors
+from ..ground import config, errors
 from ..headers.options import Options, normalize_arch
 from ..key import index_save
 from ..key.request import Request, make_request
@@ -38,12 +38,19 @@ def arch_target(arch: str) -> tuple[str, str]:
 
 
 def device_target(opts_arch: str | None, cc: int | None) -> tuple[str, str]:
-    """(arch, target) for a device of compute capability ``cc``, as a first launch chooses them;
-    an -arch in the options (``opts_arch``) wins, as in NVRTC."""
-    if opts_arch is not None:
+    """(arch, target) for a device of compute capability ``cc``, as a first launch chooses them.
+    As CuPy, the device's arch comes after the options, so it overrides an -arch among them
+    (``opts_arch``; the request merges the two: make_request(device=True)), PTX under CuPy's
+    CUPY_COMPILE_WITH_PTX=1; with CuPy's defaults off, the options' -arch is the arch."""
+    if opts_arch is not None and not config.cupy_options():
         return arch_target(opts_arch)
-    assert cc is not None  # the caller asks the device when the options name no arch
-    return choose_arch(cc, supported_archs())
+    assert cc is not None  # the caller asks the device (needs_device)
+    return choose_arch(cc, supported_archs(), config.cupy_ptx())
+
+
+def needs_device(opts_arch: str | None) -> bool:
+    """Whether device_target needs the device's compute capability for these options."""
+    return opts_arch is None or config.cupy_options()
 
 
 def compile_for(

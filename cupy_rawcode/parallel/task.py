@@ -118,6 +118,7 @@ def request_of(task: Task) -> Request:
         target=target,
         source_dir=task.source_dir,
         source_name=task.source_name,
+        device=task.device is not None,
     )
 
 

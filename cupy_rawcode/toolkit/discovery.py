@@ -101,9 +101,14 @@ def _query_archs() -> tuple[int, ...]:
     return tuple(sorted(int(a) for a in archs))
 
 
-def choose_arch(compute_capability: int, supported: tuple[int, ...]) -> tuple[str, str]:
+def choose_arch(
+    compute_capability: int, supported: tuple[int, ...], ptx: bool = False
+) -> tuple[str, str]:
     """(arch, target) for a device: a cubin for its own SM when NVRTC knows it, else PTX for
-    the newest architecture NVRTC has, which the driver JIT-compiles for the device."""
+    the newest architecture NVRTC has, which the driver JIT-compiles for the device; ``ptx``
+    (CuPy's CUPY_COMPILE_WITH_PTX=1): PTX for the device's own, or that newest one."""
+    if ptx:
+        return f"compute_{min(compute_capability, max(supported))}", "ptx"
     if compute_capability <= max(supported):
         return f"sm_{compute_capability}", "cubin"
     return f"compute_{max(supported)}", "ptx"

@@ -175,6 +175,7 @@ def test_every_variable_is_one_row():
         "CUPY_RAWCODE_CUPY_OPTIONS",
         "CUPY_RAWCODE_RAISE_STD",
         "CUPY_CUDA_COMPILE_WITH_DEBUG",
+        "CUPY_COMPILE_WITH_PTX",
         *config.TOOLCHAIN_ENV,
     )
 

@@ -1,0 +1,73 @@
+"""The arch a drop-in kernel compiles for on a device, as CuPy chooses it: CuPy appends the
+device's -arch after the kernel's options, and NVRTC keeps the last one (measured: NVRTC 12.9
+and 13.0), so an -arch among the options never makes code the device cannot load."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+
+import cupy_rawcode
+from cupy_rawcode.ground.errors import RawcodeValueError
+from cupy_rawcode.headers.options import merged_arch
+
+SRC = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }'
+
+
+def _made(code: bytes) -> str:
+    """'cubin sm_90', 'cubin sm_90a' or 'ptx sm_90' for compiled code."""
+    if code[:4] == b"\x7fELF":
+        flags = struct.unpack_from("<I", code, 0x30)[0]
+        return f"cubin sm_{flags & 0xFF}{'a' if flags & 0x800 else ''}"
+    target = next(x for x in code.decode().splitlines() if x.startswith(".target"))
+    return f"ptx {target.split()[1]}"
+
+
+@pytest.mark.parametrize(
+    "given, appended, nvrtc",
+    [
+        ("sm_80", "sm_90", "sm_90"),
+        ("compute_80", "sm_90", "sm_90"),
+        ("sm_90a", "sm_90", "sm_90a"),  # an arch-specific suffix of either stays
+        ("sm_90a", "sm_100", "sm_100a"),
+        ("sm_100f", "sm_100", "sm_100f"),
+        ("sm_90a", "compute_90", "compute_90a"),
+        ("sm_80", "compute_90", "compute_90"),
+    ],
+)
+def test_merged_arch_is_what_nvrtc_makes_of_two(given, appended, nvrtc):
+    assert merged_arch(given, appended) == nvrtc
+
+
+@pytest.mark.parametrize(
+    "env, options, made, warned",
+    [
+        ({}, (), "cubin sm_90", False),
+        ({}, ("-arch=sm_80",), "cubin sm_90", True),  # CuPy's sm_90 comes last: NVRTC keeps it
+        ({}, ("--gpu-architecture", "sm_80"), "cubin sm_90", True),
+        ({}, ("-arch=compute_80",), "cubin sm_90", True),
+        ({}, ("-arch=sm_90a",), "cubin sm_90a", False),  # NVRTC merges the two: sm_90a
+        ({"CUPY_COMPILE_WITH_PTX": "1"}, (), "ptx sm_90", False),
+        ({"CUPY_COMPILE_WITH_PTX": "1"}, ("-arch=sm_80",), "ptx sm_90", True),
+        ({"CUPY_COMPILE_WITH_PTX": "true"}, (), "cubin sm_90", False),  # CuPy reads an integer
+        ({"CUPY_RAWCODE_CUPY_OPTIONS": "0"}, ("-arch=sm_80",), "cubin sm_80", False),  # as given
+    ],
+)
+def test_a_device_compile_is_for_the_device_as_in_cupy(monkeypatch, env, options, made, warned):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    log = io.StringIO()
+    k = cupy_rawcode.RawKernel(SRC, "k", options)
+    code = k._build.device_code(90, log)
+    assert _made(bytes(code.data)) == made
+    assert ('"--gpu-architecture(-arch)=80" followed by' in log.getvalue()) == warned
+
+
+def test_an_explicit_arch_that_contradicts_the_options_is_still_refused():
+    """compile(arch=) is no device's choice: an -arch saying otherwise is a mistake, named."""
+    with pytest.raises(RawcodeValueError, match="conflicts with the option -arch=sm_80"):
+        cupy_rawcode.compile(SRC, arch="sm_90", options=("-arch=sm_80",))
+    with pytest.raises(RawcodeValueError, match="conflicts"):
+        cupy_rawcode.RawKernel(SRC, "k", ("-arch=sm_80",)).compile(arch="sm_90")

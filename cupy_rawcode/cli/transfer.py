@@ -6,7 +6,9 @@ and a summary on stdout (``--json``: the summary as one object).
 parallel/keys.py) that the local cache lacks; ``push`` sends the record's entries, or every
 local entry without ``--manifest``; either takes along the closure records the entries name
 (key/portable.py), counted apart. Entries no level holds are no error, and a level that fails
-is a warning: the exit status is 0 for both. No remote level at all is a usage error (2).
+is a warning: the exit status is 0 for both. An entry pulled that the cache did not store (a
+full or read-only disk) is no success: named in the summary, exit status 1, as prebuild's
+kernel compiled but not stored. No remote level at all is a usage error (2).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from ..ground import config
 from ..store import default_store, transfer
 from ..store.layout import refusal
-from .codes import EXIT_OK, UsageError
+from .codes import EXIT_COMPILE, EXIT_OK, UsageError
 
 _ACTIONS = ("pull", "push")
 _OWN_FLAGS = (("--manifest", "manifest"), ("--arch", "arch"), ("--root", "root"))
@@ -158,7 +160,14 @@ def _pull(store: Any, keys: list[str], as_json: bool) -> int:
         print(f"  missing everywhere: {summary.missing} (damaged copies seen: {summary.damaged})")
         if summary.records:
             print(f"  closure records fetched with them: {summary.records}")
-    return _summed(summary, "pull", f"{got} fetched", got, as_json)
+    status = _summed(summary, "pull", f"{got} fetched", got, as_json)
+    if summary.not_stored:
+        _say(
+            f"error: {summary.not_stored} entries fetched were not stored in the cache "
+            "(a full or read-only cache?); they will be compiled at first use"
+        )
+        return EXIT_COMPILE
+    return status
 
 
 def _push(store: Any, keys: list[str] | None, as_json: bool) -> int:

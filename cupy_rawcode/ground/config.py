@@ -144,21 +144,8 @@ def parse_memory_entries(what: str, value: str | int) -> int:
     return parse_count(what, value, 0, "a number of in-memory entries", "; 0 keeps none")
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-    "t": 1 << 40,
-    "tb": 1 << 40,
-    "tib": 1 << 40,
+_UNITS = {"": 1, "b": 1} | {  # binary: k, kb, kib = 1 << 10 (any case); m, g, t likewise
+    f"{unit}{tail}": 1 << 10 * n for n, unit in enumerate("kmgt", 1) for tail in ("", "b", "ib")
 }
 DEFAULT_MAX_SIZE = 1 << 30
 
@@ -202,13 +189,39 @@ def _redis_url(what: str, value: str) -> str:
     return value
 
 
+URL_SCHEMES = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")  # scheme://...
+_SECRETS = re.compile(  # what a message never shows: user:***@, ***@ (a token), ?password=***
+    r"((?:^|//)(?:[^/@:\s]*:)?)[^/@\s]*(@)|([?&](?:password|passwd|pwd|token|secret)=)[^&#]*", re.I
+)
+
+
+def remote_url_problem(url: str) -> str | None:
+    """What makes ``url`` no remote level, or None: a typo fails, never opens a directory."""
+    (scheme, sep, rest), (head, _, tail) = url.partition("://"), url.partition(":")
+    named = tail and all(p.isidentifier() for p in f"{head}.{tail}".split("."))  # module:Class
+    if not sep or scheme in ("file", "bundle"):  # an absolute path, memory:, file:, bundle:
+        ok = url[:1] == "/" or url == "memory:" or head in ("file", "bundle") and tail or named
+        return f"no // after {head}:" if head in URL_SCHEMES else None if ok else "no scheme"
+    netloc = re.split("[/?#]", rest)[0]
+    host, _, port = netloc.rpartition("@")[2].rpartition("]")[2].partition(":")  # [v6]:port
+    if scheme not in URL_SCHEMES:
+        return f"unknown scheme {scheme!r}"
+    if port and not (port.isascii() and port.isdigit() and int(port) < 1 << 16):
+        return f"the port {port!r} is not a number from 0 to 65535"
+    hosted = host or "]" in netloc or scheme in ("redis", "rediss", "unix")  # Redis: localhost
+    return None if hosted else "no bucket" if scheme == "s3" else "no host"
+
+
 def _remote(what: str, value: str) -> tuple[str, ...]:
     for spec in value.split():
         url, *attrs = spec.split("|")
-        if not url or any(a != "read-only" for a in attrs):
+        bad = not url or any(a != "read-only" for a in attrs)
+        if problem := "not a URL, then `|read-only` or nothing" if bad else remote_url_problem(url):
+            shown = _SECRETS.sub(r"\1\3***\2", spec)
             raise errors.ConfigError(
-                f"{what}: {spec!r} is not a store URL with an optional `|read-only` (accepted: "
-                "URLs separated by spaces, e.g. 's3://bucket/k memcached://host:11211|read-only')"
+                f"{what}: {shown!r}: {problem} (accepted, separated by spaces: a URL "
+                f"{'://, '.join(URL_SCHEMES)}://, module:Class, memory:, file:PATH or an absolute "
+                "path, each may end `|read-only`; e.g. 's3://bucket/k memcached://host:11211')"
             )
     return tuple(value.split())
 

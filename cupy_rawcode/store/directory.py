@@ -18,6 +18,7 @@ from pathlib import Path
 from ..ground import ENTRY_LIMIT, deferred, read_cache_file
 from .base import Store, tally
 from .layout import (
+    absolute,
     bound,
     claim,
     foreign_message,
@@ -39,6 +40,8 @@ counters = deferred("cupy_rawcode.store.counters")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .usage import EntryInfo
 
 
@@ -49,8 +52,9 @@ class DirectoryStore(Store):
     on_disk = True
 
     def __init__(self, root: Path, max_bytes: int | None = None):
-        """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none)."""
-        self.root = Path(root)
+        """``max_bytes``: the bound of the whole directory (None: the configured one; 0: none).
+        A relative ``root`` is made absolute here, once: every later path derives from it."""
+        self.root = absolute(root)
         if max_bytes is not None:  # manifests, index and toolchain records count against it too
             set_bound(self.root, max_bytes)
         self.max_bytes = bound(self.root)
@@ -109,6 +113,21 @@ class DirectoryStore(Store):
                 self.root,
                 e.strerror or e,
             )
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int]:
+        """The size of each entry of ``keys`` published here (a regular file, by lstat: nothing
+        is read): what a pull checks it stored, and a push compares."""
+        if not owned(self.root):
+            return {}
+        found: dict[str, int] = {}
+        for key in filter(is_key, keys):
+            try:
+                st = os.lstat(self.path(key))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found[key] = st.st_size
+        return found
 
     def delete(self, key: str) -> None:
         """Remove the entry once no reader holds it; the size ledger is settled at the next

@@ -86,7 +86,7 @@ def using_cache_dir(path: str | os.PathLike | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    token = _cache_dir_given.set(Path(os.fspath(path)).expanduser())
+    token = _cache_dir_given.set(absolute(path))
     try:
         yield
     finally:
@@ -94,27 +94,33 @@ def using_cache_dir(path: str | os.PathLike | None) -> Iterator[None]:
 
 
 def cache_dir() -> Path:
-    """The cache directory: the one the running compile was given (using_cache_dir), else
-    CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode."""
+    """The cache directory, absolute: the one the running compile was given (using_cache_dir),
+    else CUPY_RAWCODE_CACHE_DIR, else $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode
+    (a relative one counted from the working directory of now)."""
     given = _cache_dir_given.get()
     if given is not None:
         return given
     explicit = config.cache_dir_variable()
     if explicit:
-        return Path(explicit).expanduser()
+        return absolute(explicit)
     xdg = config.xdg_cache_home()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "cupy-rawcode"
+    return absolute(Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cupy-rawcode"
+
+
+def absolute(path: str | os.PathLike) -> Path:
+    """``path`` (``~`` expanded) made absolute against the working directory of now, once: a
+    store keeps it, so a later ``os.chdir`` never moves the cache or writes beside it."""
+    return Path(os.fspath(path)).expanduser().absolute()
 
 
 def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:
-    """The cache: ``path`` when given (a ``cache_dir=`` argument, as given), else config's
-    cache_dir() (the running compile's directory, else CUPY_RAWCODE_CACHE_DIR, else
+    """The cache, at an absolute path: ``path`` when given (a ``cache_dir=`` argument), else
+    config's cache_dir() (the running compile's directory, else CUPY_RAWCODE_CACHE_DIR, else
     $XDG_CACHE_HOME/cupy-rawcode, else ~/.cache/cupy-rawcode); bounded by
     CUPY_RAWCODE_CACHE_MAX_SIZE. An empty path names no directory: RawcodeValueError."""
     if path is not None and not os.fspath(path):
         raise errors.RawcodeValueError(f"cache_dir={path!r} names no directory (an empty path)")
-    root = cache_dir() if path is None else Path(os.fspath(path))
+    root = cache_dir() if path is None else absolute(path)
     return CacheLocation(root, config.cache_max_size())
 
 

@@ -16,12 +16,12 @@ or a push of entries takes the records they name along with them (``PullSummary.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ground.errors import RawcodeValueError
-from .base import Store
+from .base import Store, uncounted
 from .entry import CLOSURE_RECORD, decode
 
 CHUNK = 128  # keys asked of a level in one bulk call (also how often progress is told)
@@ -33,9 +33,11 @@ Progress = Callable[[int, int], None]  # (done, total): keys settled so far, key
 @dataclass
 class PullSummary:
     """What a pull did: keys asked (distinct), already held locally, fetched from each level
-    (by location, in look-up order), missing everywhere (damaged copies count as missing),
-    damaged copies seen, bytes written locally, seconds taken, levels that failed, and the
-    closure records the entries name that were fetched along with them (counted apart)."""
+    and stored (by location, in look-up order), missing everywhere (damaged copies count as
+    missing), damaged copies seen, bytes written locally, seconds taken, levels that failed,
+    the closure records the entries name that were fetched along with them (counted apart),
+    and the entries and records fetched that the destination did not store (a full or
+    read-only disk: never counted as fetched)."""
 
     asked: int = 0
     local: int = 0
@@ -46,6 +48,7 @@ class PullSummary:
     seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
     records: int = 0
+    not_stored: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for JSON."""
@@ -148,6 +151,16 @@ def held_entries(store: Store, keys: Sequence[str], metas: dict | None = None) -
     return held
 
 
+def stored(store: Store, items: Mapping[str, bytes]) -> set[str]:
+    """The keys of ``items`` that ``store`` holds now at their size (Store.sizes, else read
+    back, uncounted): a write that a full or read-only disk dropped is never counted as done."""
+    sizes = store.sizes(items)
+    if sizes is None:
+        with uncounted():
+            sizes = {key: len(data) for key, data in store.get_many(items).items()}
+    return {key for key, data in items.items() if sizes.get(key) == len(data)}
+
+
 def pull(
     keys: Iterable[str],
     sources: Iterable[Store],
@@ -157,8 +170,9 @@ def pull(
 ) -> PullSummary:
     """Fetch every one of ``keys`` that ``destination`` (the local disk store) does not hold
     valid from ``sources`` in order, and write it there, with the closure records the entries
-    name (``records``). ``progress(done, total)`` is called with non-decreasing counts, the
-    last time with ``done == total``."""
+    name (``records``); only what the destination then holds counts as fetched (``stored``),
+    the rest is ``not_stored``. ``progress(done, total)`` is called with non-decreasing
+    counts, the last time with ``done == total``."""
     start = time.monotonic()
     wanted = list(dict.fromkeys(keys))
     summary = PullSummary(asked=len(wanted))
@@ -191,10 +205,13 @@ def pull(
             if records:
                 named += named_in(metas, asked)
             summary.damaged += len(got) - len(good)
+            kept: set[str] = set()
             if good:
                 destination.put_many(good)
-            summary.fetched[level.location] += len(good)
-            summary.bytes += sum(map(len, good.values()))
+                kept = stored(destination, good)
+            summary.fetched[level.location] += len(kept)
+            summary.not_stored += len(good) - len(kept)
+            summary.bytes += sum(len(good[key]) for key in kept)
             lacking += [key for key in chunk if key not in good]
             done += len(good)
             if progress and good:
@@ -202,7 +219,9 @@ def pull(
         remaining = lacking
     summary.missing = len(remaining)
     if named:  # the closure records the entries name: those the destination lacks
-        summary.records = sum(pull(named, sources, destination, records=False).fetched.values())
+        more = pull(named, sources, destination, records=False)
+        summary.records = sum(more.fetched.values())
+        summary.not_stored += more.not_stored
     if progress:
         progress(total, total)
     summary.seconds = time.monotonic() - start
@@ -217,6 +236,26 @@ def _all_keys(source: Store) -> list[str]:
     return sorted(info.key for info in entries())
 
 
+def unmatched(level: Store, held: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The entries of ``held`` (valid here) to send to ``level``: all where it cannot tell sizes
+    cheaply (Store.sizes: None), else those it lacks or holds at another size, and those it
+    holds at the same size damaged (read back: other bytes that are no valid entry of the key,
+    as a flipped bit or another key's entry of that length): a damaged copy is repaired."""
+    sizes = level.sizes(held)
+    if sizes is None:
+        return dict(held)
+    same = [key for key, data in held.items() if sizes.get(key) == len(data)]
+    with uncounted():
+        there = level.get_many(same) if same else {}
+    return {key: data for key, data in held.items() if not _matches(key, data, there.get(key))}
+
+
+def _matches(key: str, here: bytes, there: bytes | None) -> bool:
+    """Whether ``there`` (a level's copy) serves as well as ``here``: the same bytes, or another
+    valid entry of ``key`` (another machine's compile of it)."""
+    return there is not None and (there == here or _meta(key, there) is not None)
+
+
 def push(
     keys: Iterable[str] | None,
     source: Store,
@@ -226,8 +265,8 @@ def push(
 ) -> PushSummary:
     """Send the valid entries of ``keys`` (None: every entry of ``source``, a directory store)
     from ``source`` to every writable level of ``destinations``; a read-only level is never
-    written, and an entry a level already holds with the same size (where it can tell cheaply,
-    Store.sizes) is not sent again; the closure records the entries name go too (``records``).
+    written, and an entry a level already holds valid is not sent again, while a damaged copy
+    is replaced (``unmatched``); the closure records the entries name go too (``records``).
     ``progress(done, total)`` counts keys, as pull's does."""
     start = time.monotonic()
     wanted = list(dict.fromkeys(_all_keys(source) if keys is None else keys))
@@ -253,8 +292,7 @@ def push(
             if level.location in summary.failed or not level.up() or not held:
                 continue
             try:
-                there = level.sizes(held) or {}
-                send = {k: v for k, v in held.items() if there.get(k) != len(v)}
+                send = unmatched(level, held)
                 level.put_many(send)
             except Exception as e:
                 _failed(level, e, summary.failed)

@@ -30,8 +30,7 @@ BACKENDS = {  # URL scheme -> its backend, imported on first use
     "https": ".http:HttpStore",
     "s3": ".s3:S3Store",
 }
-# schemes whose backend is given the whole URL
-WHOLE_URL = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")
+WHOLE_URL = config.URL_SCHEMES  # schemes whose backend is given the whole URL: scheme://...
 
 
 def _dotted(text: str) -> bool:
@@ -125,8 +124,13 @@ def path_url(scheme: str, path: str | os.PathLike) -> str:
 
 def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
     """The store one remote spec names (``URL`` or ``URL|read-only``): a remote scheme's backend
-    given ``timeout`` (and ``options``), wrapped in ReadOnly when the spec says so."""
+    given ``timeout`` (and ``options``), wrapped in ReadOnly when the spec says so; a URL of no
+    remote level's form (config.remote_url_problem: a scheme missing or unknown, a bad port) is
+    a RawcodeValueError, never a directory in the working directory."""
     url, read_only = remote.split_spec(spec)
+    problem = config.remote_url_problem(url)
+    if problem is not None:
+        raise errors.RawcodeValueError(f"remote store {remote.redacted(url)!r}: {problem}")
     target, args = parse_url(url)
     if url.partition(":")[0] in WHOLE_URL:
         options = {"timeout": timeout, **options}
@@ -136,7 +140,8 @@ def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
 
 def remote_level(spec: str, timeout: float) -> Store | None:
     """open_remote(spec), or None with one warning when it cannot be opened (a missing client
-    library, a class that is no Store): a remote level never fails a compile."""
+    library, a class that is no Store, a URL of no remote level's form: CUPY_RAWCODE_REMOTE's
+    are refused before, by config): a remote level never fails a compile."""
     url, _ = remote.split_spec(spec)  # a malformed spec is an error, not a warning
     extra = {"ttl": config.redis_ttl()} if url.startswith(config.REDIS_SCHEMES) else {}
     try:

@@ -100,6 +100,7 @@ class Levels(Store):
         accepts (it raises ValueError for a broken entry); written back to the writable levels
         above it (``memory=False``: to those that outlive the process only, for what a process
         reads once, such as a closure record)."""
+        _checked(key)
         for i, level in enumerate(self.levels):
             if not self._up(i):
                 continue
@@ -187,17 +188,19 @@ class Levels(Store):
         return done
 
     def _put(self, key: str, data: bytes, indices: Iterable[int]) -> None:
-        """Write ``data`` to each writable level of self.levels at ``indices``."""
+        """Write ``data`` to each writable level of self.levels at ``indices`` (a write the
+        level declined, as too large for it, is no write)."""
+        _checked(key)
         for i in indices:
             level = self.levels[i]
             if level.read_only or not self._up(i):
                 continue
             try:
-                level.put(key, data)
+                stored = level.put(key, data)
             except Exception as e:
                 self._failed(i, e)
                 continue
-            if not level.up():  # it failed, and handles that itself
+            if stored is False or not level.up():  # declined, or it failed and said so itself
                 continue
             self.counts[i]["writes"] += 1
             self.counts[i]["bytes_written"] += len(data)
@@ -207,6 +210,7 @@ class Levels(Store):
         self._put(key, data, [i for i, lv in enumerate(self.levels) if memory or lv.lasting])
 
     def delete(self, key: str) -> None:
+        _checked(key)
         self._each(lambda level: level.delete(key), writable=True)
 
     def clear(self) -> int:
@@ -263,6 +267,13 @@ class Levels(Store):
     def level(self, name: str) -> Any:
         """The first level called ``name`` ("memory", "disk", "redis"), or None."""
         return next((level for level in self.levels if level.name == name), None)
+
+
+def _checked(key: str) -> None:
+    """A ValueError naming ``key`` unless it is a cache key (remote.checked_key), asked before
+    any level names it: no level's path or URL is made of anything else."""
+    if not _directory.is_key(key):
+        remote.checked_key(key)
 
 
 def _warn_broken(key: str, where: str, error: ValueError) -> None:

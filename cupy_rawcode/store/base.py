@@ -105,8 +105,9 @@ class Store(abc.ABC):
         """The bytes stored under ``key``, or None when there are none (or they are unreadable)."""
 
     @abc.abstractmethod
-    def put(self, key: str, data: bytes) -> None:
-        """Store ``data`` under ``key``, replacing what was there; best effort, never raises."""
+    def put(self, key: str, data: bytes) -> bool | None:
+        """Store ``data`` under ``key``, replacing what was there; best effort. False: the store
+        declined it (too large for it), which the levels above count as no write."""
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

@@ -2,9 +2,10 @@
 ``<url>/<key>``, as ccache's HTTP storage does, so a plain WebDAV server or nginx with
 ``dav_methods PUT DELETE`` serves it. Counting and clearing use WebDAV's PROPFIND (a server
 without it cannot count: ``len`` raises). Credentials in the URL (``https://user:pass@host/``)
-go as HTTP basic authentication. Each thread keeps one connection open (keep-alive), and bulk
-calls send up to ``remote.WORKERS`` requests at once. Standard library only (``http.client``):
-nothing to install.
+go as HTTP basic authentication. Connections are kept open (keep-alive) between calls, and
+bulk calls send up to ``remote.WORKERS`` requests at once. Each request has one deadline, the
+timeout (remote.within), and an answer is read in pieces up to remote.LIMIT. Standard library
+only (``http.client``): nothing to install.
 """
 
 from __future__ import annotations
@@ -12,15 +13,27 @@ from __future__ import annotations
 import base64
 import http.client
 import re
-import threading
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from .remote import Parallel, ParallelStore, RemoteError, redacted
+from .remote import (
+    Connections,
+    Parallel,
+    ParallelStore,
+    RemoteError,
+    checked_key,
+    read_bounded,
+    redacted,
+    within,
+)
 
 # A kept-alive connection the server closed meanwhile fails with one of these at its next use:
 # asked again once on a new connection (a refused connection is not among them: it raises).
 _STALE: tuple[type[Exception], ...] = (http.client.CannotSendRequest, http.client.BadStatusLine)
 _STALE += (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+
+
+def _nothing() -> None:
+    """No way to wake a call through urllib's proxy: it ends at its socket timeout."""
 
 
 def _proxied(scheme: str, host: str) -> bool:
@@ -56,9 +69,7 @@ class HttpStore(ParallelStore):
         self.host, self.port = parts.hostname or "", parts.port
         self.proxied = _proxied(parts.scheme, self.host)  # then urllib, which knows proxies
         self.headers: dict[str, str] = {}
-        self._local = threading.local()  # each thread's connection
-        self._open: list[http.client.HTTPConnection] = []  # every thread's, for close()
-        self._lock = threading.Lock()
+        self.connections = Connections(self._connect)  # kept open between calls
         self.parallel = Parallel()
         if parts.username is not None:
             auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
@@ -68,25 +79,10 @@ class HttpStore(ParallelStore):
     def location(self) -> str:
         return redacted(self.url.rstrip("/"))
 
-    def _connection(self) -> http.client.HTTPConnection:
-        """This thread's connection to the server, made on first use."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            kind = http.client.HTTPSConnection if self.secure else http.client.HTTPConnection
-            conn = kind(self.host, self.port, timeout=self.timeout)
-            self._local.conn = conn
-            with self._lock:
-                self._open.append(conn)
-        return conn
-
-    def _drop(self) -> None:
-        """Close this thread's connection (broken, or the server is closing it)."""
-        conn, self._local.conn = getattr(self._local, "conn", None), None
-        if conn is not None:
-            conn.close()
-            with self._lock:
-                if conn in self._open:
-                    self._open.remove(conn)
+    def _connect(self) -> http.client.HTTPConnection:
+        """A new connection to the server (it connects on its first request)."""
+        kind = http.client.HTTPSConnection if self.secure else http.client.HTTPConnection
+        return kind(self.host, self.port, timeout=self.timeout)
 
     def _request(
         self, method: str, url: str, body: bytes | None = None, headers: dict | None = None
@@ -98,33 +94,44 @@ class HttpStore(ParallelStore):
     def _exchange(
         self, method: str, url: str, body: bytes | None = None, headers: dict | None = None
     ) -> tuple[int, bytes, str | None]:
-        """(status, body, Content-Length) of one request on this thread's kept-alive
+        """(status, body, Content-Length) of one request, within the timeout, on a kept-alive
         connection (a stale one is tried again once on a new connection)."""
         target = urlsplit(url).path or "/"
         headers = {**self.headers, **(headers or {})}
         if self.proxied:
-            return self._through_proxy(method, url, body, headers)
-        try:
-            return self._once(method, target, body, headers)
-        except _STALE:  # the server closed the kept-alive connection meanwhile
-            return self._once(method, target, body, headers)
+            return within(
+                self.timeout, lambda: self._through_proxy(method, url, body, headers), _nothing
+            )
+
+        def call(conn: http.client.HTTPConnection, aborted) -> tuple[int, bytes, str | None]:
+            try:
+                return self._once(conn, method, target, body, headers)
+            except _STALE:  # the server closed the kept-alive connection meanwhile
+                if aborted.is_set():
+                    raise
+                conn.close()
+                return self._once(conn, method, target, body, headers)
+
+        return self.connections.use(self.timeout, call)
 
     def _once(
-        self, method: str, target: str, body: bytes | None, headers: dict
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: dict,
     ) -> tuple[int, bytes, str | None]:
-        """One request on this thread's connection, closed after a failure (a timeout or a
-        half-read answer leaves it unusable) or when the server says it closes it."""
-        conn = self._connection()
-        try:
-            conn.request(method, target, body=body, headers=headers)
-            answer = conn.getresponse()
-            data = answer.read()
-        except BaseException:
-            self._drop()
-            raise
+        """One request on ``conn``, closed when the server says it closes it (and, by the
+        caller, after a failure: a half-read answer leaves it unusable)."""
+        conn.request(method, target, body=body, headers=headers)
+        answer = conn.getresponse()
+        length = answer.getheader("Content-Length")
+        declared = None if method == "HEAD" else length
+        data = read_bounded(answer.read, declared, f"{method} {self.location}")
         if answer.will_close:
-            self._drop()
-        return answer.status, data, answer.getheader("Content-Length")
+            conn.close()
+        return answer.status, data, length
 
     def _through_proxy(
         self, method: str, url: str, body: bytes | None, headers: dict
@@ -137,13 +144,17 @@ class HttpStore(ParallelStore):
         req = urllib.request.Request(url, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as answer:
-                return answer.status, answer.read(), answer.headers.get("Content-Length")
+                length = answer.headers.get("Content-Length")
+                declared = None if method == "HEAD" else length
+                data = read_bounded(answer.read, declared, f"{method} {self.location}")
+                return answer.status, data, length
         except urllib.error.HTTPError as e:
             with e:
                 return e.code, b"", None
 
     def _url(self, key: str) -> str:
-        return f"{self.base}/{quote(key)}"
+        """The entry's URL: a cache key only (checked_key), never a path out of the prefix."""
+        return f"{self.base}/{quote(checked_key(key), safe='')}"
 
     def get(self, key: str) -> bytes | None:
         status, body = self._request("GET", self._url(key))
@@ -218,10 +229,6 @@ class HttpStore(ParallelStore):
         return len(self._keys())
 
     def close(self) -> None:
-        """Close every thread's connection and end the bulk threads; the next call reconnects."""
+        """Close the idle connections and end the bulk threads; the next call reconnects."""
         self.parallel.close()
-        with self._lock:
-            conns, self._open = self._open, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self.connections.close()

@@ -1,41 +1,26 @@
 """A shared store on Redis: read through from the local layers, written back on compile.
 
 Values are the self-validating entry bytes of entry.py (code + JSON metadata + checksum), never
-pickles. Redis down, slow (past the timeout) or refusing: the call is a miss or a skipped
-write, one warning per process, and the store rests for ``backoff`` seconds so a dead server
-does not cost a timeout per kernel. Needs the ``redis`` package (the ``redis`` extra).
+pickles. Redis down, slow (past the timeout: the whole call's deadline, remote.within) or
+refusing: the call is a miss or a skipped write, counted in the level's tally, one
+RemoteLevelWarning per process and level (remote.warn_failed), and the store rests for
+``backoff`` seconds so a dead server does not cost a timeout per kernel. A value is read with
+its length first and up to remote.LIMIT bytes (STRLEN and GETRANGE in one round trip): a larger
+one is a failure, never read whole. Needs the ``redis`` package (the ``redis`` extra).
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
-from ..ground.log import warn_once
-from .base import Store
-from .remote import is_timeout
+from .base import Store, tally
+from .remote import LIMIT, checked_key, is_timeout, redacted, too_large, warn_failed, within
 
 PREFIX = "cupy-rawcode:entry:"
-
-
-def _warn_once(url: str, error: BaseException) -> None:
-    """One warning per process, whichever Redis store failed first (log.warn_once)."""
-    warn_once(
-        ("redis unavailable",),
-        "cupy-rawcode: the Redis store %s is unavailable (%s: %s); going on with the local cache",
-        url,
-        type(error).__name__,
-        error,
-    )
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, to show: redis://user:***@host:6379/0."""
-    scheme, sep, rest = url.partition("://")
-    auth, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in auth:
-        return url
-    return f"{scheme}://{auth.partition(':')[0]}:***@{host}"
+T = TypeVar("T")
 
 
 class RedisStore(Store):
@@ -52,7 +37,7 @@ class RedisStore(Store):
         backoff: float = 10.0,
         client=None,
     ):
-        self.url, self.ttl, self.backoff = url, ttl, backoff
+        self.url, self.ttl, self.backoff, self.timeout = url, ttl, backoff, timeout
         self.errors = self.timeouts = 0  # failed calls, by kind (see _failed)
         self._down_until = 0.0
         if client is None:
@@ -64,15 +49,11 @@ class RedisStore(Store):
                 )
             except ImportError:
                 self._down_until = float("inf")
-                _warn_once(
-                    redacted(url),
-                    ImportError(
-                        "the redis package is not installed: pip install 'cupy-rawcode[redis]'"
-                    ),
-                )
+                missing = "the redis package is not installed: pip install 'cupy-rawcode[redis]'"
+                warn_failed(self.name, redacted(url), ImportError(missing), opening=True)
             except Exception as e:
                 self._down_until = float("inf")
-                _warn_once(redacted(url), e)
+                warn_failed(self.name, redacted(url), e, opening=True)
         self.client = client
 
     @property
@@ -89,44 +70,69 @@ class RedisStore(Store):
         return {"errors": self.errors, "timeouts": self.timeouts}
 
     def _failed(self, error: BaseException) -> None:
-        """A failed call: counted (``timeouts`` or ``errors``, which Levels.stats reports: this
-        store keeps its own failures rather than raising), warned once, then a rest."""
-        if is_timeout(error):
-            self.timeouts += 1
-        else:
-            self.errors += 1
+        """A failed call: counted (``timeouts`` or ``errors``, here for Levels.stats and in the
+        level's tally for ``cache stats``: this store keeps its own failures rather than
+        raising), warned once (a RemoteLevelWarning), then a rest."""
+        kind = "timeouts" if is_timeout(error) else "errors"
+        setattr(self, kind, getattr(self, kind) + 1)
+        tally(self.name)[kind] += 1
         self._down_until = time.monotonic() + self.backoff
-        _warn_once(self.location, error)
+        warn_failed(self.name, self.location, error)
+
+    def _call(self, call: Callable[[], T]) -> T:
+        """``call()`` within the timeout (the whole call: redis-py's timeout is per socket
+        operation); past it the pool's connections are closed, which wakes the call."""
+        return within(self.timeout, call, self._abort)
+
+    def _abort(self) -> None:
+        self.client.connection_pool.disconnect()
+
+    def _read(self, keys: list[str]) -> list[Any]:
+        """The value of each key (None: absent), asking its length (STRLEN) and at most
+        remote.LIMIT + 1 bytes (GETRANGE) in one round trip; a larger value raises."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.strlen(PREFIX + checked_key(key))
+            pipe.getrange(PREFIX + key, 0, LIMIT)
+        answers = self._call(pipe.execute)
+        values: list[Any] = []
+        for size, data in zip(answers[::2], answers[1::2], strict=True):
+            if size > LIMIT:
+                raise too_large(int(size), f"{self.location} entry")
+            values.append(data if size and isinstance(data, bytes) else None)
+        return values
 
     def get(self, key: str) -> bytes | None:
+        checked_key(key)
         if not self._available():
             return None
         try:
-            data = self.client.get(PREFIX + key)
+            return self._read([key])[0]
         except Exception as e:
             self._failed(e)
             return None
-        return data if isinstance(data, bytes) else None
 
     def put(self, key: str, data: bytes) -> None:
+        name = PREFIX + checked_key(key)
         if not self._available():
             return
         try:
-            self.client.set(PREFIX + key, data, ex=self.ttl)
+            self._call(lambda: self.client.set(name, data, ex=self.ttl))
         except Exception as e:
             self._failed(e)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """One MGET for all ``keys``; a failure is a miss for each (counted and warned once)."""
+        """One round trip for all ``keys``; a failure is a miss for each (counted and warned
+        once)."""
         keys = list(keys)
         if not keys or not self._available():
             return {}
         try:
-            values = self.client.mget([PREFIX + key for key in keys])
+            values = self._read(keys)
         except Exception as e:
             self._failed(e)
             return {}
-        return {k: v for k, v in zip(keys, values, strict=False) if isinstance(v, bytes)}
+        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
         """Every SET in one pipeline (no transaction: each entry stands alone)."""
@@ -135,8 +141,8 @@ class RedisStore(Store):
         try:
             pipe = self.client.pipeline(transaction=False)
             for key, data in items.items():
-                pipe.set(PREFIX + key, data, ex=self.ttl)
-            pipe.execute()
+                pipe.set(PREFIX + checked_key(key), data, ex=self.ttl)
+            self._call(pipe.execute)
         except Exception as e:
             self._failed(e)
 
@@ -148,27 +154,36 @@ class RedisStore(Store):
         try:
             pipe = self.client.pipeline(transaction=False)
             for key in keys:
-                pipe.strlen(PREFIX + key)
-            lengths = pipe.execute()
+                pipe.strlen(PREFIX + checked_key(key))
+            lengths = self._call(pipe.execute)
         except Exception as e:
             self._failed(e)
             return None
         return {k: int(n) for k, n in zip(keys, lengths, strict=False) if n}
 
     def delete(self, key: str) -> None:
+        name = PREFIX + checked_key(key)
         if not self._available():
             return
         try:
-            self.client.delete(PREFIX + key)
+            self._call(lambda: self.client.delete(name))
         except Exception as e:
             self._failed(e)
 
     def _keys(self) -> list:
-        """Every entry's Redis key (SCAN, not KEYS: the server goes on serving meanwhile)."""
+        """Every entry's Redis key (SCAN, not KEYS: the server goes on serving meanwhile; each
+        SCAN call within the timeout)."""
         if not self._available():
             return []
+        keys: list = []
+        cursor = 0
         try:
-            return list(self.client.scan_iter(match=PREFIX + "*", count=1000))
+            while True:
+                scan = functools.partial(self.client.scan, cursor, match=PREFIX + "*", count=1000)
+                cursor, found = self._call(scan)
+                keys.extend(found)
+                if not int(cursor):
+                    return keys
         except Exception as e:
             self._failed(e)
             return []
@@ -178,7 +193,8 @@ class RedisStore(Store):
         keys, removed = self._keys(), 0
         try:
             for start in range(0, len(keys), 1000):
-                removed += int(self.client.delete(*keys[start : start + 1000]))
+                batch = keys[start : start + 1000]
+                removed += int(self._call(functools.partial(self.client.delete, *batch)))
         except Exception as e:
             self._failed(e)
         return removed

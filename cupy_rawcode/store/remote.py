@@ -5,11 +5,18 @@ any URL ``open_store`` takes) optionally followed by ccache-style attributes, of
 one: ``|read-only``. A remote backend raises on a failed call (refused, reset, timed out); the
 ``Levels`` holding it (base.py) counts the failure, warns once per process and level with a
 ``RemoteLevelWarning``, and skips the level for a while: a remote level never fails a compile.
+
+Every call a remote backend makes runs under one deadline (``within``: connect, send and the
+whole answer, not each socket operation), and an answer is read in pieces up to ``ENTRY_LIMIT``
+(``read_bounded``), the bound the disk level holds its entries to: a server that drips bytes or
+sends a huge answer costs one timeout, never a hang or the process's memory. Keys are checked
+(``checked_key``) and URLs shown only ``redacted``.
 """
 
 from __future__ import annotations
 
 import abc
+import re
 import socket
 import threading
 import warnings
@@ -17,9 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from ..ground import ENTRY_LIMIT
 from ..ground.errors import RawcodeError, RawcodeValueError, RawcodeWarning
 from ..ground.log import first_time
 from .base import Store
+from .directory import is_key
 
 T = TypeVar("T")
 READ_ONLY = "read-only"
@@ -31,6 +40,10 @@ class RemoteLevelWarning(RawcodeWarning, UserWarning):
 
 class RemoteError(RawcodeError, OSError):
     """A remote store answered something that is neither an entry nor "no such entry"."""
+
+
+class DeadlineError(RawcodeError, TimeoutError):
+    """A remote call had no complete answer within its deadline (the store's timeout)."""
 
 
 class MissingExtraError(RawcodeError, ImportError):
@@ -81,22 +94,156 @@ def warn_failed(name: str, location: str, error: BaseException, opening: bool = 
         return
     what = "cannot be opened" if opening else "timed out" if is_timeout(error) else "failed"
     then = "left out" if opening else "skipped for a while"
-    warnings.warn(
+    message = (
         f"cupy-rawcode: the {name} store {location} {what} ({type(error).__name__}: {error}); "
-        f"it is {then}, and compiles go on with the other levels",
-        RemoteLevelWarning,
-        stacklevel=4,
+        f"it is {then}, and compiles go on with the other levels"
     )
+    warnings.warn(redacted(message), RemoteLevelWarning, stacklevel=4)
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password, to show: scheme://user:***@host/..."""
-    scheme, sep, rest = url.partition("://")
-    host_part, slash, path = rest.partition("/")
-    auth, at, host = host_part.rpartition("@")
-    if not sep or not at or ":" not in auth:
-        return url
-    return f"{scheme}://{auth.partition(':')[0]}:***@{host}{slash}{path}"
+# the secrets a URL carries: its userinfo (user:password@, or a token alone: TOKEN@) and a
+# password in its query (redis://host/0?password=...)
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s'\"]*)@")
+_SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|token|secret)=)[^&#\s'\"]*", re.I)
+
+
+def _hide_userinfo(match: re.Match) -> str:
+    user, colon, _ = match.group(2).partition(":")
+    return f"{match.group(1)}{user}:***@" if colon else f"{match.group(1)}***@"
+
+
+def redacted(text: str) -> str:
+    """``text`` (a URL, or a message quoting URLs) with every URL's secrets shown as ``***``:
+    ``scheme://user:***@host``, ``scheme://***@host`` (a token alone), ``?password=***``. Every
+    message that quotes a store URL goes through it, a client library's error text too."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(_hide_userinfo, text))
+
+
+def checked_key(key: str) -> str:
+    """``key`` when it is a cache key (64 lower-case hex digits, as every key is), else a
+    ValueError naming it: a remote store names nothing else (no path out of its prefix)."""
+    if not is_key(key):
+        raise RawcodeValueError(f"not a cache key: {key!r:.80} (a key is 64 lower-case hex digits)")
+    return key
+
+
+LIMIT = ENTRY_LIMIT  # the most bytes one answer may hold: the disk level's bound on an entry
+PIECE = 1 << 16  # bytes asked of a stream at a time
+
+
+def too_large(size: int, what: str) -> RemoteError:
+    """The error for an answer over ``LIMIT``: the level failed (it is no entry)."""
+    return RemoteError(f"{what}: an answer of {size} bytes or more, over the limit of {LIMIT}")
+
+
+def read_bounded(read: Callable[[int], bytes], declared: object, what: str) -> bytes:
+    """The whole of a stream ``read(n)`` gives, read in pieces and refused past ``LIMIT``
+    bytes (``declared``: the length its header gave, refused unread when over the limit)."""
+    if isinstance(declared, (int, str)) and str(declared).isdigit() and int(declared) > LIMIT:
+        raise too_large(int(declared), what)
+    pieces, total = [], 0
+    while piece := read(PIECE):
+        total += len(piece)
+        if total > LIMIT:
+            raise too_large(total, what)
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
+def shut(sock: Any) -> None:
+    """Shut ``sock`` down (a socket, or None): a thread blocked reading or writing it wakes."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def within(seconds: float, call: Callable[[], T], abort: Callable[[], None]) -> T:
+    """``call()``, run on a daemon thread of its own and waited for ``seconds`` at most: the
+    deadline of the whole call (a socket's timeout bounds one operation only, and a server
+    that drips a byte at a time never trips it). Past the deadline, or when the wait is
+    interrupted (Ctrl-C), ``abort()`` wakes the call (it shuts its socket) and DeadlineError
+    (a TimeoutError) or the interrupt is raised; exit never waits for the thread."""
+    done = threading.Event()
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as e:  # handed to the caller
+            box.append((False, e))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="cupy-rawcode-remote", daemon=True).start()
+    try:
+        finished = done.wait(seconds)
+    except BaseException:
+        _quietly(abort)
+        raise
+    if not finished:
+        _quietly(abort)
+        raise DeadlineError(f"no complete answer within {seconds:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _quietly(abort: Callable[[], None]) -> None:
+    """``abort()``, whatever it raises (waking a call is best effort)."""
+    try:
+        abort()
+    except Exception:
+        pass
+
+
+class Connections:
+    """The idle connections of a store (an ``http.client`` connection, a pymemcache client:
+    each has ``sock``, and reconnects itself when it is closed), taken by one call at a time,
+    so a call's deadline can shut exactly the socket it uses."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self.make = make
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+
+    def use(self, seconds: float, call: Callable[[Any, threading.Event], T]) -> T:
+        """``call(connection, aborted)`` within ``seconds`` (``within``) on an idle connection
+        (or a new one), given back when it succeeded and closed when it failed; past the
+        deadline its socket is shut and ``aborted`` set (the call tries nothing more)."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        conn = self.make() if conn is None else conn
+        aborted = threading.Event()
+
+        def run() -> T:
+            try:
+                return call(conn, aborted)
+            except BaseException:
+                conn.close()
+                raise
+
+        def abort() -> None:
+            aborted.set()
+            shut(getattr(conn, "sock", None))
+
+        value = within(seconds, run, abort)
+        with self._lock:
+            kept = len(self._idle) < 2 * WORKERS
+            if kept:
+                self._idle.append(conn)
+        if not kept:
+            conn.close()
+        return value
+
+    def close(self) -> None:
+        """Close the idle connections (those in use close when their call ends)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def host_port(url: str, default_port: int) -> tuple[str, int, str]:
@@ -105,9 +252,9 @@ def host_port(url: str, default_port: int) -> tuple[str, int, str]:
     try:
         port = parts.port or default_port
     except ValueError:
-        raise RawcodeValueError(f"store URL {url!r}: the port is not a number") from None
+        raise RawcodeValueError(f"store URL {redacted(url)!r}: the port is not a number") from None
     if not parts.hostname:
-        raise RawcodeValueError(f"store URL {url!r}: no host")
+        raise RawcodeValueError(f"store URL {redacted(url)!r}: no host")
     return parts.hostname, port, parts.path
 
 
@@ -126,7 +273,9 @@ class Parallel:
     def map(self, call: Callable[[str], T], keys: Iterable[str]) -> dict[str, T]:
         """``{key: call(key)}`` for each of ``keys``, at most ``workers`` at a time. The first
         call that raises cancels those not started, and is raised once the running ones end
-        (a dead server costs one timeout per worker, not one per key)."""
+        (a dead server costs one timeout per worker, not one per key). An interrupt (Ctrl-C)
+        cancels them too and ends the pool at once: exit waits for the calls running, each
+        within its deadline (``within``), never for the queued ones."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
         keys = list(dict.fromkeys(keys))
@@ -139,16 +288,22 @@ class Parallel:
         futures = {pool.submit(call, key): key for key in keys}
         done: dict[str, T] = {}
         error: BaseException | None = None
-        for future in as_completed(futures):
-            if future.cancelled():
-                continue
-            try:
-                done[futures[future]] = future.result()
-            except Exception as e:
-                if error is None:
-                    error = e
-                    for pending in futures:
-                        pending.cancel()
+        try:
+            for future in as_completed(futures):
+                if future.cancelled():
+                    continue
+                try:
+                    done[futures[future]] = future.result()
+                except Exception as e:
+                    if error is None:
+                        error = e
+                        for pending in futures:
+                            pending.cancel()
+        except BaseException:  # an interrupt: nothing more is sent
+            for pending in futures:
+                pending.cancel()
+            self.close()
+            raise
         if error is not None:
             raise error
         return done

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from cupy_rawcode.store import Levels, make_store
 from cupy_rawcode.store.bundle import BundleStore, write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import decode, encode
+from cupy_rawcode.store.remote import RemoteLevelWarning
 
 SMALL = 'extern "C" __global__ void k(int* a) {{ a[0] = {value}; }}\n'
 
@@ -406,12 +408,13 @@ def test_redis_shares_entries_between_machines(tmp_path, redis_server):
 def test_redis_down_warns_once_and_compiles_locally(tmp_path, caplog, fresh_redis_warning):
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     store = machine(tmp_path, "a", url)
-    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         for v in range(3):
             r = compile_request(make_request(SMALL.format(value=v), arch="sm_90"), store=store)
             assert not r.hit and r.code
-    warnings = [r for r in caplog.records if "Redis" in r.getMessage()]
-    assert len(warnings) == 1 and "going on with the local cache" in warnings[0].getMessage()
+    said = [str(w.message) for w in caught if issubclass(w.category, RemoteLevelWarning)]
+    assert len(said) == 1 and "redis store" in said[0] and "compiles go on" in said[0]
 
 
 def test_slow_redis_times_out_and_local_work_goes_on(
@@ -420,11 +423,13 @@ def test_slow_redis_times_out_and_local_work_goes_on(
     store = machine(tmp_path, "a", redis_server.url, redis_timeout=0.2)
     redis_server.client.execute_command("CLIENT", "PAUSE", "3000")
     t0 = time.perf_counter()
-    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         r = compile_request(make_request(SMALL.format(value=21), arch="sm_90"), store=store)
         r2 = compile_request(make_request(SMALL.format(value=22), arch="sm_90"), store=store)
     assert r.code and r2.code and time.perf_counter() - t0 < 2.5  # one timeout, then backoff
-    assert sum("Redis" in rec.getMessage() for rec in caplog.records) == 1
+    said = [str(w.message) for w in caught if issubclass(w.category, RemoteLevelWarning)]
+    assert len(said) == 1 and "timed out" in said[0]
 
 
 def test_redis_killed_during_200_calls_every_call_returns_the_right_bytes(
@@ -625,10 +630,12 @@ def test_redis_url_without_the_client_or_with_a_bad_url_warns_and_goes_on(
     tmp_path, caplog, monkeypatch, fresh_redis_warning
 ):
     monkeypatch.setitem(sys.modules, "redis", None)  # as if the extra were not installed
-    with caplog.at_level("WARNING", logger="cupy_rawcode"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         store = machine(tmp_path, "a", "redis://127.0.0.1:1/0")
         r = compile_request(make_request(SMALL.format(value=31), arch="sm_90"), store=store)
-    assert r.code and "pip install 'cupy-rawcode[redis]'" in caplog.text
+    said = [str(w.message) for w in caught if issubclass(w.category, RemoteLevelWarning)]
+    assert r.code and len(said) == 1 and "pip install 'cupy-rawcode[redis]'" in said[0]
 
 
 def test_new_cache_directories_are_private(tmp_path):

@@ -19,7 +19,8 @@ EXIT_CODES = (
     (
         EXIT_COMPILE,
         "compile error (NVRTC rejected the source); prebuild: a kernel failed, or was "
-        "compiled but not stored (a full or read-only cache)",
+        "compiled but not stored (a full or read-only cache); cache pull: an entry fetched but "
+        "not stored",
     ),
     (
         EXIT_USAGE,

@@ -19,6 +19,7 @@ from . import deferred
 
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised
 sources = deferred("cupy_rawcode.ground.sources")  # a header search policy: when one is given
+redaction = deferred("cupy_rawcode.ground.redaction")  # a bad remote URL's message only
 
 PREFIX = "CUPY_RAWCODE_"
 _TRUE = ("1", "true", "yes", "on")
@@ -190,9 +191,6 @@ def _redis_url(what: str, value: str) -> str:
 
 
 URL_SCHEMES = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")  # scheme://...
-_SECRETS = re.compile(  # what a message never shows: user:***@, ***@ (a token), ?password=***
-    r"((?:^|//)(?:[^/@:\s]*:)?)[^/@\s]*(@)|([?&](?:password|passwd|pwd|token|secret)=)[^&#]*", re.I
-)
 
 
 def remote_url_problem(url: str) -> str | None:
@@ -217,7 +215,7 @@ def _remote(what: str, value: str) -> tuple[str, ...]:
         url, *attrs = spec.split("|")
         bad = not url or any(a != "read-only" for a in attrs)
         if problem := "not a URL, then `|read-only` or nothing" if bad else remote_url_problem(url):
-            shown = _SECRETS.sub(r"\1\3***\2", spec)
+            shown = redaction.redacted(spec)  # a password never shown
             raise errors.ConfigError(
                 f"{what}: {shown!r}: {problem} (accepted, separated by spaces: a URL "
                 f"{'://, '.join(URL_SCHEMES)}://, module:Class, memory:, file:PATH or an absolute "

@@ -98,6 +98,7 @@ DEFERRED: dict[str, str] = {
     "a warm hit reads through the ground package's readers only",
     "cupy_rawcode.ground.fsutil": "writing files (atomic writes, private dirs): a miss only",
     "cupy_rawcode.ground.nvrtclog": "reading NVRTC's log: a failed compile only",
+    "cupy_rawcode.ground.redaction": "hiding a URL's secrets: a message quoting one only",
     "cupy_rawcode.ground.inputs": "checking a raw input: a new source or name only",
     "cupy_rawcode.ground.confine": "confining recorded paths: recording only",
     "cupy_rawcode.ground.schema": "reading and writing recorded compiles only",

@@ -16,7 +16,6 @@ sends a huge answer costs one timeout, never a hang or the process's memory. Key
 from __future__ import annotations
 
 import abc
-import re
 import socket
 import threading
 import warnings
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 from ..ground import ENTRY_LIMIT
 from ..ground.errors import RawcodeError, RawcodeValueError, RawcodeWarning
 from ..ground.log import first_time
+from ..ground.redaction import redacted
 from .base import Store
 from .directory import is_key
 
@@ -99,24 +99,6 @@ def warn_failed(name: str, location: str, error: BaseException, opening: bool = 
         f"it is {then}, and compiles go on with the other levels"
     )
     warnings.warn(redacted(message), RemoteLevelWarning, stacklevel=4)
-
-
-# the secrets a URL carries: its userinfo (user:password@, or a token alone: TOKEN@) and a
-# password in its query (redis://host/0?password=...)
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s'\"]*)@")
-_SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|token|secret)=)[^&#\s'\"]*", re.I)
-
-
-def _hide_userinfo(match: re.Match) -> str:
-    user, colon, _ = match.group(2).partition(":")
-    return f"{match.group(1)}{user}:***@" if colon else f"{match.group(1)}***@"
-
-
-def redacted(text: str) -> str:
-    """``text`` (a URL, or a message quoting URLs) with every URL's secrets shown as ``***``:
-    ``scheme://user:***@host``, ``scheme://***@host`` (a token alone), ``?password=***``. Every
-    message that quotes a store URL goes through it, a client library's error text too."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(_hide_userinfo, text))
 
 
 def checked_key(key: str) -> str:

@@ -222,6 +222,11 @@ def _classes() -> dict[str, Any]:
             self.log = msg if log is None else log
             self.dump_path = dump_path
 
+        def __reduce__(self):
+            """CuPy's five arguments, then the attributes (log, dump_path, missing), which
+            CuPy's __reduce__ alone would lose crossing a process (a worker's error)."""
+            return (*super().__reduce__()[:2], dict(self.__dict__))
+
     class MissingHeaderCompileError(CompileError, MissingHeaderError):
         """An include matched no file: NVRTC's ``cannot open source file`` words, with the
         include chain and the directories searched. ``missing``: the closure's Missing list;

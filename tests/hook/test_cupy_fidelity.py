@@ -256,6 +256,11 @@ def test_errors_pickle_as_cupys_do(what):
     e = _failure(what)
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is type(e) and str(back) == str(e)
+    # and what CuPy's do not have: NVRTC's log alone, the missing headers (a worker's error)
+    assert back.log == e.log and back.dump_path == e.dump_path
+    assert (what == "syntax error") == (back.log != str(back))  # the log alone, no source lines
+    assert getattr(back, "missing", ()) == getattr(e, "missing", ())
+    assert (what == "missing header") == bool(getattr(back, "missing", ()))
 
 
 def test_jitify_errors_are_also_jitify_exceptions():

@@ -104,6 +104,7 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.ground.schema": "reading and writing recorded compiles only",
     "cupy_rawcode.kernel.pickling": "what a pickle carries: pickling only",
     "cupy_rawcode.kernel.cucomplex": "translate_cucomplex=True only",
+    "cupy_rawcode.kernel.explicit": "a drop-in's compile() or typed launch() only",
     "cupy_rawcode.kernel.building": "building and loading kernels: the CuPy hook (loaded when "
     "CuPy is, by the interpreter-start hook of autoinstall.py) needs it for a jitify=True "
     "compile, or to load a module, only",

@@ -1,7 +1,7 @@
-"""Building a drop-in's module for a device: its inputs checked at construction, then the warm
-index, else key, store and compile (waiting for a background warmup's compile of the same
-inputs), reported and recorded, and the module loaded once per device, under the build's lock,
-so that threads racing on a first launch share one load."""
+"""Building a drop-in's module for a device: its inputs checked at the first compile, then the
+warm index, else key, store and compile (waiting for a background warmup's compile of the same
+inputs), reported and recorded; the module loaded once per device for every object of the same
+inputs, as CuPy's ``_get_raw_module`` memo does, under one lock that racing launches share."""
 
 from __future__ import annotations  # unevaluated: less work on a warm hit
 
@@ -32,20 +32,25 @@ _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: 
 
 class Code:
     """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
-    expressions to mangled names (a plain slotted class, as on every module of the warm-hit
-    path)."""
+    expressions to mangled names; log is NVRTC's log as replayed to a ``log_stream`` (None, the
+    text, or a function that makes it: a warm hit names its program only when asked). A plain
+    slotted class, as on every module of the warm-hit path."""
 
-    __slots__ = ("data", "kind", "symbols")
+    __slots__ = ("_log", "data", "kind", "symbols")
 
-    def __init__(self, kind: str, data: bytes, symbols: dict):
-        self.kind, self.data, self.symbols = kind, data, symbols
+    def __init__(self, kind: str, data: bytes, symbols: dict, log=None):
+        self.kind, self.data, self.symbols, self._log = kind, data, symbols, log
+
+    @property
+    def log(self) -> str | None:
+        """NVRTC's log of this code, as a ``log_stream`` is given it (None: none known)."""
+        if callable(self._log):
+            self._log = self._log()
+        return self._log
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Code) and (self.kind, self.data, self.symbols) == (
-            other.kind,
-            other.data,
-            other.symbols,
-        )
+        same = isinstance(other, Code) and (self.kind, self.data) == (other.kind, other.data)
+        return same and self.symbols == other.symbols
 
     __hash__ = None  # type: ignore[assignment]  # symbols is a dict
 
@@ -104,7 +109,7 @@ def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=
         f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
         f"{result.compile_seconds:.2f} s compile",
     )
-    return Code(req.target, result.code, dict(result.symbols))
+    return Code(req.target, result.code, dict(result.symbols), result.log)
 
 
 # Compiles a background warmup() is running in its worker processes: plan id (key.index_id of
@@ -135,8 +140,14 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
     if got is None:
         return None
     code, meta, layer = got
-    if log_stream is not None and meta.get("log"):
-        replay(log_stream, entry_log(meta, keys.program_name(*names) if names else None))
+    log = None
+    if meta.get("log"):  # named for this program only when replayed (program_name digests)
+
+        def log() -> str:
+            return entry_log(meta, keys.program_name(*names) if names else None)
+
+        if log_stream is not None:
+            replay(log_stream, log())
     report(
         "hit",
         found["arch"],
@@ -144,7 +155,7 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
         found["key"],
         f"{found['count']} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
     )
-    return found["arch"], Code(found["target"], code, dict(meta.get("symbols", {})))
+    return found["arch"], Code(found["target"], code, dict(meta.get("symbols", {})), log)
 
 
 def _note(build: _Build) -> None:
@@ -156,24 +167,30 @@ def _note(build: _Build) -> None:
 
 
 class _Build:
-    """One module's source (or file), its compiled code per arch and its loaded module per
-    device. Shared by a RawModule and every RawKernel it hands out."""
+    """One module's inputs (source or file), its compiled code per arch, and the process-wide
+    record of its loaded modules (joined on the first load: _Shared). Shared by a RawModule and
+    every RawKernel it hands out. The inputs are kept as given and checked at the first compile
+    (check()), as CuPy checks them only when it compiles."""
 
     def __init__(
         self,
         code: str | None,
         path: str | None,
-        options: tuple[str, ...],
+        options,
         translate: bool,
-        name_expressions: tuple[str, ...] | None,
+        name_expressions,
         compiled: dict[str, Code] | None = None,
         jitify: bool = False,
+        cooperative: bool = False,
     ):
         self.code, self.path, self.options, self.jitify = code, path, options, jitify
         self.translate, self.name_expressions = translate, name_expressions
+        self.cooperative = cooperative  # in CuPy's memo key: a module of its own
         self.compiled: dict[str, Code] = dict(compiled or {})
         self.device_arch: dict[int, str] = {}  # compute capability -> the arch compiled for it
-        self.modules: dict[int, object] = {}
+        self.modules: dict[int, object] = {}  # device -> module: the _Shared's, once joined
+        self.shared: _Shared | None = None
+        self.checked = False
         self.lock = threading.RLock()
 
     @property
@@ -181,7 +198,37 @@ class _Build:
         """A cubin/ptx/fatbin path, loaded as it is (a .cu path is compiled)."""
         return self.path is not None and not self.path.endswith(".cu")
 
+    def check(self) -> None:
+        """Check the inputs once, before anything compiles (construction accepts them, as in
+        CuPy): code a str without NUL bytes, options a tuple of well-formed str, name
+        expressions non-empty str. The options and name expressions become tuples."""
+        if self.checked:
+            return
+        if self.path is None and not isinstance(self.code, str):
+            raise errors.RawcodeTypeError(f"code must be str, not {type(self.code).__name__}")
+        if self.code is not None:
+            _check_code(self.code)
+        if not self.is_file:
+            self.options = _check_options(self.options)
+            if self.name_expressions is not None:
+                self.name_expressions = inputs.name_expressions(self.name_expressions)
+        self.checked = True
+
+    def share_key(self) -> tuple:
+        """What CuPy's ``_get_raw_module`` memo keys a module on, less the backend (ours is
+        NVRTC's, checked before) and the log stream (a stored log is replayed instead)."""
+        return (
+            self.code,
+            self.path,
+            self.options,
+            self.translate,
+            self.cooperative,
+            self.jitify,
+            self.name_expressions,
+        )
+
     def source(self) -> tuple[str, str | None]:
+        self.check()
         if self.code is not None:
             src, where = self.code, None
         else:
@@ -205,6 +252,7 @@ class _Build:
     def compile_options(self) -> tuple[str, ...]:
         """The options compiled: as given, plus CuPy's -DCUPY_USE_JITIFY for jitify=True (it
         keys those compiles apart, in the warm index too)."""
+        self.check()
         if not self.jitify:
             return self.options
         from ..orchestrator.jitify import jitify_options  # light: a jitify=True warm hit needs it
@@ -223,11 +271,13 @@ class _Build:
         source: tuple[str, str | None] | None = None,
         device: bool = False,
     ) -> Code:
-        """Compiled code for arch, compiling through the cache once per arch (``device``: the
-        arch is a device's, after the options as CuPy appends it: make_request)."""
+        """Compiled code for arch, compiling through the cache once per arch (a later call with
+        a ``log_stream`` is given the stored log; ``device``: the arch is a device's, after the
+        options as CuPy appends it: make_request)."""
         with self.lock:
             found = self.compiled.get(arch)
             if found is not None:
+                replay(log_stream, found.log)
                 return found
             text, where = source or self.source()
             names = self.name_expressions or ()
@@ -252,11 +302,13 @@ class _Build:
         """Compiled code for a device of compute capability ``cc``. A warm process finds it
         through the warm index (key/__init__.py: no options, toolchain or request module
         imported); otherwise the options or the toolchain choose the arch and code_for compiles
-        through the cache."""
+        through the cache. A ``log_stream`` is given NVRTC's log, stored or fresh, every time."""
         with self.lock:
             arch = self.device_arch.get(cc)
             if arch is not None:
-                return self.compiled[arch]
+                code = self.compiled[arch]
+                replay(log_stream, code.log)
+                return code
             source, where = self.source()
             names = self.name_expressions or ()
             iid = keys.index_id(source, self.compile_options, f"cc{cc}", names, where)
@@ -273,38 +325,12 @@ class _Build:
             _note(self)
             return code
 
-    def reset(self) -> None:
-        with self.lock:
-            self.modules.clear()
-            self.device_arch.clear()
 
-
-# ------------------------------------------------ the drop-ins' checks at construction
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in ("nvrtc", "nvcc"):
-        raise errors.RawcodeValueError(
-            f"backend={backend!r} is not supported: 'nvrtc' (compiled by cupy_rawcode) or "
-            "'nvcc' (handed to CuPy's own nvcc path)"
-        )
-
-
-def _cupy_for_nvcc(cls_name: str, args: tuple, kwargs: dict, position: int | None):
-    """CuPy's own RawKernel/RawModule when the call asks for backend='nvcc', else None: nvcc
-    compiles whole files with its own preprocessor, so the object is CuPy's, unchanged."""
-    backend = kwargs.get("backend")
-    if backend is None and position is not None and len(args) > position:
-        backend = args[position]
-    if backend != "nvcc":
-        return None
-    from cupy._core import raw  # CuPy's own classes, even where cupy.RawKernel is ours
-
-    return getattr(raw, cls_name)(*args, **kwargs)
+# ------------------------------------------------ a build's checks, at its first compile
 
 
 def _check_options(options) -> tuple[str, ...]:
-    """The options as a tuple, parsed now so that a malformed one fails at construction, naming
+    """The options as a tuple, parsed so that a malformed one fails before NVRTC runs, naming
     it (options.py is imported only when there are options: a warm hit needs it no further)."""
     if not isinstance(options, (tuple, list)) or not all(isinstance(o, str) for o in options):
         raise errors.RawcodeTypeError(f"options must be a tuple of str, not {options!r}")
@@ -314,38 +340,84 @@ def _check_options(options) -> tuple[str, ...]:
 
 
 def _check_code(code: str) -> None:
-    """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails here, at
-    construction, with the line of the code as given (inputs.py is imported only then)."""
+    """A source string NVRTC would misread (a NUL byte, a lone surrogate) fails before NVRTC
+    runs, with the line of the code as given (inputs.py is imported only then)."""
     if "\0" in code or not code.isascii():
         inputs.check_source(code, "<source>")
 
 
-def _check_name(name: str) -> None:
-    """A kernel name with a NUL byte (the driver would look up a shorter name) fails here."""
-    if "\0" in name or not name.isascii():
-        inputs.check_name(name, "kernel name")
+# ------------------------------------------------ loading a module, once per device and inputs
 
 
-# ------------------------------------------------ loading a module, once per device
+class _Shared:
+    """The modules loaded for one set of inputs, per device, with the code each was loaded
+    from (its log is replayed to a later ``log_stream``): one entry of CuPy's memo."""
+
+    __slots__ = ("codes", "lock", "modules")
+
+    def __init__(self):
+        self.modules: dict[int, object] = {}
+        self.codes: dict[int, Code | None] = {}
+        self.lock = threading.Lock()
+
+
+# share_key() -> _Shared, for the process's lifetime, as CuPy's memo (strong references: a
+# module loaded stays loaded, so a kernel made again on every call finds it)
+_shared: dict[tuple, _Shared] = {}
+_shared_lock = threading.Lock()
+
+
+def _join(build: _Build) -> _Shared:
+    """The shared record of ``build``'s inputs, made on first use. Inputs another object has
+    loaded are known good: they are checked only when new."""
+    try:
+        shared = _shared.get(build.share_key())
+    except TypeError:  # an unhashable option or name: check() says which
+        shared = None
+    if shared is None:
+        build.check()
+        with _shared_lock:
+            shared = _shared.setdefault(build.share_key(), _Shared())
+    build.checked = True
+    build.shared, build.modules = shared, shared.modules
+    return shared
 
 
 def device_module(build: _Build, log_stream=None):
-    """The CuPy Module for the current device, compiled and loaded on first use."""
+    """The CuPy Module for the current device, compiled and loaded on first use of these inputs
+    in this process; a ``log_stream`` is given NVRTC's log, stored or fresh."""
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
     mod = build.modules.get(dev)
-    if mod is not None:
-        return mod
-    with build.lock:
-        mod = build.modules.get(dev)
-        if mod is None:
-            if build.is_file:
-                assert build.path is not None  # is_file: the path of a cubin/ptx/fatbin
-                mod = _load_file(build.path)
-            else:
-                mod = _load_module(build.device_code(_compute_capability(), log_stream))
-            build.modules[dev] = mod
+    if mod is None:
+        return _load(build, dev, log_stream)
+    if log_stream is not None:
+        replay(log_stream, _code_log(build, dev))
+    return mod
+
+
+def _code_log(build: _Build, dev: int) -> str | None:
+    code = build.shared.codes.get(dev) if build.shared is not None else None
+    return code.log if code is not None else None
+
+
+def _load(build: _Build, dev: int, log_stream):
+    shared = build.shared or _join(build)
+    with shared.lock:
+        mod = shared.modules.get(dev)
+        if mod is not None:  # loaded for another object of the same inputs
+            replay(log_stream, _code_log(build, dev))
+            return mod
+        code = None
+        if build.is_file:
+            assert build.path is not None  # is_file: the path of a cubin/ptx/fatbin
+            mod = _load_file(build.path)
+        else:
+            code = build.device_code(_compute_capability(), log_stream)
+            mod = _load_module(code)
+        shared.codes[dev] = code
+        shared.modules[dev] = mod
         return mod
 
 

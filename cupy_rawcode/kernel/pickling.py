@@ -29,17 +29,20 @@ def build_state(build: _Build) -> dict:
     }
 
 
-def build_from_state(s: dict) -> _Build:
-    """The build that build_state described."""
+def build_from_state(s: dict, cooperative: bool = False) -> _Build:
+    """The build that build_state described (``cooperative``: its owner's flag, in the key of
+    the modules it shares with every object of the same inputs)."""
     compiled = {a: Code(k, bytes(d), dict(m)) for a, (k, d, m) in s["compiled"].items()}
+    options, names = s["options"], s["name_expressions"]
     return _Build(
         s["code"],
         s["path"],
-        tuple(s["options"]),
+        tuple(options) if isinstance(options, (tuple, list)) else options,
         s["translate_cucomplex"],
-        s["name_expressions"],
+        tuple(names) if isinstance(names, (tuple, list)) else names,
         compiled,
         bool(s.get("jitify")),
+        bool(cooperative),
     )
 
 
@@ -51,7 +54,7 @@ def pickled(build: _Build, **fields) -> dict:
 def unpickled(state: dict, what: str) -> _Build:
     """The build of a pickled ``what`` (RawKernel or RawModule), refusing another version."""
     _check_state(state, what)
-    return build_from_state(state["build"])
+    return build_from_state(state["build"], bool(state.get("enable_cooperative_groups")))
 
 
 def _check_state(state: dict, what: str) -> None:

@@ -158,17 +158,22 @@ PART1 = [
     ),
     (  # lines as given, not as translate_cucomplex's prepended includes shift them
         "RawKernel translate_cucomplex",
-        lambda p: RawKernel(NUL_SOURCE, "k", translate_cucomplex=True),
+        lambda p: RawKernel(NUL_SOURCE, "k", translate_cucomplex=True).compile(arch="sm_90"),
         BadInputError,
         "<source>:2:5: NUL",
     ),
     (
         "RawKernel option",
-        lambda p: RawKernel(KERNEL, "k", options=("-I\0x",)),
+        lambda p: RawKernel(KERNEL, "k", options=("-I\0x",)).compile(arch="sm_90"),
         BadInputError,
         r"options\[0\] '-I\\x00x'",
     ),
-    ("RawKernel name", lambda p: RawKernel(KERNEL, "k\0x"), BadInputError, "kernel name 'k"),
+    (
+        "RawKernel name",
+        lambda p: RawKernel(KERNEL, "k\0x").compile(arch="sm_90"),
+        BadInputError,
+        "kernel name 'k",
+    ),
     (
         "RawModule code",
         lambda p: RawModule(code=NUL_SOURCE).compile(arch="sm_90"),

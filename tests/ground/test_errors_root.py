@@ -110,7 +110,11 @@ CASES = [
     # kernel/ and launch/
     ("kernel code not str", lambda p: RawKernel(b"x", "k"), TypeError),
     ("kernel name not str", lambda p: RawKernel("x", 1), TypeError),
-    ("bad backend", lambda p: RawKernel("x", "k", backend="clang"), ValueError),
+    (
+        "bad backend",
+        lambda p: RawKernel("x", "k", backend="clang").compile(arch="sm_90"),
+        ValueError,
+    ),
     ("options not a tuple", lambda p: RawKernel("x", "k", options="-O3"), TypeError),
     ("code and path", lambda p: RawModule(code="x", path="x.cu"), TypeError),
     ("jitify a cubin", lambda p: RawModule(path="x.cubin", jitify=True), ValueError),

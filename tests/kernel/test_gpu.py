@@ -19,6 +19,14 @@ from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = pytest.mark.gpu
 
+
+@pytest.fixture(autouse=True)
+def _own_modules(monkeypatch):
+    """Each test loads its own modules: the drop-ins share one per inputs for the process, as
+    CuPy's memo does, and the counts below are of one test's loads."""
+    monkeypatch.setattr(building, "_shared", {})
+
+
 N = 1000
 RNG = np.random.default_rng(12345)
 

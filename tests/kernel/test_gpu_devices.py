@@ -39,6 +39,13 @@ SUMS = (("block_sum<float>", np.float32), ("block_sum<double>", np.float64))
 
 
 @pytest.fixture(autouse=True)
+def _own_modules(monkeypatch):
+    """Each test loads its own modules: the drop-ins share one per inputs for the process, as
+    CuPy's memo does, and the counts below are of one test's loads."""
+    monkeypatch.setattr(building, "_shared", {})
+
+
+@pytest.fixture(autouse=True)
 def _two_gpus():
     if gpu_count() < 2:
         pytest.skip("needs two CUDA GPUs")

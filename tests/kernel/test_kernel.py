@@ -14,6 +14,11 @@ import cupy_rawcode
 from cupy_rawcode.kernel.cucomplex import translate_cucomplex
 from cupy_rawcode.toolkit.discovery import choose_arch
 
+try:
+    import cupy
+except ImportError:  # the CuPy columns are skipped
+    cupy = None
+
 SCALE = r'extern "C" __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }'
 TEMPLATE = (
     "#include <cub/warp/warp_reduce.cuh>\n"
@@ -27,26 +32,79 @@ def test_constructing_never_compiles(compiles):
     assert compiles == []
 
 
-@pytest.mark.parametrize(
-    "make, message",
-    [
-        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", backend="hiprtc"), "backend='hiprtc'"),
-        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-I",)), "'-I' needs a value"),
-        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options=("-std=c++99",)), "c++99"),
-        (lambda: cupy_rawcode.RawKernel(SCALE, "scale", options="-DX"), "tuple of str"),
-        (lambda: cupy_rawcode.RawKernel(b"x", "scale"), "code must be str"),
-        (lambda: cupy_rawcode.RawModule(), "Exactly one of"),
-        (lambda: cupy_rawcode.RawModule(code="x", path="y.cubin"), "Exactly one of"),
-        (
-            lambda: cupy_rawcode.RawModule(path="k.cubin", name_expressions=["f<int>"]),
-            "need CUDA C++",
-        ),
-        (lambda: cupy_rawcode.RawModule(path="k.cubin", options=("-DX",)), "apply to source"),
-    ],
-)
-def test_bad_arguments_raise_clearly(make, message):
-    with pytest.raises((ValueError, TypeError), match=message.replace("+", r"\+")):
-        make()
+# refused at construction, as CuPy's typed arguments and its own checks refuse them there
+# (cupy: whether CuPy 14.2 raises the same class at construction; False: ours only, listed)
+CONSTRUCTION_ERRORS = [
+    (lambda m: m.RawKernel(SCALE, "scale", options="-DX"), TypeError, "tuple of str", True),
+    (lambda m: m.RawKernel(b"x", "scale"), TypeError, "code must be str", True),
+    (lambda m: m.RawKernel(SCALE, 1), TypeError, "name must be str", True),
+    (lambda m: m.RawKernel(SCALE, "scale", (), 1), TypeError, "backend must be str", True),
+    (lambda m: m.RawModule(), TypeError, "Exactly one of", True),
+    (lambda m: m.RawModule(code="x", path="y.cubin"), TypeError, "Exactly one of", True),
+    (lambda m: m.RawModule(code=b"x"), TypeError, "code must be str", True),
+    (
+        lambda m: m.RawModule(path="k.cubin", name_expressions=["f<int>"]),
+        ValueError,
+        "need CUDA C\\+\\+",
+        True,
+    ),
+    (lambda m: m.RawModule(path="k.cubin", jitify=True), ValueError, "precompiled", True),
+    (
+        lambda m: m.RawModule(code=SCALE, name_expressions=["f"], backend="nvrt"),
+        ValueError,
+        "only nvrtc supports",
+        True,
+    ),
+    (lambda m: m.RawModule(code=SCALE, jitify=True, backend="nvrt"), ValueError, "NVRTC", True),
+    (lambda m: m.RawModule(code=SCALE, name_expressions=5), TypeError, "not iterable", True),
+    (lambda m: m.RawModule(code=SCALE, name_expressions="f"), TypeError, "split into", False),
+]
+
+
+@pytest.mark.parametrize("make, exc, message, cupy_too", CONSTRUCTION_ERRORS)
+def test_wrong_argument_types_fail_at_construction_as_in_cupy(make, exc, message, cupy_too):
+    with pytest.raises(exc, match=message):
+        make(cupy_rawcode)
+    if cupy_too and cupy is not None:
+        with pytest.raises(exc):
+            make(cupy)
+
+
+# constructed, as CuPy constructs them (a module that makes a kernel it never launches works),
+# and refused at the first compile or launch, before NVRTC runs
+NUL_SOURCE = 'extern "C" __global__ void scale() {}\n// \0\n'
+COMPILE_ERRORS = [
+    (lambda m: m.RawKernel(SCALE, "scale", backend="hiprtc"), ValueError, "backend='hiprtc'"),
+    (lambda m: m.RawKernel(SCALE, "scale", backend=None), ValueError, "backend=None"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=("-I",)), ValueError, "'-I' needs a value"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=("-std=c++99",)), ValueError, "c\\+\\+99"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=("-x", "cu")), ValueError, "'cu' does not"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=(1,)), TypeError, "tuple of str"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=([1],)), TypeError, "tuple of str"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=None), TypeError, "tuple of str"),
+    (lambda m: m.RawKernel(None, "scale"), TypeError, "code must be str, not NoneType"),
+    (lambda m: m.RawKernel(SCALE, None), TypeError, "name must be str, not NoneType"),
+    (lambda m: m.RawKernel(NUL_SOURCE, "scale"), ValueError, "<source>:2:4: NUL"),
+    (lambda m: m.RawKernel(SCALE, "sc\0ale"), ValueError, "kernel name 'sc"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=("-DX=\0",)), ValueError, "options\\[0\\]"),
+    (lambda m: m.RawModule(code=SCALE, options=("-I",)), ValueError, "'-I' needs a value"),
+    (lambda m: m.RawModule(code=SCALE, backend="nvrt"), ValueError, "backend='nvrt'"),
+    (lambda m: m.RawModule(code=SCALE, name_expressions=[1]), ValueError, "name expression 1"),
+    (lambda m: m.RawModule(code=SCALE, name_expressions=["f<\0>"]), ValueError, "NUL"),
+    (lambda m: m.RawModule(code=NUL_SOURCE), ValueError, "<source>:2:4: NUL"),
+]
+
+
+@pytest.mark.parametrize("make, exc, message", COMPILE_ERRORS)
+def test_bad_values_construct_and_fail_at_compile_before_nvrtc(make, exc, message, compiles):
+    made = make(cupy_rawcode)  # constructs, as CuPy's does
+    if cupy is not None:
+        make(cupy)
+    with pytest.raises(exc, match=message):
+        made.compile(arch="sm_90")
+    with pytest.raises(exc, match=message):  # and again: nothing was kept
+        made.compile(arch="sm_90")
+    assert compiles == []
 
 
 def test_jitify_flag_gives_the_same_code_under_a_key_of_its_own(compiles):

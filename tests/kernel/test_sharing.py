@@ -1,0 +1,224 @@
+"""Module sharing as CuPy's ``_get_raw_module`` memo does it, without a GPU: every RawKernel and
+RawModule of the same inputs shares one loaded module per device (so its ``__device__`` state and
+its functions' attributes), compile() keeps what is loaded, and a kernel made again on every call
+finds the module without keying or reading the store. The device layer is a fake: the current
+device, its compute capability and the module loader (the code itself is compiled by NVRTC)."""
+
+import copy
+import io
+import pickle
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+import cupy_rawcode
+import cupy_rawcode.kernel
+from cupy_rawcode.kernel import building
+
+cupy = pytest.importorskip("cupy")  # the drop-ins ask CuPy for the current device
+
+SRC = (
+    "__device__ int state;\n"
+    'extern "C" __global__ void set(int v) { state = v; }\n'
+    'extern "C" __global__ void get(int* out) { out[0] = state; }\n'
+)
+WARNS = 'extern "C" __global__ void w(float* x) { int unused = 3; x[0] = 1.0f; }\n'
+UNUSED = 'variable "unused" was declared but never referenced'
+
+
+class FakeModule:
+    """What CuPy's Module answers, with the code it was loaded from."""
+
+    def __init__(self, code):
+        self.code = code
+        self.mapping = dict(code.symbols) if code is not None and code.symbols else None
+
+    def get_function(self, name):
+        return SimpleNamespace(module=self, name=name)
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """A fake GPU: device ``device.dev`` (of compute capability 90); ``device.loads`` holds
+    each module loaded. The process's table of modules starts empty."""
+    state = SimpleNamespace(dev=0, loads=[])
+    monkeypatch.setattr(building, "_shared", {}, raising=False)
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: state.dev)
+    monkeypatch.setattr(building, "_compute_capability", lambda: 90)
+    monkeypatch.setattr(cupy_rawcode.kernel, "_compute_capability", lambda: 90)
+
+    def load(code):
+        state.loads.append(code)
+        return FakeModule(code)
+
+    def load_file(path):
+        state.loads.append(path)
+        return FakeModule(None)
+
+    monkeypatch.setattr(building, "_load_module", load)
+    monkeypatch.setattr(building, "_load_file", load_file)
+    return state
+
+
+def module_of(obj):
+    return building.device_module(obj._build)
+
+
+def _pickled(make):
+    return lambda: pickle.loads(pickle.dumps(make()))
+
+
+K = cupy_rawcode.RawKernel
+M = cupy_rawcode.RawModule
+# (first object, second object, whether they share one module: CuPy's memo key decides)
+PAIRS = {
+    "two kernels, other names": (lambda: K(SRC, "set"), lambda: K(SRC, "get"), True),
+    "kernel and module": (lambda: K(SRC, "set"), lambda: M(code=SRC), True),
+    "two modules": (lambda: M(code=SRC), lambda: M(code=SRC), True),
+    "equal options": (
+        lambda: K(SRC, "set", options=("-DX=1",)),
+        lambda: K(SRC, "get", options=["-DX=1"]),
+        True,
+    ),
+    "a pickled kernel": (lambda: K(SRC, "set"), _pickled(lambda: K(SRC, "get")), True),
+    "a pickled module": (lambda: M(code=SRC), _pickled(lambda: M(code=SRC)), True),
+    "other options": (lambda: K(SRC, "set"), lambda: K(SRC, "set", options=("-DX=1",)), False),
+    "other source": (lambda: K(SRC, "set"), lambda: K(SRC + "\n", "set"), False),
+    "translate_cucomplex": (
+        lambda: K(SRC, "set"),
+        lambda: K(SRC, "set", translate_cucomplex=True),
+        False,
+    ),
+    "cooperative": (
+        lambda: K(SRC, "set"),
+        lambda: K(SRC, "set", enable_cooperative_groups=True),
+        False,
+    ),
+    "jitify": (lambda: K(SRC, "set"), lambda: K(SRC, "set", jitify=True), False),
+    "name expressions": (
+        lambda: M(code=SRC),
+        lambda: M(code=SRC, name_expressions=["set"]),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAIRS))
+def test_objects_of_the_same_inputs_share_one_module_per_device(case, device):
+    first, second, shared = PAIRS[case]
+    a, b = first(), second()
+    assert (module_of(a) is module_of(b)) == shared
+    assert len(device.loads) == (1 if shared else 2)
+    device.dev = 1  # another device: a module of its own, shared again
+    assert (module_of(a) is module_of(b)) == shared
+    assert len(device.loads) == (2 if shared else 4)
+
+
+def test_copies_and_get_function_kernels_share_the_module(device):
+    m = M(code=SRC)
+    k = m.get_function("set")
+    twin = copy.copy(K(SRC, "get"))
+    assert k.kernel.module is twin.kernel.module is module_of(m)
+    assert len(device.loads) == 1
+
+
+def test_compile_keeps_what_is_loaded(device):
+    """compile() reloads nothing (CuPy's memo answers it): kernels and globals obtained
+    before stay valid, for the module, its kernels and their siblings."""
+    m = M(code=SRC)
+    set_, get = m.get_function("set"), m.get_function("get")
+    mod, fn = module_of(m), set_.kernel
+    other = K(SRC, "get")
+    other_fn = other.kernel
+    m.compile()
+    set_.compile()
+    other.compile()
+    assert module_of(m) is mod and set_.kernel is fn and other.kernel is other_fn
+    assert get.kernel.module is mod
+    assert len(device.loads) == 1
+
+
+def test_compile_with_a_log_stream_replays_the_log_without_reloading(device):
+    k = K(WARNS, "w")
+    first = io.StringIO()
+    k.compile(log_stream=first)
+    assert UNUSED in first.getvalue()
+    for obj in (k, K(WARNS, "w"), M(code=WARNS)):  # the same object, and new ones
+        log = io.StringIO()
+        obj.compile(log_stream=log)
+        assert log.getvalue() == first.getvalue()
+    assert len(device.loads) == 1
+
+
+def test_a_kernel_made_on_every_call_neither_keys_nor_reads_the_store(device, monkeypatch):
+    """The common ``RawKernel(code, name)(...)`` inside a hot function: once the module is
+    loaded, a new object's first launch finds it (no source read, index id or store read)."""
+    assert K(SRC, "set").kernel is not None
+    calls = []
+    for where, name in (
+        (building._Build, "source"),
+        (building._Build, "device_code"),
+        (building.keys, "index_id"),
+        (building.keys, "index_lookup"),
+        (building, "default_store"),
+    ):
+        real = getattr(where, name)
+        monkeypatch.setattr(
+            where, name, lambda *a, _n=name, _r=real, **k: (calls.append(_n), _r(*a, **k))[1]
+        )
+    for _ in range(3):
+        assert K(SRC, "set").kernel.module is K(SRC, "get").kernel.module
+    assert calls == [] and len(device.loads) == 1
+
+
+def test_distinct_objects_racing_on_a_first_launch_load_once(device, compiles):
+    src = SRC + "// race\n"
+    barrier, got, errors = threading.Barrier(16), [], []
+
+    def launch(i):
+        try:
+            k = K(src, ("set", "get")[i % 2])
+            barrier.wait()
+            got.append(k.kernel.module)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len({id(m) for m in got}) == 1
+    assert len(device.loads) == 1 and len(compiles) == 1
+
+
+def test_bad_input_fails_at_launch_before_anything_loads(device, compiles):
+    k = K(SRC, "set", options=("-I",))  # constructs, as CuPy's does
+    with pytest.raises(ValueError, match="'-I' needs a value"):
+        _ = k.kernel
+    with pytest.raises(ValueError, match="backend='nvrt'"):
+        M(code=SRC, backend="nvrt").get_function("set")
+    with pytest.raises(ValueError, match="backend='nvrt'"):
+        _ = M(code=SRC, backend="nvrt").module
+    assert device.loads == [] and compiles == []
+
+
+def test_a_compiled_file_ignores_options_and_is_nvccs_as_in_cupy(device, tmp_path):
+    path = str(tmp_path / "k.cubin")
+    m = M(path=path, options=("-DX=1",), translate_cucomplex=True)
+    k = m.get_function("set")
+    got = (m.options, m.translate_cucomplex, m.backend, k.backend, k.options, k.file_path)
+    assert got == ((), False, "nvcc", "nvcc", (), path)
+    assert device.loads == [path]
+    assert module_of(M(path=path)) is module_of(m)  # shared, as CuPy's memo shares it
+    back = pickle.loads(pickle.dumps(k))
+    assert (back.backend, back.kernel.module) == ("nvcc", module_of(m))
+    if cupy is not None:
+        theirs = cupy.RawModule(path=path, options=("-DX=1",), translate_cucomplex=True)
+        assert (theirs.options, theirs.backend) == ((), "nvcc")
+
+
+def test_a_cu_path_keeps_its_options_and_nvrtc():
+    m = M(path="k.cu", options=("-DX=1",))
+    assert (m.options, m.backend) == (("-DX=1",), "nvrtc")

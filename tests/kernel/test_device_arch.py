@@ -20,6 +20,8 @@ def _made(code: bytes) -> str:
     """'cubin sm_90', 'cubin sm_90a' or 'ptx sm_90' for compiled code."""
     if code[:4] == b"\x7fELF":
         flags = struct.unpack_from("<I", code, 0x30)[0]
+        if code[7] == 0x41:  # CUDA's newer ELF ABI (sm_100 and up; every arch from CUDA 13)
+            return f"cubin sm_{flags >> 8 & 0xFF}{'a' if flags & 0x8 else ''}"
         return f"cubin sm_{flags & 0xFF}{'a' if flags & 0x800 else ''}"
     target = next(x for x in code.decode().splitlines() if x.startswith(".target"))
     return f"ptx {target.split()[1]}"

@@ -102,9 +102,19 @@ def cache_dir() -> Path:
         return given
     explicit = config.cache_dir_variable()
     if explicit:
-        return absolute(explicit)
+        return _first_reading(explicit)
     xdg = config.xdg_cache_home()
-    return absolute(Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "cupy-rawcode"
+    return (_first_reading(xdg) if xdg else Path.home() / ".cache") / "cupy-rawcode"
+
+
+_read: dict[str, Path] = {}  # a variable's value -> the directory it named when first read
+
+
+def _first_reading(value: str) -> Path:
+    """The directory a variable's ``value`` named the first time this process read it: a
+    relative CUPY_RAWCODE_CACHE_DIR keeps naming one cache after an ``os.chdir``."""
+    found = _read.get(value)
+    return found if found is not None else _read.setdefault(value, absolute(value))
 
 
 def absolute(path: str | os.PathLike) -> Path:

@@ -188,6 +188,19 @@ def test_a_relative_cache_dir_variable_is_read_as_an_absolute_path(tmp_path, mon
     assert DirectoryStore("rel").root == tmp_path / "rel"
 
 
+def test_a_relative_cache_dir_variable_names_one_cache_for_the_process(tmp_path, monkeypatch):
+    """Read first in app/, CUPY_RAWCODE_CACHE_DIR=kcache-<unique> is app/kcache-<unique> after
+    an os.chdir too: compiles keep their cache (they went to a new one in each directory)."""
+    name = f"kcache-{tmp_path.name}"  # a value no other test has read in this process
+    (tmp_path / "app").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "app")
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", name)
+    assert cache_location().path == tmp_path / "app" / name
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert cache_location().path == tmp_path / "app" / name
+
+
 # ------------------------------------------------- 8: a pull counts what was stored
 
 

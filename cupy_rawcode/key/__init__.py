@@ -103,7 +103,7 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
 _stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 _sizebound = deferred("cupy_rawcode.store.sizebound")  # publishing it: saving an entry only
 
-INDEX_SCHEMA = "cupy-rawcode-index-9"  # 2: stamps digest the values only; 3: stamps hold the
+INDEX_SCHEMA = "cupy-rawcode-index-10"  # 2: stamps digest the values only; 3: stamps hold the
 #                                      ctime; 4: a standard floor NVRTC can reach (liveness.py);
 #                                      5: the CCCL roots before -I (search.py: CuPy's order)
 #                                      6: includes however spelled (%:include), and a floor read
@@ -112,9 +112,29 @@ INDEX_SCHEMA = "cupy-rawcode-index-9"  # 2: stamps digest the values only; 3: st
 #                                      8: its third (computed includes, '..' past symlinks)
 #                                      9: options naming a file NVRTC writes are never kept;
 #                                      an #include_next reached twice; -include in the cwd
+#                                      10: the working directory of a relative -I/-isystem
 
 
 _PRE_INCLUDE = ("-include", "--pre-include")  # headers/options.py's spellings
+_DIRECTORY = ("-I", "--include-path", "-isystem")  # and of a directory searched
+
+
+def cwd_matters(options) -> bool:
+    """Whether the working directory is part of what ``options`` mean: a pre-include (searched
+    there first), or a directory named by a relative path (-I inc: another directory's inc/
+    in another working directory). Read as text, without parsing the options."""
+    for i, item in enumerate(options):
+        o = item.strip() if isinstance(item, str) else ""
+        if o.startswith(_PRE_INCLUDE):
+            return True
+        spelled = next((d for d in _DIRECTORY if o.startswith(d)), None)
+        if spelled is not None:
+            value = o[len(spelled) :].lstrip("=").strip()
+            if not value and i + 1 < len(options) and isinstance(options[i + 1], str):
+                value = options[i + 1].strip()
+            if not os.path.isabs(value):
+                return True
+    return False
 
 
 def index_id(
@@ -136,8 +156,8 @@ def index_id(
         ("source_dir", source_dir or ""),
     ]
     fields += [("option", o) for o in options]
-    if any("include" in o and o.strip().startswith(_PRE_INCLUDE) for o in options):
-        fields.append(("cwd", os.getcwd()))  # a pre-include is searched there first
+    if cwd_matters(options):
+        fields.append(("cwd", os.getcwd()))
     fields += [("name_expression", n) for n in name_expressions]
     fields += [("env", f"{k}={v}") for k, v in config.key_environment()]
     fields += [("python", sys.executable), ("prefix", sys.prefix)]

@@ -302,6 +302,51 @@ def test_every_raw_input_is_in_the_index_id(change):
     assert index_id(*base) == index_id(*base)
 
 
+@pytest.mark.parametrize(
+    "options, cwd_counts",
+    [
+        (("-Iinc",), True),  # another working directory: another inc/
+        (("-I", "inc"), True),
+        (("--include-path=inc",), True),
+        (("-isystem", "../inc"), True),
+        (("-include", "pre.h"), True),  # searched in the working directory first
+        (("-I/abs/inc",), False),
+        (("--include-path", "/abs/inc", "-DX=1"), False),
+        (("-DX=1", "-std=c++17"), False),
+    ],
+)
+def test_the_working_directory_is_in_the_index_id_when_the_options_depend_on_it(
+    tmp_path, monkeypatch, options, cwd_counts
+):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    here = index_id("src", options, "cc90", (), None)
+    monkeypatch.chdir(tmp_path / "b")
+    assert (index_id("src", options, "cc90", (), None) != here) == cwd_counts
+
+
+def test_a_relative_include_directory_in_another_directory_is_not_answered_by_the_index(
+    tmp_path, monkeypatch
+):
+    """-Iinc in a/ and then in b/ (another process): b/inc/v.h is compiled, not a/'s kernel
+    (the index answered with a/'s key while a/inc/v.h still held)."""
+    src = '#include "v.h"\nextern "C" __global__ void k(int* o) { o[0] = V; }\n'
+    for d, v in (("a", 1), ("b", 2)):
+        (tmp_path / d / "inc").mkdir(parents=True)
+        (tmp_path / d / "inc" / "v.h").write_text(f"#define V {v}\n")
+    monkeypatch.chdir(tmp_path / "a")
+    RawKernel(src, "k", ("-Iinc",))._build.device_code(CC)
+    _new_process()
+    monkeypatch.chdir(tmp_path / "b")
+    build = RawKernel(src, "k", ("-Iinc",))._build
+    got = _lookup(build)
+    assert got is None or got["key"] == _full_key(build)
+    build.device_code(CC)
+    _new_process()
+    assert _lookup(build)["key"] == _full_key(build)
+
+
 def test_the_index_stamps_the_toolchain_record_the_closure_and_the_package():
     build = RawKernel(corpus("block_scan.cu"), "kern")._build
     build.device_code(CC)

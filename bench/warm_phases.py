@@ -34,7 +34,7 @@ import cupy_rawcode
 # index is key/__init__.py (key/index.py before the layout moved it)
 from cupy_rawcode import ground, kernel, key, store
 from cupy_rawcode.ground import config
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import building, loading
 from cupy_rawcode.store import directory, entry, layout
 t_imp = time.perf_counter() - t0
 T = {}
@@ -54,7 +54,7 @@ wrap(ground.StampedRecord, "load", "record load (with stamps)")
 wrap(layout, "owned", "cache owned check")
 wrap(config, "validate", "config validation") if hasattr(config, "validate") else None
 wrap(store.Levels, "fetch", "store read")
-wrap(building, "_load_module", "module load")
+wrap(loading, "_load_module", "module load")
 t1 = time.perf_counter()
 k = cupy_rawcode.RawKernel(src, "kern"); k.kernel
 T["after imports"] = time.perf_counter() - t1

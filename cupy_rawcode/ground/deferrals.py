@@ -105,6 +105,7 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.kernel.pickling": "what a pickle carries: pickling only",
     "cupy_rawcode.kernel.cucomplex": "translate_cucomplex=True only",
     "cupy_rawcode.kernel.explicit": "a drop-in's compile() or typed launch() only",
+    "cupy_rawcode.kernel.loading": "loading a module: the CuPy hook's (as kernel.building)",
     "cupy_rawcode.kernel.building": "building and loading kernels: the CuPy hook (loaded when "
     "CuPy is, by the interpreter-start hook of autoinstall.py) needs it for a jitify=True "
     "compile, or to load a module, only",

@@ -8,7 +8,7 @@ the contents of every header NVRTC can read through them, CuPy's NVRTC version, 
 CuPy's own version),
 and the orchestrator (orchestrator/payloads.py) looks the key up in the store (memory, disk,
 bundles, Redis); on a hit the stored payload is loaded as CuPy loads an entry of its own cache,
-by the classes' loader (kernel/building.py). On a miss CuPy's own function runs, with
+by the classes' loader (kernel/loading.py). On a miss CuPy's own function runs, with
 CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles, "saves" its
 payload, and the payload goes to our store instead of CuPy's directory.
 
@@ -31,7 +31,7 @@ from ..ground.errors import MissingHeaderError
 
 # the store, the key and the loader: a served or compiled call's, never the reading of a call
 # (call_from), which every wrapped CuPy compile does whatever the scope
-building = deferred("cupy_rawcode.kernel.building")
+loading = deferred("cupy_rawcode.kernel.loading")
 cupy_key = deferred("cupy_rawcode.key.cupy")
 payloads = deferred("cupy_rawcode.orchestrator.payloads")
 if TYPE_CHECKING:
@@ -124,18 +124,18 @@ def key_of(call: Call) -> str:
 def load(call: Call, payload: bytes):
     """A CuPy Module from a stored payload, exactly as CuPy loads an entry of its own cache
     (for name expressions: the mangled names recorded at compile time), by the classes' loader
-    (kernel/building.py); None when the payload is not one CuPy can use."""
+    (kernel/loading.py); None when the payload is not one CuPy can use."""
     from cupy.cuda import compiler
 
     module = compiler.function.Module  # as CuPy's compile makes it (unloaded() replaces it)
     if not call.name_expressions:
-        return building.load_bytes(payload, None, module)
+        return loading.load_bytes(payload, None, module)
     decoded = compiler._decode_cache_payload(payload, len(call.name_expressions))
     if decoded is None:
         return None
     mangled, cubin = decoded
     mapping = dict(zip(sorted(call.name_expressions), mangled, strict=True))
-    return building.load_bytes(cubin, mapping, module)
+    return loading.load_bytes(cubin, mapping, module)
 
 
 def cached(call: Call) -> bool:

@@ -28,6 +28,7 @@ jitify = deferred("cupy_rawcode.orchestrator.jitify")  # a jitify=True compile r
 flow = deferred("cupy_rawcode.orchestrator.flow")
 options_module = deferred("cupy_rawcode.headers.options")
 building = deferred("cupy_rawcode.kernel.building")
+loading = deferred("cupy_rawcode.kernel.loading")
 
 SCOPES = ("jitify", "all")
 _lock = threading.Lock()
@@ -113,7 +114,7 @@ def _compile_for_cupy(source: str, options: tuple[str, ...], arch, name_expressi
         target=target, device=True,
     )  # fmt: skip
     code = building.build(req, log_stream=log_stream, jitify=True)
-    return building._load_module(code)
+    return loading._load_module(code)
 
 
 def install(scope: str = "jitify") -> None:

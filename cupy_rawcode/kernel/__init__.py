@@ -21,8 +21,8 @@ from .building import (
     _Build,
     _compute_capability,
     build,
-    device_module,
 )
+from .loading import device_module
 
 cupy = deferred("cupy")
 errors = deferred("cupy_rawcode.ground.errors")  # the classes below the roots: when raised

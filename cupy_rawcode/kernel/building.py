@@ -9,11 +9,11 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # the warm index, read as keys.index_lookup (a module attribute: bench/warm_phases.py wraps it)
 from .. import key as keys
-from ..ground import deferred
+from ..ground import config, deferred
 from ..store import default_store
 from ..store.entry import entry_log
 
@@ -188,8 +188,10 @@ class _Build:
         self.cooperative = cooperative  # in CuPy's memo key: a module of its own
         self.compiled: dict[str, Code] = dict(compiled or {})
         self.device_arch: dict[int, str] = {}  # compute capability -> the arch compiled for it
-        self.modules: dict[int, object] = {}  # device -> module: the _Shared's, once joined
-        self.shared: _Shared | None = None
+        self.index_ids: dict[int, str] = {}  # compute capability -> its warm index id
+        self.modules: dict[int, object] = {}  # device -> the module this object launches from
+        self.codes: dict[int, Code | None] = {}  # device -> that module's code (None: a file)
+        self.shared: Any = None  # loading._Shared, once joined (loading imports this module)
         self.checked = False
         self.lock = threading.RLock()
 
@@ -216,15 +218,20 @@ class _Build:
 
     def share_key(self) -> tuple:
         """What CuPy's ``_get_raw_module`` memo keys a module on, less the backend (ours is
-        NVRTC's, checked before) and the log stream (a stored log is replayed instead)."""
+        NVRTC's, checked before) and the log stream (a stored log is replayed instead); and what
+        its memo misses: a file's absolute path and its text (a .cu) or stamp (compiled), the
+        working directory a relative -I counts from, the environment a key reads. Headers are
+        checked when a module is taken (_holds)."""
         return (
             self.code,
-            self.path,
+            _file_identity(self.path) if self.path is not None else None,
             self.options,
             self.translate,
             self.cooperative,
             self.jitify,
             self.name_expressions,
+            os.getcwd() if keys.cwd_matters(self.options) else None,
+            tuple(config.key_environment()),
         )
 
     def source(self) -> tuple[str, str | None]:
@@ -314,6 +321,7 @@ class _Build:
             iid = keys.index_id(source, self.compile_options, f"cc{cc}", names, where)
             if pending:
                 _await_warmup(iid)
+            self.index_ids[cc] = iid
             hit = _indexed(iid, log_stream, (source, where, self.source_name))
             if hit is not None:
                 arch, code = hit
@@ -324,6 +332,24 @@ class _Build:
             self.device_arch[cc] = arch
             _note(self)
             return code
+
+
+def _file_identity(path: str) -> tuple:
+    """A file module's identity: its absolute path (a relative one after an os.chdir is another
+    file) and its text (a .cu: it is compiled) or stamp (a cubin/ptx/fatbin: loaded as it is)."""
+    full = os.path.abspath(path)
+    if not path.endswith(".cu"):
+        try:
+            st = os.stat(full)
+        except OSError:
+            return (full,)  # loading it says what is wrong
+        return (full, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    from ..ground.inputs import read_source
+
+    try:
+        return (full, read_source(full))
+    except (OSError, ValueError):
+        return (full,)  # compiling it says what is wrong
 
 
 # ------------------------------------------------ a build's checks, at its first compile
@@ -344,107 +370,3 @@ def _check_code(code: str) -> None:
     runs, with the line of the code as given (inputs.py is imported only then)."""
     if "\0" in code or not code.isascii():
         inputs.check_source(code, "<source>")
-
-
-# ------------------------------------------------ loading a module, once per device and inputs
-
-
-class _Shared:
-    """The modules loaded for one set of inputs, per device, with the code each was loaded
-    from (its log is replayed to a later ``log_stream``): one entry of CuPy's memo."""
-
-    __slots__ = ("codes", "lock", "modules")
-
-    def __init__(self):
-        self.modules: dict[int, object] = {}
-        self.codes: dict[int, Code | None] = {}
-        self.lock = threading.Lock()
-
-
-# share_key() -> _Shared, for the process's lifetime, as CuPy's memo (strong references: a
-# module loaded stays loaded, so a kernel made again on every call finds it)
-_shared: dict[tuple, _Shared] = {}
-_shared_lock = threading.Lock()
-
-
-def _join(build: _Build) -> _Shared:
-    """The shared record of ``build``'s inputs, made on first use. Inputs another object has
-    loaded are known good: they are checked only when new."""
-    try:
-        shared = _shared.get(build.share_key())
-    except TypeError:  # an unhashable option or name: check() says which
-        shared = None
-    if shared is None:
-        build.check()
-        with _shared_lock:
-            shared = _shared.setdefault(build.share_key(), _Shared())
-    build.checked = True
-    build.shared, build.modules = shared, shared.modules
-    return shared
-
-
-def device_module(build: _Build, log_stream=None):
-    """The CuPy Module for the current device, compiled and loaded on first use of these inputs
-    in this process; a ``log_stream`` is given NVRTC's log, stored or fresh."""
-    import cupy
-
-    dev = cupy.cuda.runtime.getDevice()
-    mod = build.modules.get(dev)
-    if mod is None:
-        return _load(build, dev, log_stream)
-    if log_stream is not None:
-        replay(log_stream, _code_log(build, dev))
-    return mod
-
-
-def _code_log(build: _Build, dev: int) -> str | None:
-    code = build.shared.codes.get(dev) if build.shared is not None else None
-    return code.log if code is not None else None
-
-
-def _load(build: _Build, dev: int, log_stream):
-    shared = build.shared or _join(build)
-    with shared.lock:
-        mod = shared.modules.get(dev)
-        if mod is not None:  # loaded for another object of the same inputs
-            replay(log_stream, _code_log(build, dev))
-            return mod
-        code = None
-        if build.is_file:
-            assert build.path is not None  # is_file: the path of a cubin/ptx/fatbin
-            mod = _load_file(build.path)
-        else:
-            code = build.device_code(_compute_capability(), log_stream)
-            mod = _load_module(code)
-        shared.codes[dev] = code
-        shared.modules[dev] = mod
-        return mod
-
-
-def _load_module(code: Code):
-    """Load compiled bytes into a CuPy Module on the current device (cubin and PTX alike)."""
-    return load_bytes(code.data, code.symbols)
-
-
-def load_bytes(data: bytes, mapping: dict | None = None, module=None):
-    """The one module loader (the classes' and install()'s CuPy compiles): ``data`` loaded into
-    a new ``module`` (default: CuPy's Module), with ``mapping`` (name expression -> mangled
-    name) set when there is one."""
-    if module is None:
-        from cupy.cuda.function import Module  # CuPy: imported when a module loads
-
-        module = Module
-    mod = module()
-    mod.load(data)
-    if mapping:
-        mod._set_mapping(dict(mapping))
-    return mod
-
-
-def _load_file(path: str):
-    """Load a cubin, PTX or fatbin file into a CuPy Module on the current device."""
-    from cupy.cuda.function import Module  # CuPy: imported when a module loads
-
-    mod = Module()
-    mod.load_file(path)
-    return mod

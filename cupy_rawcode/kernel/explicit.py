@@ -9,7 +9,8 @@ from __future__ import annotations
 import warnings
 
 from ..ground import deferred
-from .building import Code, _Build, _join, options_module, replay
+from .building import Code, _Build, options_module, replay
+from .loading import _join
 
 cupy = deferred("cupy")
 errors = deferred("cupy_rawcode.ground.errors")
@@ -24,8 +25,8 @@ def current_code(build: _Build, cc: int, log_stream=None) -> Code:
     build's device code, compiled or found now (the device is asked only when a module of these
     inputs is loaded somewhere)."""
     shared = build.shared or _join(build)
-    if shared.codes:
-        code = shared.codes.get(cupy.cuda.runtime.getDevice())
+    if shared.codes or build.codes:
+        code = build.codes.get(cupy.cuda.runtime.getDevice())
         if code is not None:
             replay(log_stream, code.log)
             return code

@@ -192,7 +192,7 @@ def plan(kernels, arch=None) -> tuple[list[Item], list[Item], list[tuple[Item, T
                 continue
             try:
                 source, where = b.source()
-            except (OSError, ValueError) as e:  # unreadable, or bad input (inputs.py)
+            except (OSError, ValueError, TypeError) as e:  # unreadable, or bad input (checks)
                 item.error = f"{type(e).__name__}: {e}"
                 failed.append(item)
                 continue

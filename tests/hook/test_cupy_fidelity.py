@@ -15,7 +15,7 @@ from cupy_rawcode.ground import errors
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.options import parse_options, with_cupy_defaults
 from cupy_rawcode.hook import install as hook
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 from cupy_rawcode.orchestrator import jitify as jitify_compat
 
 ARCH = "sm_90"
@@ -408,7 +408,7 @@ DROPPING = {
 
 def _jitify_compile(monkeypatch, src: str, root):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
-    monkeypatch.setattr(building, "_load_module", lambda code: code)
+    monkeypatch.setattr(loading, "_load_module", lambda code: code)
     return hook._compile_for_cupy(src, (f"-I{root}/inc", "-DCUPY_USE_JITIFY"), "90", None, None)
 
 

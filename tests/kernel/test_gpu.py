@@ -14,7 +14,7 @@ from conftest import CORPUS, ROOT, corpus
 
 import cupy_rawcode
 import cupy_rawcode.kernel
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 from cupy_rawcode.orchestrator import compiling as program
 
 pytestmark = pytest.mark.gpu
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 def _own_modules(monkeypatch):
     """Each test loads its own modules: the drop-ins share one per inputs for the process, as
     CuPy's memo does, and the counts below are of one test's loads."""
-    monkeypatch.setattr(building, "_shared", {})
+    monkeypatch.setattr(loading, "_shared", {})
 
 
 N = 1000
@@ -83,11 +83,11 @@ def test_sixteen_threads_racing_on_first_launch_compile_and_load_once(monkeypatc
     import cupy as cp
 
     compiles, loads = [], []
-    orig_compile, orig_load = program._nvrtc_compile, building._load_module
+    orig_compile, orig_load = program._nvrtc_compile, loading._load_module
     monkeypatch.setattr(
         program, "_nvrtc_compile", lambda *a: (compiles.append(1), orig_compile(*a))[1]
     )
-    monkeypatch.setattr(building, "_load_module", lambda *a: (loads.append(1), orig_load(*a))[1])
+    monkeypatch.setattr(loading, "_load_module", lambda *a: (loads.append(1), orig_load(*a))[1])
     src = corpus("block_reduce.cu") + "\n// race\n"
     k = cupy_rawcode.RawKernel(src, "kern")
     x = RNG.standard_normal(N).astype(np.float32)

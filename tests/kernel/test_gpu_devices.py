@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, gpu_count
 
 import cupy_rawcode
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 
 pytestmark = pytest.mark.gpu
 
@@ -42,7 +42,7 @@ SUMS = (("block_sum<float>", np.float32), ("block_sum<double>", np.float64))
 def _own_modules(monkeypatch):
     """Each test loads its own modules: the drop-ins share one per inputs for the process, as
     CuPy's memo does, and the counts below are of one test's loads."""
-    monkeypatch.setattr(building, "_shared", {})
+    monkeypatch.setattr(loading, "_shared", {})
 
 
 @pytest.fixture(autouse=True)
@@ -55,8 +55,8 @@ def _two_gpus():
 def loads(monkeypatch):
     """The modules the drop-ins load in this process, one item each."""
     calls = []
-    real = building._load_module
-    monkeypatch.setattr(building, "_load_module", lambda *a: (calls.append(1), real(*a))[1])
+    real = loading._load_module
+    monkeypatch.setattr(loading, "_load_module", lambda *a: (calls.append(1), real(*a))[1])
     return calls
 
 

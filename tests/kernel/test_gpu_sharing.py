@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import cupy_rawcode
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +31,7 @@ WHICH = ["cupy_rawcode", "cupy"]
 @pytest.fixture(autouse=True)
 def _own_modules(monkeypatch):
     """Each test starts with no module loaded by the drop-ins (CuPy's memo keeps its own)."""
-    monkeypatch.setattr(building, "_shared", {})
+    monkeypatch.setattr(loading, "_shared", {})
 
 
 def _ns(which):

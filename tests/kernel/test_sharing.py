@@ -14,7 +14,7 @@ import pytest
 
 import cupy_rawcode
 import cupy_rawcode.kernel
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import building, loading
 
 cupy = pytest.importorskip("cupy")  # the drop-ins ask CuPy for the current device
 
@@ -43,7 +43,7 @@ def device(monkeypatch):
     """A fake GPU: device ``device.dev`` (of compute capability 90); ``device.loads`` holds
     each module loaded. The process's table of modules starts empty."""
     state = SimpleNamespace(dev=0, loads=[])
-    monkeypatch.setattr(building, "_shared", {}, raising=False)
+    monkeypatch.setattr(loading, "_shared", {}, raising=False)
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: state.dev)
     monkeypatch.setattr(building, "_compute_capability", lambda: 90)
     monkeypatch.setattr(cupy_rawcode.kernel, "_compute_capability", lambda: 90)
@@ -56,13 +56,13 @@ def device(monkeypatch):
         state.loads.append(path)
         return FakeModule(None)
 
-    monkeypatch.setattr(building, "_load_module", load)
-    monkeypatch.setattr(building, "_load_file", load_file)
+    monkeypatch.setattr(loading, "_load_module", load)
+    monkeypatch.setattr(loading, "_load_file", load_file)
     return state
 
 
 def module_of(obj):
-    return building.device_module(obj._build)
+    return loading.device_module(obj._build)
 
 
 def _pickled(make):
@@ -153,7 +153,8 @@ def test_compile_with_a_log_stream_replays_the_log_without_reloading(device):
 
 def test_a_kernel_made_on_every_call_neither_keys_nor_reads_the_store(device, monkeypatch):
     """The common ``RawKernel(code, name)(...)`` inside a hot function: once the module is
-    loaded, a new object's first launch finds it (no source read, index id or store read)."""
+    loaded, a new object's first launch finds it (no source read, index id or store read; the
+    index entry it was loaded for is asked whether its headers still hold)."""
     assert K(SRC, "set").kernel is not None
     calls = []
     for where, name in (
@@ -169,7 +170,68 @@ def test_a_kernel_made_on_every_call_neither_keys_nor_reads_the_store(device, mo
         )
     for _ in range(3):
         assert K(SRC, "set").kernel.module is K(SRC, "get").kernel.module
-    assert calls == [] and len(device.loads) == 1
+    assert set(calls) == {"index_lookup"} and len(device.loads) == 1
+
+
+# what CuPy's memo would answer stale, and ours does not: a new object after a change
+
+
+def test_a_header_edited_since_gives_a_new_object_a_new_module(device, tmp_path):
+    """An edit in a header between two objects of the same source: the second compiles and
+    loads the new code (CuPy's memo serves the first module); the first keeps its module."""
+    (tmp_path / "v.h").write_text("#define V 1\n")
+    src = '#include "v.h"\nextern "C" __global__ void k(int* o) { o[0] = V; }\n'
+    opts = (f"-I{tmp_path}",)
+    first = K(src, "k", opts)
+    a = first.kernel.module
+    assert K(src, "k", opts).kernel.module is a  # nothing changed: shared
+    (tmp_path / "v.h").write_text("#define V 2 /* edited */\n")
+    second = K(src, "k", opts)
+    assert second.kernel.module is not a and len(device.loads) == 2
+    assert second.kernel.module.code.data != a.code.data
+    assert first.kernel.module is a  # an object keeps the module it launches from
+
+
+def test_a_cu_path_is_shared_by_file_and_text(device, tmp_path, monkeypatch):
+    """RawModule(path="k.cu"): a relative path in another directory, or the file edited, is
+    another module (the path string alone answered with the first file's)."""
+    for d, v in (("a", 1), ("b", 2)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "k.cu").write_text(
+            f'extern "C" __global__ void k(int* o) {{ o[0] = {v}; }}\n'
+        )
+    monkeypatch.chdir(tmp_path / "a")
+    a = module_of(M(path="k.cu"))
+    assert module_of(M(path="k.cu")) is a
+    monkeypatch.chdir(tmp_path / "b")
+    b = module_of(M(path="k.cu"))
+    assert b is not a and b.code.data != a.code.data
+    (tmp_path / "b" / "k.cu").write_text('extern "C" __global__ void k(int* o) { o[0] = 3; }\n')
+    assert module_of(M(path="k.cu")) is not b
+
+
+def test_a_relative_include_directory_after_a_chdir_is_another_module(
+    device, tmp_path, monkeypatch
+):
+    src = '#include "v.h"\nextern "C" __global__ void k(int* o) { o[0] = V; }\n'
+    for d, v in (("a", 1), ("b", 2)):
+        (tmp_path / d / "inc").mkdir(parents=True)
+        (tmp_path / d / "inc" / "v.h").write_text(f"#define V {v}\n")
+    monkeypatch.chdir(tmp_path / "a")
+    a = K(src, "k", ("-Iinc",)).kernel.module
+    monkeypatch.chdir(tmp_path / "b")
+    b = K(src, "k", ("-Iinc",)).kernel.module
+    assert b is not a and b.code.data != a.code.data
+
+
+def test_a_kernel_that_found_the_module_pickles_its_bytes(device, monkeypatch):
+    """A second object launched from the module another loaded still carries the compiled
+    bytes in its pickle: unpickled, it loads without compiling."""
+    assert K(SRC, "set").kernel is not None
+    again = K(SRC, "get")
+    assert again.kernel is not None
+    back = pickle.loads(pickle.dumps(again))
+    assert back._build.compiled and back._build.compiled == again._build.compiled
 
 
 def test_distinct_objects_racing_on_a_first_launch_load_once(device, compiles):

@@ -12,7 +12,7 @@ from cupy_rawcode.ground import errors
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.standard import StandardRaisedWarning
 from cupy_rawcode.hook import install as hook
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 from cupy_rawcode.orchestrator import jitify as jitify_compat
 
 ARCH = "sm_90"
@@ -42,7 +42,7 @@ FAILS = '#error "precision not supported"\nextern "C" __global__ void k() {}\n'
 
 def _install_route(monkeypatch, src, options):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
-    monkeypatch.setattr(building, "_load_module", lambda code: code)
+    monkeypatch.setattr(loading, "_load_module", lambda code: code)
     return hook._compile_for_cupy(src, options, "90", None, None)
 
 

@@ -88,6 +88,16 @@ def test_a_failing_kernel_is_reported_and_the_others_land(compiles):
     assert compiles == []
 
 
+@pytest.mark.parametrize("options", [("-O3", 3), None, ("-std=c++99",)])
+def test_options_construction_took_fail_that_kernel_alone(compiles, options):
+    """Construction takes what CuPy's takes (options checked at the first compile): warmup
+    reports such a kernel failed, with the check's words, and compiles the others."""
+    good = cupy_rawcode.RawKernel(tiny(7), "k7")
+    bad = cupy_rawcode.RawKernel(tiny(8), "k8", options)
+    s = cupy_rawcode.warmup(good, bad, arch=ARCH, workers=1)
+    assert labels(s.compiled) == ["k7"] and [it.kernel for it in s.failed] == [bad]
+
+
 def test_background_warmup_and_a_racing_compile_compile_once(compiles):
     k = cupy_rawcode.RawKernel(tiny(7), "k7")
     handle = cupy_rawcode.warmup(k, arch=ARCH, workers=1, background=True)

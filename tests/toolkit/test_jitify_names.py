@@ -11,7 +11,7 @@ import pytest
 import cupy_rawcode
 from cupy_rawcode.ground import errors
 from cupy_rawcode.hook import install as hook
-from cupy_rawcode.kernel import building
+from cupy_rawcode.kernel import loading
 from cupy_rawcode.toolkit import jitify_names
 
 ARCH = "sm_90"
@@ -105,7 +105,7 @@ def test_stdint_names_were_global_already():
 
 def _install_route(monkeypatch, src, options):
     """install()'s compile of a jitify=True call, without loading the module (no GPU)."""
-    monkeypatch.setattr(building, "_load_module", lambda code: code)
+    monkeypatch.setattr(loading, "_load_module", lambda code: code)
     return hook._compile_for_cupy(src, options, "90", None, None)
 
 

@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="pull, push: a directory the records may name paths in, beside their own; repeatable",
     )
+    ca.add_argument(
+        "--verify",
+        action="store_true",
+        help="push: also read back the entries a level holds at the same size, and replace "
+        "those that are damaged (without it, sizes alone are compared: nothing is downloaded)",
+    )
     ca.set_defaults(func=_cmd_cache)
     pb = command(
         "prebuild", "compile kernels (files or JSON manifests) for every arch into the cache"

@@ -4,11 +4,13 @@ and a summary on stdout (``--json``: the summary as one object).
 
 ``pull --manifest app.rec`` fetches every entry the record needs (keyed without compiling,
 parallel/keys.py) that the local cache lacks; ``push`` sends the record's entries, or every
-local entry without ``--manifest``; either takes along the closure records the entries name
-(key/portable.py), counted apart. Entries no level holds are no error, and a level that fails
-is a warning: the exit status is 0 for both. An entry pulled that the cache did not store (a
-full or read-only disk) is no success: named in the summary, exit status 1, as prebuild's
-kernel compiled but not stored. No remote level at all is a usage error (2).
+local entry without ``--manifest``, what a level lacks or holds at another size (``--verify``:
+what it holds at the same size is read back too, and a damaged copy replaced); either takes
+along the closure records the entries name (key/portable.py), counted apart. Entries no level
+holds are no error, and a level that fails is a warning: the exit status is 0 for both. An
+entry pulled that the cache did not store (a full or read-only disk) is no success: named in
+the summary, exit status 1, as prebuild's kernel compiled but not stored. No remote level at
+all is a usage error (2).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _SHOWN = 5  # unkeyed record entries named one by one
 def cache_transfer(args) -> int | None:
     """Run ``cache pull``/``cache push`` (their exit status); None for the other actions, after
     refusing the flags that go with pull and push alone."""
+    if args.action != "push" and getattr(args, "verify", False):
+        raise UsageError(f"--verify goes with 'cache push', not 'cache {args.action}'")
     if args.action not in _ACTIONS:
         for flag, name in _OWN_FLAGS:
             if getattr(args, name, None):
@@ -55,7 +59,7 @@ def cache_transfer(args) -> int | None:
                 "(cupy_rawcode.record, CUPY_RAWCODE_RECORD)"
             )
         return _pull(store, keys, args.json)
-    return _push(store, keys, args.json)
+    return _push(store, keys, args.json, getattr(args, "verify", False))
 
 
 def _check_remote(store: Any, action: str) -> None:
@@ -170,8 +174,8 @@ def _pull(store: Any, keys: list[str], as_json: bool) -> int:
     return status
 
 
-def _push(store: Any, keys: list[str] | None, as_json: bool) -> int:
-    summary = transfer.push_from(store, keys, Bar("entries pushed"))
+def _push(store: Any, keys: list[str] | None, as_json: bool, verify: bool) -> int:
+    summary = transfer.push_from(store, keys, Bar("entries pushed"), verify)
     sent = sum(summary.sent.values())
     if not as_json:
         print(f"push: {summary.asked} local entries, {summary.unreadable} missing or damaged")

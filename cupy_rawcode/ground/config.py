@@ -153,14 +153,10 @@ DEFAULT_MAX_SIZE = 1 << 30
 
 def parse_size(what: str, value: str | int) -> int:
     """'1G', '512MiB', '300k', '1048576' -> bytes (binary units)."""
-    if isinstance(value, bool):
-        raise errors.ConfigError(
-            f"{what}={value!r} is not a size (accepted: e.g. 500M, 2G or a byte count)"
-        )
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         n = value
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+    else:  # a bool is no size: "True" matches no size's text
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(value))
         if m is None or m.group(2).lower() not in _UNITS:
             raise errors.ConfigError(
                 f"{what}={value!r} is not a size (accepted: a byte count or a number with one of "
@@ -191,33 +187,40 @@ def _redis_url(what: str, value: str) -> str:
 
 
 URL_SCHEMES = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")  # scheme://...
+# local: /dir, C:\dir, C:/dir (a letter, then a slash: never host:port), \\srv\share, memory:, file:
+_LOCAL = re.compile(r"/|[A-Za-z]:[\\/]|\\\\|memory:\Z|(?:file|bundle):.")
 
 
-def remote_url_problem(url: str) -> str | None:
-    """What makes ``url`` no remote level, or None: a typo fails, never opens a directory."""
+def remote_url_problem(url: str, quote: bool = True) -> str | None:
+    """What makes ``url`` no remote level, or None: a typo fails, never opens a directory. A user
+    part ends at the last ``@`` (a password holds anything): a URL with one is quoted in no piece
+    (nor any URL when not ``quote``)."""
     (scheme, sep, rest), (head, _, tail) = url.partition("://"), url.partition(":")
-    named = tail and all(p.isidentifier() for p in f"{head}.{tail}".split("."))  # module:Class
-    if not sep or scheme in ("file", "bundle"):  # an absolute path, memory:, file:, bundle:
-        ok = url[:1] == "/" or url == "memory:" or head in ("file", "bundle") and tail or named
+    if not sep or scheme in ("file", "bundle"):  # a local level (_LOCAL) or a module:Class
+        named = tail and all(p.isidentifier() for p in f"{head}.{tail}".split("."))
+        ok = named or _LOCAL.match(url)
         return f"no // after {head}:" if head in URL_SCHEMES else None if ok else "no scheme"
-    netloc = re.split("[/?#]", rest)[0]
-    host, _, port = netloc.rpartition("@")[2].rpartition("]")[2].partition(":")  # [v6]:port
+    netloc = re.split("[/?#]", rest.rpartition("@")[2])[0]
+    host, _, port = netloc.rpartition("]")[2].partition(":")  # [v6]:port
+    quote = quote and "@" not in url
     if scheme not in URL_SCHEMES:
-        return f"unknown scheme {scheme!r}"
+        return "unknown scheme" + (f" {scheme!r}" if quote else "")
     if port and not (port.isascii() and port.isdigit() and int(port) < 1 << 16):
-        return f"the port {port!r} is not a number from 0 to 65535"
+        return "the port" + (f" {port!r}" if quote else "") + " is not a number from 0 to 65535"
     hosted = host or "]" in netloc or scheme in ("redis", "rediss", "unix")  # Redis: localhost
     return None if hosted else "no bucket" if scheme == "s3" else "no host"
 
 
 def _remote(what: str, value: str) -> tuple[str, ...]:
-    for spec in value.split():
+    for n, spec in enumerate(value.split(), 1):
         url, *attrs = spec.split("|")
         bad = not url or any(a != "read-only" for a in attrs)
-        if problem := "not a URL, then `|read-only` or nothing" if bad else remote_url_problem(url):
-            shown = redaction.redacted(spec)  # a password never shown
+        problem = "not a URL, then `|read-only` or nothing" if bad else None
+        if problem := problem or remote_url_problem(url, quote="@" not in value):
+            hid = "@" in value and "@" not in spec  # a password split off by a space: not quoted
+            shown = f"entry {n} (not shown: a user part)" if hid else repr(redaction.redacted(spec))
             raise errors.ConfigError(
-                f"{what}: {shown!r}: {problem} (accepted, separated by spaces: a URL "
+                f"{what}: {shown}: {problem} (accepted, separated by spaces: a URL "
                 f"{'://, '.join(URL_SCHEMES)}://, module:Class, memory:, file:PATH or an absolute "
                 "path, each may end `|read-only`; e.g. 's3://bucket/k memcached://host:11211')"
             )
@@ -420,8 +423,7 @@ def validate() -> None:
     problems = []
     # names only, then the values of ours: decoding every value costs a warm hit ~0.1 ms
     for name in [n for n in os.environ if n.startswith(PREFIX)]:
-        value = os.environ.get(name)
-        row = VARIABLES.get(name)
+        value, row = os.environ.get(name), VARIABLES.get(name)
         if row is None:
             problems.append(_unknown(name))
         elif value:

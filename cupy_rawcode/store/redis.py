@@ -4,23 +4,92 @@ Values are the self-validating entry bytes of entry.py (code + JSON metadata + c
 pickles. Redis down, slow (past the timeout: the whole call's deadline, remote.within) or
 refusing: the call is a miss or a skipped write, counted in the level's tally, one
 RemoteLevelWarning per process and level (remote.warn_failed), and the store rests for
-``backoff`` seconds so a dead server does not cost a timeout per kernel. A value is read with
-its length first and up to remote.LIMIT bytes (STRLEN and GETRANGE in one round trip): a larger
-one is a failure, never read whole. Needs the ``redis`` package (the ``redis`` extra).
+``backoff`` seconds so a dead server does not cost a timeout per kernel. Each call is one
+pipeline on a connection it alone holds (``_Lease``): its deadline closes that connection, never
+another thread's call. A value is read with its length first and up to remote.LIMIT bytes
+(STRLEN and GETRANGE in one round trip): a larger one is a failure, never read whole; a key that
+holds no string (WRONGTYPE) is a miss of that key alone. Needs the ``redis`` package (the
+``redis`` extra).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from .base import Store, tally
-from .remote import LIMIT, checked_key, is_timeout, redacted, too_large, warn_failed, within
+from .remote import (
+    LIMIT,
+    DeadlineError,
+    RemoteError,
+    checked_key,
+    is_timeout,
+    redacted,
+    too_large,
+    warn_failed,
+    within,
+)
 
 PREFIX = "cupy-rawcode:entry:"
-T = TypeVar("T")
+
+
+def _masked(error: BaseException, url: str) -> BaseException:
+    """``error``, or where its text quotes a piece of ``url``'s password (redis-py's "Port could
+    not be cast to integer value as '<a piece of it>'"), a RemoteError of that text masked,
+    caused by it (a timeout still reads as one: remote.is_timeout)."""
+    text = f"{type(error).__name__}: {error}"
+    shown = redacted(text, url)
+    if shown == redacted(text):
+        return error
+    masked = RemoteError(shown)
+    masked.__cause__ = error
+    return masked
+
+
+def _scan(cursor: int, pipe: Any) -> None:
+    """One SCAN of the entries' keys on ``pipe`` (SCAN, not KEYS: the server goes on serving)."""
+    pipe.scan(cursor, match=PREFIX + "*", count=1000)
+
+
+def _delete(names: list, pipe: Any) -> None:
+    """One DEL of ``names`` on ``pipe``."""
+    pipe.delete(*names)
+
+
+class _Lease:
+    """The connection pool one call's pipeline sees: it hands the call one connection of the
+    client's pool and takes it back, so the call's deadline (``abort``) closes that connection
+    alone, and never one given back already, now another call's."""
+
+    def __init__(self, pool: Any):
+        self.pool, self.conn, self.aborted = pool, None, False
+        self._lock = threading.Lock()
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """A connection of the pool for the call, none once its deadline passed."""
+        conn = self.pool.get_connection(*args, **kwargs)  # redis 5 names a command, later none
+        with self._lock:
+            if not self.aborted:
+                self.conn = conn
+                return conn
+        self.pool.release(conn)
+        raise DeadlineError("the call was aborted at its deadline")
+
+    def release(self, conn: Any) -> None:
+        """The call's connection back to the pool: no abort closes it from now on."""
+        with self._lock:
+            self.conn = None
+        self.pool.release(conn)
+
+    def abort(self) -> None:
+        """Close the call's connection, which wakes it (the pool reconnects it when reused)."""
+        with self._lock:
+            self.aborted = True
+            if self.conn is not None:
+                self.conn.disconnect()
 
 
 class RedisStore(Store):
@@ -53,7 +122,7 @@ class RedisStore(Store):
                 warn_failed(self.name, redacted(url), ImportError(missing), opening=True)
             except Exception as e:
                 self._down_until = float("inf")
-                warn_failed(self.name, redacted(url), e, opening=True)
+                warn_failed(self.name, redacted(url), _masked(e, url), opening=True)
         self.client = client
 
     @property
@@ -77,29 +146,39 @@ class RedisStore(Store):
         setattr(self, kind, getattr(self, kind) + 1)
         tally(self.name)[kind] += 1
         self._down_until = time.monotonic() + self.backoff
-        warn_failed(self.name, self.location, error)
+        warn_failed(self.name, self.location, _masked(error, self.url))
 
-    def _call(self, call: Callable[[], T]) -> T:
-        """``call()`` within the timeout (the whole call: redis-py's timeout is per socket
-        operation); past it the pool's connections are closed, which wakes the call."""
-        return within(self.timeout, call, self._abort)
-
-    def _abort(self) -> None:
-        self.client.connection_pool.disconnect()
+    def _run(self, queue: Callable[[Any], object], raise_on_error: bool = True) -> list[Any]:
+        """The answers of the commands ``queue(pipe)`` puts on a pipeline, in one round trip
+        within the timeout (the whole call: redis-py's timeout is per socket operation), on a
+        connection the call alone holds (``_Lease``); ``raise_on_error=False``: a command's
+        error (WRONGTYPE) is its answer, the others stand."""
+        pipe = self.client.pipeline(transaction=False)
+        queue(pipe)
+        lease = _Lease(pipe.connection_pool)
+        pipe.connection_pool = lease
+        return within(self.timeout, lambda: pipe.execute(raise_on_error), lease.abort)
 
     def _read(self, keys: list[str]) -> list[Any]:
-        """The value of each key (None: absent), asking its length (STRLEN) and at most
-        remote.LIMIT + 1 bytes (GETRANGE) in one round trip; a larger value raises."""
-        pipe = self.client.pipeline(transaction=False)
-        for key in keys:
-            pipe.strlen(PREFIX + checked_key(key))
-            pipe.getrange(PREFIX + key, 0, LIMIT)
-        answers = self._call(pipe.execute)
+        """The value of each key (None: absent, no string, or gone between the two commands),
+        asking its length (STRLEN) and at most remote.LIMIT + 1 bytes (GETRANGE) in one round
+        trip; a larger value raises."""
+        names = [PREFIX + checked_key(key) for key in keys]
+
+        def queue(pipe: Any) -> None:
+            for name in names:
+                pipe.strlen(name)
+                pipe.getrange(name, 0, LIMIT)
+
+        answers = self._run(queue, raise_on_error=False)
         values: list[Any] = []
         for size, data in zip(answers[::2], answers[1::2], strict=True):
-            if size > LIMIT:
-                raise too_large(int(size), f"{self.location} entry")
-            values.append(data if size and isinstance(data, bytes) else None)
+            if not isinstance(size, int) or not isinstance(data, bytes) or not data:
+                values.append(None)  # absent, WRONGTYPE (an error answer), deleted meanwhile
+            elif max(size, len(data)) > LIMIT:
+                raise too_large(max(size, len(data)), f"{self.location} entry")
+            else:
+                values.append(data)
         return values
 
     def get(self, key: str) -> bytes | None:
@@ -117,7 +196,7 @@ class RedisStore(Store):
         if not self._available():
             return
         try:
-            self._call(lambda: self.client.set(name, data, ex=self.ttl))
+            self._run(lambda pipe: pipe.set(name, data, ex=self.ttl))
         except Exception as e:
             self._failed(e)
 
@@ -139,34 +218,31 @@ class RedisStore(Store):
         if not items or not self._available():
             return
         try:
-            pipe = self.client.pipeline(transaction=False)
-            for key, data in items.items():
-                pipe.set(PREFIX + checked_key(key), data, ex=self.ttl)
-            self._call(pipe.execute)
+            names = {PREFIX + checked_key(key): data for key, data in items.items()}
+            self._run(lambda pipe: [pipe.set(n, data, ex=self.ttl) for n, data in names.items()])
         except Exception as e:
             self._failed(e)
 
     def sizes(self, keys: Iterable[str]) -> dict[str, int] | None:
-        """STRLEN of each key in one pipeline (0: not there); None when the server failed."""
+        """STRLEN of each key in one pipeline (0 or WRONGTYPE: not there); None when the server
+        failed."""
         keys = list(keys)
         if not self._available():
             return None
         try:
-            pipe = self.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.strlen(PREFIX + checked_key(key))
-            lengths = self._call(pipe.execute)
+            names = [PREFIX + checked_key(key) for key in keys]
+            lengths = self._run(lambda pipe: [pipe.strlen(n) for n in names], raise_on_error=False)
         except Exception as e:
             self._failed(e)
             return None
-        return {k: int(n) for k, n in zip(keys, lengths, strict=False) if n}
+        return {k: n for k, n in zip(keys, lengths, strict=True) if isinstance(n, int) and n > 0}
 
     def delete(self, key: str) -> None:
         name = PREFIX + checked_key(key)
         if not self._available():
             return
         try:
-            self._call(lambda: self.client.delete(name))
+            self._run(lambda pipe: pipe.delete(name))
         except Exception as e:
             self._failed(e)
 
@@ -179,8 +255,7 @@ class RedisStore(Store):
         cursor = 0
         try:
             while True:
-                scan = functools.partial(self.client.scan, cursor, match=PREFIX + "*", count=1000)
-                cursor, found = self._call(scan)
+                [(cursor, found)] = self._run(functools.partial(_scan, cursor))
                 keys.extend(found)
                 if not int(cursor):
                     return keys
@@ -194,7 +269,7 @@ class RedisStore(Store):
         try:
             for start in range(0, len(keys), 1000):
                 batch = keys[start : start + 1000]
-                removed += int(self._call(functools.partial(self.client.delete, *batch)))
+                removed += int(self._run(functools.partial(_delete, batch))[0])
         except Exception as e:
             self._failed(e)
         return removed

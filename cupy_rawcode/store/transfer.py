@@ -236,15 +236,18 @@ def _all_keys(source: Store) -> list[str]:
     return sorted(info.key for info in entries())
 
 
-def unmatched(level: Store, held: Mapping[str, bytes]) -> dict[str, bytes]:
+def unmatched(level: Store, held: Mapping[str, bytes], verify: bool = False) -> dict[str, bytes]:
     """The entries of ``held`` (valid here) to send to ``level``: all where it cannot tell sizes
-    cheaply (Store.sizes: None), else those it lacks or holds at another size, and those it
-    holds at the same size damaged (read back: other bytes that are no valid entry of the key,
-    as a flipped bit or another key's entry of that length): a damaged copy is repaired."""
+    cheaply (Store.sizes: None), else those it lacks or holds at another size. ``verify``: those
+    it holds at the same size are read back too, and sent when damaged (other bytes that are no
+    valid entry of the key, as a flipped bit or another key's entry of that length); without
+    it a push reads no entry (a damaged copy is a miss that the next compile of it replaces)."""
     sizes = level.sizes(held)
     if sizes is None:
         return dict(held)
     same = [key for key, data in held.items() if sizes.get(key) == len(data)]
+    if not verify:
+        return {key: data for key, data in held.items() if sizes.get(key) != len(data)}
     with uncounted():
         there = level.get_many(same) if same else {}
     return {key: data for key, data in held.items() if not _matches(key, data, there.get(key))}
@@ -262,12 +265,13 @@ def push(
     destinations: Iterable[Store],
     progress: Progress | None = None,
     records: bool = True,
+    verify: bool = False,
 ) -> PushSummary:
     """Send the valid entries of ``keys`` (None: every entry of ``source``, a directory store)
     from ``source`` to every writable level of ``destinations``; a read-only level is never
-    written, and an entry a level already holds valid is not sent again, while a damaged copy
-    is replaced (``unmatched``); the closure records the entries name go too (``records``).
-    ``progress(done, total)`` counts keys, as pull's does."""
+    written, and an entry a level already holds at its size is not sent again (``verify``:
+    read back, and a damaged copy replaced: ``unmatched``); the closure records the entries
+    name go too (``records``). ``progress(done, total)`` counts keys, as pull's does."""
     start = time.monotonic()
     wanted = list(dict.fromkeys(_all_keys(source) if keys is None else keys))
     summary = PushSummary()
@@ -292,7 +296,7 @@ def push(
             if level.location in summary.failed or not level.up() or not held:
                 continue
             try:
-                send = unmatched(level, held)
+                send = unmatched(level, held, verify)
                 level.put_many(send)
             except Exception as e:
                 _failed(level, e, summary.failed)
@@ -306,7 +310,7 @@ def push(
         if progress:
             progress(min(total, (n + 1) * CHUNK), total)
     if named:
-        done = push(list(dict.fromkeys(named)), source, targets, records=False)
+        done = push(list(dict.fromkeys(named)), source, targets, records=False, verify=verify)
         summary.records = sum(done.sent.values())
     if progress and not wanted:
         progress(0, 0)
@@ -334,8 +338,12 @@ def pull_into(store: Any, keys: Iterable[str], progress: Progress | None = None)
 
 
 def push_from(
-    store: Any, keys: Iterable[str] | None = None, progress: Progress | None = None
+    store: Any,
+    keys: Iterable[str] | None = None,
+    progress: Progress | None = None,
+    verify: bool = False,
 ) -> PushSummary:
-    """``push`` from the disk level of ``store`` (make_store's Levels) to its remote levels."""
+    """``push`` from the disk level of ``store`` (make_store's Levels) to its remote levels
+    (``verify``: reading back what they hold at the same size, as ``unmatched``)."""
     disk, remote = split_levels(store)
-    return push(keys, disk, remote, progress)
+    return push(keys, disk, remote, progress, verify=verify)

@@ -1,8 +1,8 @@
 """Configuration and transfer hardening of the store: a malformed CUPY_RAWCODE_REMOTE is a
 configuration error naming the variable (never a directory in the working directory, never a
 dropped level), a relative cache directory stays where it was when the store was made, a pull
-counts only what the cache really stored, and a push repairs a damaged remote copy of the same
-length."""
+counts only what the cache really stored, and a push --verify repairs a damaged remote copy of
+the same length."""
 
 from __future__ import annotations
 
@@ -246,10 +246,10 @@ def test_a_pull_that_stores_everything_still_counts_it(tmp_path):
     assert all(disk.get(key) == entry(key) for key in KEYS)
 
 
-# ------------------------------------------------- 10: a push repairs a damaged remote copy
+# ------------------------------------------------- 10: a push --verify repairs a damaged copy
 
 
-def test_a_push_repairs_a_damaged_remote_entry_of_the_same_length(tmp_path):
+def test_a_verified_push_repairs_a_damaged_remote_entry_of_the_same_length(tmp_path):
     local = DirectoryStore(tmp_path / "cache")
     for key in KEYS:
         local.put(key, entry(key))
@@ -259,7 +259,7 @@ def test_a_push_repairs_a_damaged_remote_entry_of_the_same_length(tmp_path):
     team.data[KEYS[2]] = entry(KEYS[3])[: len(entry(KEYS[2]))]  # another key's bytes
     team.data[KEYS[3]] = entry(KEYS[3], stamp="2")  # another machine's valid entry: kept
     assert len(team.data[KEYS[3]]) == len(entry(KEYS[3]))
-    summary = transfer.push(None, local, [team])
+    summary = transfer.push(None, local, [team], verify=True)
     assert sorted(team.writes) == sorted([KEYS[1], KEYS[2]])
     assert summary.sent == {team.location: 2} and summary.present == {team.location: 3}
     for key in KEYS:

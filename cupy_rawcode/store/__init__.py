@@ -172,7 +172,8 @@ class Levels(Store):
         else:
             self.counts[i]["errors"] += 1
         self._down_until[i] = time.monotonic() + self.backoff
-        remote.warn_failed(self.levels[i].name, self.levels[i].location, error)
+        level = self.levels[i]
+        remote.warn_failed(level.name, level.location, error, url=remote.url_of(level))
 
     def _each(self, op: Callable[[Store], Any], writable: bool = False) -> list[Any]:
         """``op(level)`` for each level that is up (and writable, when asked); a level that

@@ -87,9 +87,12 @@ def is_timeout(error: BaseException) -> bool:
     return False
 
 
-def warn_failed(name: str, location: str, error: BaseException, opening: bool = False) -> None:
+def warn_failed(
+    name: str, location: str, error: BaseException, opening: bool = False, url: str = ""
+) -> None:
     """One RemoteLevelWarning per process and level (by location): it failed (or could not be
-    opened: ``opening``), compiles go on."""
+    opened: ``opening``), compiles go on. ``url``: the level's own, whose password's pieces a
+    client library's error may quote (redacted masks them)."""
     if not first_time(("remote level", location)):
         return
     what = "cannot be opened" if opening else "timed out" if is_timeout(error) else "failed"
@@ -98,7 +101,12 @@ def warn_failed(name: str, location: str, error: BaseException, opening: bool = 
         f"cupy-rawcode: the {name} store {location} {what} ({type(error).__name__}: {error}); "
         f"it is {then}, and compiles go on with the other levels"
     )
-    warnings.warn(redacted(message), RemoteLevelWarning, stacklevel=4)
+    warnings.warn(redacted(message, url), RemoteLevelWarning, stacklevel=4)
+
+
+def url_of(level: object) -> str:
+    """The URL a level was opened with (through a read-only wrapper too), or ''."""
+    return getattr(level, "url", "") or getattr(getattr(level, "inner", None), "url", "")
 
 
 def checked_key(key: str) -> str:

@@ -52,6 +52,7 @@ class S3Store(ParallelStore):
                 f"store URL {redacted(url)!r}: s3:// needs a bucket (s3://bucket/prefix)"
             )
         self.bucket, self.prefix, self.timeout = parts.netloc, parts.path.strip("/"), timeout
+        self.url = url  # its password's pieces are masked in a warning (remote.url_of)
         try:
             import boto3  # noqa: F401  (the error now, not at the first call)
         except ImportError:

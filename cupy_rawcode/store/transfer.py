@@ -123,9 +123,9 @@ def _chunks(keys: Sequence[str]) -> Iterable[list[str]]:
 
 def _failed(level: Store, error: BaseException, names: list[str]) -> None:
     """A level that raised: one warning per process and level, and it is left out."""
-    from .remote import warn_failed
+    from .remote import url_of, warn_failed
 
-    warn_failed(level.name, level.location, error)
+    warn_failed(level.name, level.location, error, url=url_of(level))
     names.append(level.location)
 
 

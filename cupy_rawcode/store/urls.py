@@ -147,5 +147,5 @@ def remote_level(spec: str, timeout: float) -> Store | None:
     try:
         return open_remote(spec, timeout=timeout, **extra)
     except Exception as e:  # a user's class may raise anything while it connects
-        remote.warn_failed("remote", remote.redacted(url), e, opening=True)
+        remote.warn_failed("remote", remote.redacted(url), e, opening=True, url=url)
         return None

@@ -7,6 +7,7 @@ directory level, while a scheme-less host:port stays an error."""
 from __future__ import annotations
 
 import warnings
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -65,6 +66,39 @@ def test_a_warning_shows_no_piece_of_the_password(secret):
             warn_failed("remote", redacted(url), ConnectionError(f"cannot reach {url}"))
         said = [str(w.message) for w in caught if issubclass(w.category, RemoteLevelWarning)]
         assert len(said) == 1 and shown(secret, said[0]) == [], said
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+@pytest.mark.parametrize("scheme", ["http", "s3"])
+def test_a_level_whose_error_quotes_a_piece_of_its_password_warns_none(secret, scheme):
+    """A client library that reads a / ? # of the password as the end of the host quotes what
+    it took for the port or the bucket (``'s3cr'``): the level's own URL masks those pieces."""
+    from cupy_rawcode.store import Levels
+    from cupy_rawcode.store.memory import MemoryStore
+
+    class Failing(MemoryStore):
+        name = scheme
+
+        def __init__(self, url):
+            super().__init__()
+            self.url = url
+
+        @property
+        def location(self):
+            return redacted(self.url)
+
+        def get(self, key):
+            parts = urlsplit(self.url)
+            if scheme == "http":
+                parts.port  # noqa: B018  # ValueError: "... as 's3cr'", what urllib says
+            raise ConnectionError(f"no such bucket: {parts.netloc!r}")  # boto3's words
+
+    url = f"{scheme}://app:{secret}@kernels.internal/cuda12"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert Levels([MemoryStore(), Failing(url)]).get("ab" * 32) is None
+    said = [str(w.message) for w in caught if issubclass(w.category, RemoteLevelWarning)]
+    assert len(said) == 1 and shown(secret, said[0]) == [], said
 
 
 @pytest.mark.parametrize("secret", SECRETS)

@@ -271,6 +271,8 @@ class RawKernel(_cupy_class("RawKernel")):  # type: ignore[misc]
         anything is loaded."""
         self._check()
         if arch is not None:
+            if self._build.is_file:  # a kernel of a cubin/PTX RawModule: as its module says
+                raise errors.RawcodeValueError(f"{self._build.path} is already compiled")
             explicit.check_defined(
                 self._build.code_for(*_arch_target(arch), log_stream), self._name
             )

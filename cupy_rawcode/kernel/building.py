@@ -33,13 +33,14 @@ _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: 
 class Code:
     """Compiled bytes for one architecture: kind is 'cubin' or 'ptx'; symbols maps name
     expressions to mangled names; log is NVRTC's log as replayed to a ``log_stream`` (None, the
-    text, or a function that makes it: a warm hit names its program only when asked). A plain
-    slotted class, as on every module of the warm-hit path."""
+    text, or a function that makes it: a warm hit names its program only when asked); arch the
+    one compiled for, when known (a device's after an -arch option: what NVRTC made of both).
+    A plain slotted class, as on every module of the warm-hit path."""
 
-    __slots__ = ("_log", "data", "kind", "symbols")
+    __slots__ = ("_log", "arch", "data", "kind", "symbols")
 
-    def __init__(self, kind: str, data: bytes, symbols: dict, log=None):
-        self.kind, self.data, self.symbols, self._log = kind, data, symbols, log
+    def __init__(self, kind: str, data: bytes, symbols: dict, log=None, arch: str | None = None):
+        self.kind, self.data, self.symbols, self._log, self.arch = kind, data, symbols, log, arch
 
     @property
     def log(self) -> str | None:
@@ -109,7 +110,7 @@ def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=
         f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
         f"{result.compile_seconds:.2f} s compile",
     )
-    return Code(req.target, result.code, dict(result.symbols), result.log)
+    return Code(req.target, result.code, dict(result.symbols), result.log, req.arch)
 
 
 # Compiles a background warmup() is running in its worker processes: plan id (key.index_id of
@@ -282,6 +283,10 @@ class _Build:
         a ``log_stream`` is given the stored log; ``device``: the arch is a device's, after the
         options as CuPy appends it: make_request)."""
         with self.lock:
+            if not device and not self.is_file:  # an explicit arch: an -arch saying otherwise
+                self.check()  # fails, whatever was compiled before
+                if self.options:
+                    options_module.normalize_arch(arch, options_module.parse_options(self.options))
             found = self.compiled.get(arch)
             if found is not None:
                 replay(log_stream, found.log)
@@ -301,7 +306,7 @@ class _Build:
                 device=device,
             )
             code = build(req, log_stream=log_stream, index_id=index_id, jitify=self.jitify)
-            self.compiled[arch] = code
+            self.compiled[code.arch or arch] = code  # a device's: what NVRTC made of both
             _note(self)
             return code
 
@@ -329,6 +334,7 @@ class _Build:
             else:
                 arch, target = _device_target(self.arch_option(), cc)
                 code = self.code_for(arch, target, log_stream, iid, (source, where), True)
+                arch = code.arch or arch
             self.device_arch[cc] = arch
             _note(self)
             return code

@@ -118,7 +118,7 @@ def request_of(task: Task) -> Request:
         target=target,
         source_dir=task.source_dir,
         source_name=task.source_name,
-        device=task.device is not None,
+        device=True,  # a device's arch, or the one warmup/prebuild names for a device
     )
 
 

@@ -73,3 +73,20 @@ def test_an_explicit_arch_that_contradicts_the_options_is_still_refused():
         cupy_rawcode.compile(SRC, arch="sm_90", options=("-arch=sm_80",))
     with pytest.raises(RawcodeValueError, match="conflicts"):
         cupy_rawcode.RawKernel(SRC, "k", ("-arch=sm_80",)).compile(arch="sm_90")
+
+
+def test_an_explicit_arch_is_refused_after_a_launch_too():
+    """compile(arch=) against the options' -arch is refused whatever was compiled before (a
+    launch compiled sm_90 for the device: the same arch asked explicitly was then taken)."""
+    k = cupy_rawcode.RawKernel(SRC, "k", ("-arch=sm_80",))
+    k._build.device_code(90)
+    with pytest.raises(RawcodeValueError, match="conflicts with the option -arch=sm_80"):
+        k.compile(arch="sm_90")
+
+
+def test_a_device_compile_is_kept_under_the_arch_nvrtc_made():
+    """-arch=sm_90a on an sm_90 device: the code is sm_90a's, kept and named so in a cold
+    process as in a warm one (it was 'sm_90' cold)."""
+    k = cupy_rawcode.RawKernel(SRC, "k", ("-arch=sm_90a",))
+    k._build.device_code(90)
+    assert list(k._build.compiled) == ["sm_90a"] and k._build.device_arch == {90: "sm_90a"}

@@ -276,6 +276,9 @@ def test_a_compiled_file_ignores_options_and_is_nvccs_as_in_cupy(device, tmp_pat
     assert module_of(M(path=path)) is module_of(m)  # shared, as CuPy's memo shares it
     back = pickle.loads(pickle.dumps(k))
     assert (back.backend, back.kernel.module) == ("nvcc", module_of(m))
+    for compiled in (m, k):  # compiled already: not read as a source
+        with pytest.raises(ValueError, match="is already compiled"):
+            compiled.compile(arch="sm_90")
     if cupy is not None:
         theirs = cupy.RawModule(path=path, options=("-DX=1",), translate_cucomplex=True)
         assert (theirs.options, theirs.backend) == ((), "nvcc")

@@ -188,7 +188,7 @@ def _redis_url(what: str, value: str) -> str:
 
 URL_SCHEMES = ("redis", "rediss", "unix", "memcached", "http", "https", "s3")  # scheme://...
 # local: /dir, C:\dir, C:/dir (a letter, then a slash: never host:port), \\srv\share, memory:, file:
-_LOCAL = re.compile(r"/|[A-Za-z]:[\\/]|\\\\|memory:\Z|(?:file|bundle):.")
+_LOCAL = r"/|[A-Za-z]:[\\/]|\\\\|memory:\Z|(?:file|bundle):."  # compiled when first matched
 
 
 def remote_url_problem(url: str, quote: bool = True) -> str | None:
@@ -198,7 +198,7 @@ def remote_url_problem(url: str, quote: bool = True) -> str | None:
     (scheme, sep, rest), (head, _, tail) = url.partition("://"), url.partition(":")
     if not sep or scheme in ("file", "bundle"):  # a local level (_LOCAL) or a module:Class
         named = tail and all(p.isidentifier() for p in f"{head}.{tail}".split("."))
-        ok = named or _LOCAL.match(url)
+        ok = named or re.match(_LOCAL, url)
         return f"no // after {head}:" if head in URL_SCHEMES else None if ok else "no scheme"
     netloc = re.split("[/?#]", rest.rpartition("@")[2])[0]
     host, _, port = netloc.rpartition("]")[2].partition(":")  # [v6]:port

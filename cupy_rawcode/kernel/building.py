@@ -37,10 +37,19 @@ class Code:
     one compiled for, when known (a device's after an -arch option: what NVRTC made of both).
     A plain slotted class, as on every module of the warm-hit path."""
 
-    __slots__ = ("_log", "arch", "data", "kind", "symbols")
+    __slots__ = ("_log", "arch", "data", "key", "kind", "symbols")
 
-    def __init__(self, kind: str, data: bytes, symbols: dict, log=None, arch: str | None = None):
-        self.kind, self.data, self.symbols, self._log, self.arch = kind, data, symbols, log, arch
+    def __init__(
+        self,
+        kind: str,
+        data: bytes,
+        symbols: dict,
+        log=None,
+        arch: str | None = None,
+        key: str | None = None,
+    ):
+        self.kind, self.data, self.symbols, self._log = kind, data, symbols, log
+        self.arch, self.key = arch, key  # the store key it was compiled or found under
 
     @property
     def log(self) -> str | None:
@@ -110,7 +119,7 @@ def build(req: Request, *, log_stream=None, index_id: str | None = None, jitify=
         f"{result.header_count} headers, {result.key_seconds * 1e3:.1f} ms key, "
         f"{result.compile_seconds:.2f} s compile",
     )
-    return Code(req.target, result.code, dict(result.symbols), result.log, req.arch)
+    return Code(req.target, result.code, dict(result.symbols), result.log, req.arch, result.key)
 
 
 # Compiles a background warmup() is running in its worker processes: plan id (key.index_id of
@@ -156,7 +165,8 @@ def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] |
         found["key"],
         f"{found['count']} headers, {(t1 - t0) * 1e3:.1f} ms index, {layer}",
     )
-    return found["arch"], Code(found["target"], code, dict(meta.get("symbols", {})), log)
+    symbols = dict(meta.get("symbols", {}))
+    return found["arch"], Code(found["target"], code, symbols, log, found["arch"], found["key"])
 
 
 def _note(build: _Build) -> None:

@@ -97,10 +97,12 @@ def _load(build: _Build, dev: int, log_stream):
             new = build.device_code(cc, log_stream)
             if mod is None or code is None or (code.data, code.symbols) != (new.data, new.symbols):
                 mod = _load_module(new)  # new inputs, or a header changed since: new code
-            iid = build.index_ids.get(cc)
-            found = keys.index_lookup(iid) if iid is not None else None
-            key = found["key"] if found is not None else None  # none: compared by its bytes
-            code, shared.held[dev] = new, (cc, build.device_arch[cc], iid, key)
+            # the index entry a later object checks (its key: the one this code was found or
+            # compiled under; an entry the index lacks is compared by its bytes instead)
+            code, shared.held[dev] = (
+                new,
+                (cc, build.device_arch[cc], build.index_ids.get(cc), new.key),
+            )
         shared.codes[dev], shared.modules[dev] = code, mod
         build.codes[dev], build.modules[dev] = code, mod
         return mod

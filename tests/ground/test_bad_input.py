@@ -311,14 +311,6 @@ def _on_device_90(monkeypatch):
     monkeypatch.setattr(RawKernel, "_kernel", lambda self, log=None: pytest.fail("loaded"))
 
 
-def _warmup(kernel) -> None:
-    import cupy_rawcode
-
-    summary = cupy_rawcode.warmup(kernel, arch="sm_90", workers=1)
-    assert len(summary.failed) == 1
-    raise ValueError(summary.failed[0].error)
-
-
 PART7 = [
     (
         "RawKernel.compile(arch=) against -arch",
@@ -335,12 +327,6 @@ PART7 = [
     (
         "compile() against -arch",
         lambda mp: compile(KERNEL, arch="sm_90", options=("-arch=sm_80",)),
-        ValueError,
-        CONFLICT,
-    ),
-    (
-        "warmup(arch=) against -arch",
-        lambda mp: _warmup(RawKernel(KERNEL, "k", options=("-arch=sm_80",))),
         ValueError,
         CONFLICT,
     ),

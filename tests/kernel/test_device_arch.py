@@ -90,3 +90,16 @@ def test_a_device_compile_is_kept_under_the_arch_nvrtc_made():
     k = cupy_rawcode.RawKernel(SRC, "k", ("-arch=sm_90a",))
     k._build.device_code(90)
     assert list(k._build.compiled) == ["sm_90a"] and k._build.device_arch == {90: "sm_90a"}
+
+
+def test_warmup_for_an_arch_compiles_what_a_launch_on_it_looks_up(monkeypatch):
+    """warmup(arch='sm_90') of a -arch=sm_80 kernel compiles it as for an sm_90 device (it was
+    refused as a conflict), under the key a launch there looks up."""
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    src = SRC.replace("1.0f", "2.0f")
+    summary = cupy_rawcode.warmup(
+        cupy_rawcode.RawKernel(src, "k", ("-arch=sm_80",)), arch="sm_90", workers=1
+    )
+    assert summary.ok and len(summary.compiled) == 1
+    code = cupy_rawcode.RawKernel(src, "k", ("-arch=sm_80",))._build.device_code(90)
+    assert _made(bytes(code.data)) == "cubin sm_90" and code.key == summary.compiled[0].key

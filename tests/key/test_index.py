@@ -419,7 +419,8 @@ print(json.dumps({"size": len(code.data), "modules": sorted(
 HIT_PATH = {
     "cupy_rawcode",
     "cupy_rawcode.kernel",  # the drop-in classes (not pickling or cucomplex: imported when used)
-    "cupy_rawcode.kernel.building",  # their checks, the warm index hit, the module loader
+    "cupy_rawcode.kernel.building",  # their checks, the warm index hit
+    "cupy_rawcode.kernel.loading",  # the module loader and the table of loaded modules
     "cupy_rawcode.ground",  # deferred(), digests, exception roots, file readers, StampedRecord
     "cupy_rawcode.ground.config",
     "cupy_rawcode.key",  # the key's fields and the warm index

@@ -242,3 +242,48 @@ def redis_server(tmp_path):
     server = RedisServer(tmp_path)
     yield server
     server.kill()
+
+
+def dict_store(data: dict | None = None, *, sizes: bool = True, location: str = "dict://team"):
+    """A remote level held in a dict, named "team", that records the keys read (``reads``)
+    and written (``writes``); ``sizes``: it tells stored sizes cheaply, as Redis, HTTP and S3
+    do (else it cannot, as memcached). It keeps no tally of its own."""
+    from cupy_rawcode.store import Store
+
+    class DictStore(Store):
+        name = "team"
+
+        def __init__(self) -> None:
+            self.data: dict[str, bytes] = dict(data or {})
+            self.reads: list[str] = []
+            self.writes: list[str] = []
+
+        def get(self, key: str) -> bytes | None:
+            self.reads.append(key)
+            return self.data.get(key)
+
+        def put(self, key: str, value: bytes) -> None:
+            self.writes.append(key)
+            self.data[key] = value
+
+        def delete(self, key: str) -> None:
+            self.data.pop(key, None)
+
+        def clear(self) -> int:
+            n = len(self.data)
+            self.data.clear()
+            return n
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+        @property
+        def location(self) -> str:
+            return location
+
+        def sizes(self, keys):
+            if not sizes:
+                return None
+            return {key: len(self.data[key]) for key in keys if key in self.data}
+
+    return DictStore()

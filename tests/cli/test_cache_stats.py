@@ -12,9 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import dict_store
 
 from cupy_rawcode import cli
-from cupy_rawcode.store import COUNTS, Levels, ReadOnly, Store, counters, counts, open_store
+from cupy_rawcode.store import COUNTS, Levels, ReadOnly, counters, counts, open_store
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import encode
@@ -292,40 +293,10 @@ def test_maintenance_reads_are_no_look_ups(capsys, tmp_path):
     assert all(c["hits"] == 0 and c["misses"] == 0 for c in local.values()), local
 
 
-class _Team(Store):
-    """A remote level that keeps no tally of its own (as the HTTP, S3 and memcached stores)."""
-
-    name = "team"
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    @property
-    def location(self) -> str:
-        return "team://cache"
-
-    def get(self, key: str) -> bytes | None:
-        return self.data.get(key)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.data[key] = data
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> int:
-        n = len(self.data)
-        self.data.clear()
-        return n
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-
 def test_a_remote_levels_counts_reach_cache_stats(capsys):
     """What a Levels counted for a remote level in this process is shown under "remote" by
     `cache stats` (its tally is kept with the local levels' ones), not only by Levels.stats()."""
-    team = _Team()
+    team = dict_store(sizes=False, location="team://cache")
     team.put(key_of(3), encode(key_of(3), CODE, {}))
     levels = Levels([open_store("memory:"), DirectoryStore(cache_dir()), team])
     assert levels.fetch(key_of(3))[2] == "team"  # a hit, copied to memory and disk

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import warnings
 
-from cupy_rawcode.store import Levels, MemoryStore, Store, transfer
+from conftest import dict_store
+
+from cupy_rawcode.store import Levels, MemoryStore, transfer
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import decode, encode
 
@@ -23,47 +25,6 @@ def flipped(data: bytes) -> bytes:
     return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
-class Counted(Store):
-    """A remote level in a dict that tells sizes cheaply (as Redis, HTTP, S3) and counts the
-    entries read from it and written to it."""
-
-    name = "team"
-
-    def __init__(self, data: dict[str, bytes] | None = None) -> None:
-        self.data = dict(data or {})
-        self.reads: list[str] = []
-        self.writes: list[str] = []
-
-    def get(self, key: str) -> bytes | None:
-        self.reads.append(key)
-        return self.data.get(key)
-
-    def get_many(self, keys):
-        return {key: data for key in keys if (data := self.get(key)) is not None}
-
-    def put(self, key: str, data: bytes) -> None:
-        self.writes.append(key)
-        self.data[key] = data
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> int:
-        n = len(self.data)
-        self.data.clear()
-        return n
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    @property
-    def location(self) -> str:
-        return "counted://team"
-
-    def sizes(self, keys):
-        return {key: len(self.data[key]) for key in keys if key in self.data}
-
-
 def local_cache(tmp_path) -> DirectoryStore:
     local = DirectoryStore(tmp_path / "cache")
     for key in KEYS:
@@ -73,7 +34,7 @@ def local_cache(tmp_path) -> DirectoryStore:
 
 def test_pushing_what_the_level_holds_reads_nothing_back(tmp_path):
     local = local_cache(tmp_path)
-    team = Counted()
+    team = dict_store()
     first = transfer.push(None, local, [team])
     assert first.sent == {team.location: len(KEYS)} and team.reads == []
     team.writes.clear()
@@ -84,7 +45,7 @@ def test_pushing_what_the_level_holds_reads_nothing_back(tmp_path):
 
 def test_a_plain_push_sends_what_is_missing_or_of_another_size_and_reads_nothing(tmp_path):
     local = local_cache(tmp_path)
-    team = Counted({key: entry(key) for key in KEYS[2:]})
+    team = dict_store({key: entry(key) for key in KEYS[2:]})
     team.data[KEYS[2]] = entry(KEYS[2]) + b"x"  # another size: sent again
     team.data[KEYS[3]] = flipped(entry(KEYS[3]))  # the same size, damaged: left to --verify
     summary = transfer.push(None, local, [team])
@@ -94,7 +55,7 @@ def test_a_plain_push_sends_what_is_missing_or_of_another_size_and_reads_nothing
 
 def test_a_verified_push_replaces_a_damaged_copy_and_keeps_another_machines(tmp_path):
     local = local_cache(tmp_path)
-    team = Counted({key: entry(key) for key in KEYS})
+    team = dict_store({key: entry(key) for key in KEYS})
     team.data[KEYS[1]] = flipped(entry(KEYS[1]))  # a bit flipped on the server
     team.data[KEYS[2]] = entry(KEYS[3])[: len(entry(KEYS[2]))]  # another key's bytes
     team.data[KEYS[3]] = entry(KEYS[3], stamp="2")  # another machine's valid entry: kept
@@ -108,7 +69,7 @@ def test_a_verified_push_replaces_a_damaged_copy_and_keeps_another_machines(tmp_
 
 
 def test_a_damaged_same_size_copy_is_replaced_by_the_next_compile_that_misses_on_it(tmp_path):
-    team = Counted({KEYS[0]: flipped(entry(KEYS[0]))})
+    team = dict_store({KEYS[0]: flipped(entry(KEYS[0]))})
     store = Levels([MemoryStore(), DirectoryStore(tmp_path / "cache"), team])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the broken entry's warning
@@ -119,7 +80,7 @@ def test_a_damaged_same_size_copy_is_replaced_by_the_next_compile_that_misses_on
 
 def test_push_from_hands_verify_on(tmp_path):
     local = local_cache(tmp_path)
-    team = Counted({key: flipped(entry(key)) for key in KEYS})
+    team = dict_store({key: flipped(entry(key)) for key in KEYS})
     store = Levels([MemoryStore(), local, team])
     assert transfer.push_from(store).sent == {team.location: 0}
     assert transfer.push_from(store, verify=True).sent == {team.location: len(KEYS)}

@@ -12,10 +12,11 @@ import os
 import warnings
 
 import pytest
+from conftest import dict_store
 
 from cupy_rawcode.ground import config
 from cupy_rawcode.ground.errors import ConfigError
-from cupy_rawcode.store import Store, make_store, open_remote, transfer
+from cupy_rawcode.store import make_store, open_remote, transfer
 from cupy_rawcode.store import sizebound as sizebound_module
 from cupy_rawcode.store.directory import DirectoryStore
 from cupy_rawcode.store.entry import decode, encode
@@ -32,41 +33,6 @@ def entry(key: str, stamp: str = "1") -> bytes:
 def flipped(data: bytes) -> bytes:
     i = len(data) // 2
     return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
-
-
-class Shelf(Store):
-    """A remote level held in a dict that tells sizes cheaply, as Redis, HTTP and S3 do."""
-
-    name = "team"
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.writes: list[str] = []
-
-    def get(self, key: str) -> bytes | None:
-        return self.data.get(key)
-
-    def put(self, key: str, data: bytes) -> None:
-        self.writes.append(key)
-        self.data[key] = data
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> int:
-        n = len(self.data)
-        self.data.clear()
-        return n
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    @property
-    def location(self) -> str:
-        return "shelf://team"
-
-    def sizes(self, keys):
-        return {key: len(self.data[key]) for key in keys if key in self.data}
 
 
 # ------------------------------------------------- 5: CUPY_RAWCODE_REMOTE is validated
@@ -214,7 +180,7 @@ def _full_disk(monkeypatch) -> None:
 
 
 def test_a_pull_into_a_full_cache_counts_nothing_fetched(tmp_path, monkeypatch):
-    team = Shelf()
+    team = dict_store()
     team.data = {key: entry(key) for key in KEYS}
     disk = DirectoryStore(tmp_path / "cache")
     _full_disk(monkeypatch)
@@ -226,7 +192,7 @@ def test_a_pull_into_a_full_cache_counts_nothing_fetched(tmp_path, monkeypatch):
 def test_cache_pull_exits_1_when_the_cache_stored_nothing(tmp_path, monkeypatch, capsys):
     from cupy_rawcode.cli import transfer as transfer_cli
 
-    team = Shelf()
+    team = dict_store()
     team.data = {key: entry(key) for key in KEYS}
     store = make_store(tmp_path / "cache", bundles=(), redis_url="", remote=[team])
     _full_disk(monkeypatch)
@@ -238,7 +204,7 @@ def test_cache_pull_exits_1_when_the_cache_stored_nothing(tmp_path, monkeypatch,
 
 
 def test_a_pull_that_stores_everything_still_counts_it(tmp_path):
-    team = Shelf()
+    team = dict_store()
     team.data = {key: entry(key) for key in KEYS}
     disk = DirectoryStore(tmp_path / "cache")
     summary = transfer.pull(KEYS, [team], disk)
@@ -253,7 +219,7 @@ def test_a_verified_push_repairs_a_damaged_remote_entry_of_the_same_length(tmp_p
     local = DirectoryStore(tmp_path / "cache")
     for key in KEYS:
         local.put(key, entry(key))
-    team = Shelf()
+    team = dict_store()
     team.data = {key: entry(key) for key in KEYS}
     team.data[KEYS[1]] = flipped(entry(KEYS[1]))  # a bit flipped on the server
     team.data[KEYS[2]] = entry(KEYS[3])[: len(entry(KEYS[2]))]  # another key's bytes

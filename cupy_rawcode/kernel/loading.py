@@ -5,9 +5,11 @@ still holds (a header edited since compiles and loads anew); and the one module 
 
 from __future__ import annotations
 
+import os
 import threading
 
 from .. import key as keys
+from ..ground import WIDTH, check_stamps, config, stamps_digest
 from . import building
 from .building import Code, _Build, replay
 
@@ -22,7 +24,8 @@ class _Shared:
     def __init__(self):
         self.modules: dict[int, object] = {}
         self.codes: dict[int, Code | None] = {}
-        self.held: dict[int, tuple[int, str, str | None, str | None]] = {}  # (cc, arch, id, key)
+        # device -> (cc, arch, index id, key, the entry's stamps outside the package, once read)
+        self.held: dict[int, tuple[int, str, str | None, str | None, dict | None]] = {}
         self.lock = threading.Lock()
 
 
@@ -68,11 +71,38 @@ def _code_log(build: _Build, dev: int) -> str | None:
 
 
 def _holds(shared: _Shared, dev: int) -> bool:
-    """Whether the module loaded for these inputs on ``dev`` is still what they compile to: its
-    warm index entry still answers with its key (every header's stamp holds)."""
-    _, _, iid, key = shared.held.get(dev, (0, "", None, None))
-    found = keys.index_lookup(iid) if iid is not None and key is not None else None
-    return found is not None and found["key"] == key
+    """Whether the module loaded for these inputs on ``dev`` is still what they compile to:
+    first, its warm index entry still answers with its key (every stamp holds); then, those of
+    its stamps outside this package and the installed packages still hold (CCCL, CUDA's and
+    CuPy's headers change with an install, as the code the process runs does: CuPy's memo
+    sees no header at all; a program's own headers are what is edited while it runs), one
+    ``fstatat`` per such header: none for a CUB kernel of no header of its own."""
+    cc, arch, iid, key, outside = shared.held.get(dev, (0, "", None, None, None))
+    if outside is not None:
+        return check_stamps(outside) is not None
+    found = keys.index_stamped(iid) if iid is not None and key is not None else None
+    if found is None or found[0]["key"] != key:
+        return False
+    shared.held[dev] = (cc, arch, iid, key, _programs_own(found[0]["stamps"], found[1]))
+    return True
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cupy_rawcode/
+
+
+def _programs_own(record: dict, values: list) -> dict:
+    """The part of a stamps record for files outside this package and the site-packages
+    directories, its digest made of the ``values`` the record's check read (the same moment:
+    no edit slips in between)."""
+    installed = tuple(os.path.join(p, "") for p in (_PACKAGE, *config.site_dirs()))
+    dirs, kept, at = [], [], 0
+    for d, names in record["dirs"]:
+        n = WIDTH * len(names)
+        if not os.path.join(d, "").startswith(installed):
+            dirs.append([d, names])
+            kept += values[at : at + n]
+        at += n
+    return {"dirs": dirs, "digest": stamps_digest(kept)}
 
 
 def _load(build: _Build, dev: int, log_stream):
@@ -101,7 +131,7 @@ def _load(build: _Build, dev: int, log_stream):
             # compiled under; an entry the index lacks is compared by its bytes instead)
             code, shared.held[dev] = (
                 new,
-                (cc, build.device_arch[cc], build.index_ids.get(cc), new.key),
+                (cc, build.device_arch[cc], build.index_ids.get(cc), new.key, None),
             )
         shared.codes[dev], shared.modules[dev] = code, mod
         build.codes[dev], build.modules[dev] = code, mod

@@ -180,8 +180,13 @@ def index_lookup(iid: str) -> dict | None:
     """The entry recorded for these inputs while every stamp still holds, else None: its
     ``"key"`` and the ``"arch"``/``"target"`` chosen for it, with the closure's header
     ``"count"`` (types checked: ``_valid_index``)."""
-    loaded = _INDEX.load(cache_location().path, iid)
+    loaded = index_stamped(iid)
     return None if loaded is None else loaded[0]
+
+
+def index_stamped(iid: str) -> tuple[dict, list] | None:
+    """index_lookup's entry, with the flat stamps of its files as its check read them now."""
+    return _INDEX.load(cache_location().path, iid)
 
 
 def index_save(iid: str, key: str, arch: str, target: str, count: int, stamps: list | None) -> None:

@@ -10,7 +10,6 @@ import warnings
 
 from ..ground import deferred
 from .building import Code, _Build, options_module, replay
-from .loading import _join
 
 cupy = deferred("cupy")
 errors = deferred("cupy_rawcode.ground.errors")
@@ -24,8 +23,7 @@ def current_code(build: _Build, cc: int, log_stream=None) -> Code:
     for these inputs when there is one (its stored log replayed to ``log_stream``), else the
     build's device code, compiled or found now (the device is asked only when a module of these
     inputs is loaded somewhere)."""
-    shared = build.shared or _join(build)
-    if shared.codes or build.codes:
+    if build.codes:  # loaded on some device: ask which is current
         code = build.codes.get(cupy.cuda.runtime.getDevice())
         if code is not None:
             replay(log_stream, code.log)

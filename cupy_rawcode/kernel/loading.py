@@ -14,18 +14,27 @@ from . import building
 from .building import Code, _Build, replay
 
 
-class _Shared:
-    """The modules loaded for one set of inputs, per device, with the code each was loaded
-    from and what says it is still current (its compute capability and arch, its warm index id
-    and the key that entry held): one entry of CuPy's memo, checked against the headers."""
+class _Loaded:
+    """A module loaded on one device, the code it was loaded from (None: a file) and what says
+    it is still current: its compute capability and arch, its warm index id and the key that
+    entry held, and once read, the entry's stamps of the program's own headers (_holds)."""
 
-    __slots__ = ("codes", "held", "lock", "modules")
+    __slots__ = ("arch", "cc", "code", "iid", "key", "module", "own")
+
+    def __init__(self, module, code: Code | None, cc=0, arch="", iid=None, key=None):
+        self.module, self.code, self.cc, self.arch = module, code, cc, arch
+        self.iid, self.key = iid, key
+        self.own: dict | None = None
+
+
+class _Shared:
+    """The modules loaded for one set of inputs (device -> _Loaded): one entry of CuPy's memo,
+    checked against the headers."""
+
+    __slots__ = ("loaded", "lock")
 
     def __init__(self):
-        self.modules: dict[int, object] = {}
-        self.codes: dict[int, Code | None] = {}
-        # device -> (cc, arch, index id, key, the entry's stamps outside the package, once read)
-        self.held: dict[int, tuple[int, str, str | None, str | None, dict | None]] = {}
+        self.loaded: dict[int, _Loaded] = {}
         self.lock = threading.Lock()
 
 
@@ -45,7 +54,7 @@ def _join(build: _Build) -> _Shared:
     if shared is None:
         build.check()
         with _shared_lock:
-            shared = _shared.setdefault(build.share_key(), _Shared())
+            shared = _shared.setdefault(build.share_key(), _Shared())  # of the inputs as checked
     build.checked = True
     build.shared = shared
     return shared
@@ -70,20 +79,19 @@ def _code_log(build: _Build, dev: int) -> str | None:
     return code.log if code is not None else None
 
 
-def _holds(shared: _Shared, dev: int) -> bool:
+def _holds(held: _Loaded) -> bool:
     """Whether the module loaded for these inputs on ``dev`` is still what they compile to:
     first, its warm index entry still answers with its key (every stamp holds); then, those of
     its stamps outside this package and the installed packages still hold (CCCL, CUDA's and
     CuPy's headers change with an install, as the code the process runs does: CuPy's memo
     sees no header at all; a program's own headers are what is edited while it runs), one
     ``fstatat`` per such header: none for a CUB kernel of no header of its own."""
-    cc, arch, iid, key, outside = shared.held.get(dev, (0, "", None, None, None))
-    if outside is not None:
-        return check_stamps(outside) is not None
-    found = keys.index_stamped(iid) if iid is not None and key is not None else None
-    if found is None or found[0]["key"] != key:
+    if held.own is not None:
+        return check_stamps(held.own) is not None
+    found = keys.index_stamped(held.iid) if held.iid is not None and held.key else None
+    if found is None or found[0]["key"] != held.key:
         return False
-    shared.held[dev] = (cc, arch, iid, key, _programs_own(found[0]["stamps"], found[1]))
+    held.own = _programs_own(found[0]["stamps"], found[1])
     return True
 
 
@@ -112,30 +120,28 @@ def _load(build: _Build, dev: int, log_stream):
         if mod is not None:  # loaded by another thread of this object
             replay(log_stream, _code_log(build, dev))
             return mod
-        mod, code = shared.modules.get(dev), shared.codes.get(dev)
-        if mod is not None and (build.is_file or _holds(shared, dev)):
-            if code is not None:  # this object's code too: its pickle carries the bytes
-                cc, arch = shared.held[dev][:2]
-                build.compiled.setdefault(arch, code)
-                build.device_arch.setdefault(cc, arch)
-            replay(log_stream, code.log if code is not None else None)
+        held = shared.loaded.get(dev)
+        if held is not None and (build.is_file or _holds(held)):
+            if held.code is not None:  # this object's code too: its pickle carries the bytes
+                build.compiled.setdefault(held.arch, held.code)
+                build.device_arch.setdefault(held.cc, held.arch)
+            replay(log_stream, held.code.log if held.code is not None else None)
         elif build.is_file:
             assert build.path is not None  # is_file: the path of a cubin/ptx/fatbin
-            mod, code = _load_file(build.path), None
+            held = shared.loaded[dev] = _Loaded(_load_file(build.path), None)
         else:
             cc = building._compute_capability()
             new = build.device_code(cc, log_stream)
-            if mod is None or code is None or (code.data, code.symbols) != (new.data, new.symbols):
-                mod = _load_module(new)  # new inputs, or a header changed since: new code
-            # the index entry a later object checks (its key: the one this code was found or
-            # compiled under; an entry the index lacks is compared by its bytes instead)
-            code, shared.held[dev] = (
-                new,
-                (cc, build.device_arch[cc], build.index_ids.get(cc), new.key, None),
+            # the same code (an entry the index lacks is compared by its bytes) keeps its
+            # module; new inputs, or a header changed since, load anew. A later object checks
+            # this entry: its key is the one this code was found or compiled under.
+            same = held is not None and held.code is not None and held.code == new
+            module = held.module if held is not None and same else _load_module(new)
+            held = shared.loaded[dev] = _Loaded(
+                module, new, cc, build.device_arch[cc], build.index_ids.get(cc), new.key
             )
-        shared.codes[dev], shared.modules[dev] = code, mod
-        build.codes[dev], build.modules[dev] = code, mod
-        return mod
+        build.codes[dev], build.modules[dev] = held.code, held.module
+        return held.module
 
 
 def _load_module(code: Code):

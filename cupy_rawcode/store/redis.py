@@ -24,7 +24,6 @@ from .base import Store, tally
 from .remote import (
     LIMIT,
     DeadlineError,
-    RemoteError,
     checked_key,
     is_timeout,
     redacted,
@@ -34,19 +33,6 @@ from .remote import (
 )
 
 PREFIX = "cupy-rawcode:entry:"
-
-
-def _masked(error: BaseException, url: str) -> BaseException:
-    """``error``, or where its text quotes a piece of ``url``'s password (redis-py's "Port could
-    not be cast to integer value as '<a piece of it>'"), a RemoteError of that text masked,
-    caused by it (a timeout still reads as one: remote.is_timeout)."""
-    text = f"{type(error).__name__}: {error}"
-    shown = redacted(text, url)
-    if shown == redacted(text):
-        return error
-    masked = RemoteError(shown)
-    masked.__cause__ = error
-    return masked
 
 
 def _scan(cursor: int, pipe: Any) -> None:
@@ -122,7 +108,7 @@ class RedisStore(Store):
                 warn_failed(self.name, redacted(url), ImportError(missing), opening=True)
             except Exception as e:
                 self._down_until = float("inf")
-                warn_failed(self.name, redacted(url), _masked(e, url), opening=True)
+                warn_failed(self.name, redacted(url), e, opening=True, url=url)
         self.client = client
 
     @property
@@ -146,7 +132,7 @@ class RedisStore(Store):
         setattr(self, kind, getattr(self, kind) + 1)
         tally(self.name)[kind] += 1
         self._down_until = time.monotonic() + self.backoff
-        warn_failed(self.name, self.location, _masked(error, self.url))
+        warn_failed(self.name, self.location, error, url=self.url)
 
     def _run(self, queue: Callable[[Any], object], raise_on_error: bool = True) -> list[Any]:
         """The answers of the commands ``queue(pipe)`` puts on a pipeline, in one round trip

@@ -287,3 +287,14 @@ def dict_store(data: dict | None = None, *, sizes: bool = True, location: str = 
             return {key: len(self.data[key]) for key in keys if key in self.data}
 
     return DictStore()
+
+
+def recounts_done() -> None:
+    """Wait for the size recounts a directory store's put may start in the background
+    (store/sizebound.py): each writes its directory's ledger, which a test comparing snapshots
+    of a cache would otherwise see land at any moment."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "cupy-rawcode-recount":
+            thread.join(30)

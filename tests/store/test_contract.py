@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import recounts_done
 from servers import memcached_server, shared_s3, shared_webdav  # noqa: F401  (fixtures)
 
 from cupy_rawcode.ground.errors import EntryError
@@ -96,14 +97,10 @@ class Subject:
 
 
 def _put_all(store: Store, entries: dict[str, bytes]) -> None:
-    """Put ``entries``, and wait for the size recount a directory's put may start in the
-    background (store/sizebound.py): it writes the directory's ledger, which a test comparing
-    snapshots of the medium would otherwise see land at any moment."""
+    """Put ``entries``, and wait for the size recount a directory's put may start (conftest)."""
     for key, data in entries.items():
         store.put(key, data)
-    for thread in threading.enumerate():
-        if thread.name == "cupy-rawcode-recount":
-            thread.join(30)
+    recounts_done()
 
 
 def _damage_file(path: Path) -> None:

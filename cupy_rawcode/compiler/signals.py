@@ -157,9 +157,9 @@ def _keep() -> None:
                 _keeper.clear()
                 return
             _put_back()
-        info = signal.sigtimedwait(SIGNALS, KEEPER_STEP)
-        if info is not None:
-            _forward(info.si_signo)
+        signum = _taken(signal.sigtimedwait(SIGNALS, KEEPER_STEP), SIGNALS)
+        if signum is not None:
+            _forward(signum)
 
 
 def _forward(signum: int) -> None:
@@ -226,14 +226,22 @@ def _wait(call, taken: frozenset) -> object:
     """Wait for ``call`` (early.Early) in steps, putting the handlers back after each; a signal
     in ``taken`` (blocked in this thread) is handed to Python's handler as it comes."""
     for step in steps():
-        info = signal.sigtimedwait(taken, step) if taken else None
-        done = info is None and call.wait(0 if taken else step)
+        signum = _taken(signal.sigtimedwait(taken, step), taken) if taken else None
+        done = signum is None and call.wait(0 if taken else step)
         restore()
-        if info is not None:
-            _raise_again(info.si_signo)
+        if signum is not None:
+            _raise_again(signum)
         if done:
             break
     return call.result()
+
+
+def _taken(info, waited: frozenset) -> int | None:
+    """The number of the signal sigtimedwait took, or None: it timed out, or its answer names
+    none of the signals waited for (seen from 16 processes compiling at once: a signal number
+    0, on which getsignal raised and the compile failed)."""
+    signum = getattr(info, "si_signo", None)
+    return signum if signum in waited else None
 
 
 def _raise_again(signum: int) -> None:

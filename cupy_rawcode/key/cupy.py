@@ -7,18 +7,17 @@ hook/compiles.py, passed in here as values)."""
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from ..ground import digest_fields
 from ..ground.stamps import first_changed
+from ..headers import lexical
 from ..headers.options import parse_options
 from ..headers.search import make_context
 from . import key_fields
 from .manifest import closure_digests, discard
 
 KEY_KIND = "cupy-compile-1"  # change when the fields below change
-_DIRECTIVE = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
 # (directives, options) -> (closure digest, its files' stamps as stamps.take gave them, the key
@@ -58,15 +57,33 @@ SKELETONS = 4096  # sources remembered at most (CuPy keeps its kernels' sources 
 
 
 def directives(source: str) -> str:
-    """The source's preprocessor lines (with their continuations): all that decides its header
-    closure in fast mode, which reads every branch (CuPy's kernels differ in their code and
-    share their includes). Remembered per source: every call of a kernel asks again."""
+    """The source's directives, one line each (comments removed, continuations joined), as every
+    reading of the lexer finds them (a superset where NVRTC's own may differ): all that decides
+    its header closure in fast mode, which reads every branch (CuPy's kernels differ in their
+    code and share their includes). A directive after a comment or a form feed is one too.
+    Remembered per source: every call of a kernel asks again."""
     found = _skeletons.get(source)
     if found is None:
         if len(_skeletons) >= SKELETONS:
             _skeletons.clear()
-        found = _skeletons[source] = "\n".join(m.group(0) for m in _DIRECTIVE.finditer(source))
+        found = _skeletons[source] = _skeleton(source)
     return found
+
+
+def _skeleton(source: str) -> str:
+    """Every reading's directives, in line order, each the most times any one reading has it
+    (the readings number a directive a comment spans differently)."""
+    lines: dict[tuple[str, str, int], int] = {}
+    for reading in _READINGS:
+        times: dict[tuple[str, str], int] = {}
+        for line, name, rest in lexical.directives(source, reading):
+            n = times[name, rest] = times.get((name, rest), -1) + 1
+            lines.setdefault((name, rest, n), line)
+    ordered = sorted(lines.items(), key=lambda item: item[1])
+    return "\n".join(f"#{name} {rest}".rstrip() for (name, rest, _), _ in ordered)
+
+
+_READINGS = ("nvrtc", "skipped", "joined")
 
 
 def _context(options: tuple[str, ...]):

@@ -189,11 +189,18 @@ def test_key_differs_when_cupy_compiles_ptx(monkeypatch):
     assert cupy_compiles.key_of(call) == cubin
 
 
-def test_key_differs_when_a_header_changes(tmp_path):
+@pytest.mark.parametrize(
+    "before_hash",
+    ["", "  ", "/* a comment */ ", "/* a\ncomment */ ", "\f", "\v", "/**/ /* two */\t"],
+    ids=["first", "blanks", "comment", "comment-over-lines", "form-feed", "vertical-tab", "two"],
+)
+def test_key_differs_when_a_header_changes(tmp_path, before_hash):
+    """What may stand before a directive's '#' (NVRTC reads an include there): its header is in
+    the key whatever it is."""
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "mine.h").write_text("#define MINE 1\n")
-    src = '#include "mine.h"\n' + ELEMENTWISE
+    src = before_hash + '#include "mine.h"\n' + ELEMENTWISE
     call = _call(src, options=(f"-I{inc}",))
     before = cupy_compiles.key_of(call)
     (inc / "mine.h").write_text("#define MINE 2\n")
@@ -219,8 +226,16 @@ def test_key_equal_when_cupy_is_elsewhere(tmp_path):
     "source, expected",
     [
         ("#include <a.h>\nint x;\n", "#include <a.h>"),
-        ("  # define X \\\n   1\nint y;\n#if X\n#endif\n", "  # define X \\\n   1\n#if X\n#endif"),
+        ("  # define X \\\n   1\nint y;\n#if X\n#endif\n", "#define X     1\n#if X\n#endif"),
         ("int z; // # not a directive\n", ""),
+        ('/* c */ #include "a.h"\n', '#include "a.h"'),
+        ('/* c\n */ # include "a.h"\n', '#include "a.h"'),
+        ('\f\v%:include "a.h" // two\n', '#include "a.h"'),
+        ('/* #include "no.h" */\nconst char* s = "#include <no.h>";\n', ""),
+        (  # the same line twice, meaning two headers: both kept
+            '#define H "a.h"\n#include H\n#undef H\n#define H "b.h"\n#include H\n',
+            '#define H "a.h"\n#include H\n#undef H\n#define H "b.h"\n#include H',
+        ),
     ],
 )
 def test_directives_are_the_preprocessor_lines(source, expected):

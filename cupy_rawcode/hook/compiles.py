@@ -173,17 +173,28 @@ def _failing(call: Call) -> Failing:
     return payloads.Failing(lambda e: failure_fields(call, e), lambda r: failure(call, r))
 
 
+_COMPILATION = 6  # NVRTC_ERROR_COMPILATION: NVRTC read the text and refused it
+
+
 def failure_fields(call: Call, e: BaseException) -> dict | None:
     """What rebuilds the CompileException CuPy raised compiling ``call`` (its constructor's
     arguments; the source only where it is not the call's), None for any other exception
-    (CuPy's Jitify, nvcc or a driver error)."""
+    (CuPy's Jitify, nvcc or a driver error) and for one that is no verdict on the text: CuPy
+    makes every NVRTC error a CompileException (out of memory, an internal error), raised while
+    handling the NVRTCError whose status says which."""
     from cupy.cuda import compiler
+    from cupy_backends.cuda.libs.nvrtc import NVRTCError
 
     if type(e) is not compiler.CompileException:
+        return None
+    cause = e.__context__
+    if not isinstance(cause, NVRTCError) or getattr(cause, "status", None) != _COMPILATION:
         return None
     ce: Any = e  # CuPy's class is untyped
     msg, source = ce._msg, ce.source
     if not all(isinstance(v, str) for v in (msg, source, ce.name, ce.backend, *ce.options)):
+        return None
+    if not msg.strip():
         return None
     return {
         "message": msg,

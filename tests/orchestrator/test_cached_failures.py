@@ -232,6 +232,7 @@ def test_cache_list_and_a_bundle_carry_the_failure(tmp_path, capsys, compiles):
 
 # -- CuPy's own compiles under install(scope="all") --------------------------------------------
 
+CUPY_GOOD = 'extern "C" __global__ void triple(float* x) { x[threadIdx.x] *= 3.0f; }\n'
 CUPY_BAD = textwrap.dedent(
     """
     extern "C" __global__ void cupy_bad(const float* x, float* y) {
@@ -259,20 +260,28 @@ def cupy_all(monkeypatch):
     hook.uninstall()
 
 
-def cupy_failing(source=CUPY_BAD, options=()):
-    """The CompileException CuPy's compile function (ours while installed) raises."""
+def cupy_compile(source, options=()):
+    """CuPy's compile function (ours while installed), for an sm_90 it never loads."""
     from cupy._core import core
     from cupy.cuda import compiler
 
     from cupy_rawcode.hook import compiles as cupy_compiles
 
-    with cupy_compiles.unloaded(compiler), pytest.raises(compiler.CompileException) as e:
-        compiler._compile_module_with_cache(
+    with cupy_compiles.unloaded(compiler):
+        return compiler._compile_module_with_cache(
             source,
             core.assemble_cupy_compiler_options(tuple(options)),
             arch="90",
             extra_source=core._get_header_source(),
         )
+
+
+def cupy_failing(source=CUPY_BAD, options=()):
+    """The CompileException CuPy's compile function (ours while installed) raises."""
+    from cupy.cuda import compiler
+
+    with pytest.raises(compiler.CompileException) as e:
+        cupy_compile(source, options)
     return e.value
 
 
@@ -332,3 +341,27 @@ def test_cupys_failure_compiled_ahead_is_kept_and_raised_again(cupy_all):
     assert compiled[1] == compiled[0]  # the second raised from the store
     first = cupy_failing()  # a launch of the same call: served the same failure
     assert len(cupy_all) == compiled[0] and cupys(first) == cupys(raised[0])
+
+
+@pytest.mark.parametrize(
+    "status", [1, 11, 7], ids=["out-of-memory", "internal-error", "builtin-operation-failure"]
+)
+def test_cupys_failure_that_is_no_verdict_on_the_text_is_not_kept(cupy_all, monkeypatch, status):
+    """CuPy makes every NVRTC error a CompileException: only NVRTC's verdict on the text
+    (NVRTC_ERROR_COMPILATION) is kept; out of memory or an internal error compiles again."""
+    from cupy.cuda import compiler
+
+    real = compiler._NVRTCProgram.compile
+
+    def failing(self, options=(), *a, **k):  # as CuPy raises it: handling NVRTC's error
+        try:
+            raise compiler.nvrtc.NVRTCError(status)
+        except compiler.nvrtc.NVRTCError:
+            raise compiler.CompileException("a log", self.src, self.name, options, "nvrtc")  # noqa: B904
+
+    monkeypatch.setattr(compiler._NVRTCProgram, "compile", failing)
+    with pytest.raises(compiler.CompileException):
+        cupy_compile(CUPY_GOOD)
+    monkeypatch.setattr(compiler._NVRTCProgram, "compile", real)
+    cupy_compile(CUPY_GOOD)  # compiled: nothing was kept
+    assert failures.FAILED not in [meta["target"] for _, meta, _ in entries()]

@@ -79,7 +79,9 @@ def main() -> None:
                     rows[t].append(run(t))
             for t in trees:
                 med = {k: round(statistics.median(r[k] for r in rows[t]), 2) for k in rows[t][0]}
-                print(kernel, os.path.basename(t), json.dumps(med), "ms", flush=True)
+                q1, _, q3 = statistics.quantiles([r["pre"] for r in rows[t]], n=4)
+                spread = f"(pre quartiles {q1:.2f}-{q3:.2f})"
+                print(kernel, os.path.basename(t), json.dumps(med), "ms", spread, flush=True)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ def test_key_equal_when_cupy_is_elsewhere(tmp_path):
     "source, expected",
     [
         ("#include <a.h>\nint x;\n", "#include <a.h>"),
-        ("  # define X \\\n   1\nint y;\n#if X\n#endif\n", "#define X     1\n#if X\n#endif"),
+        ("  # define X \\\n   1\nint y;\n#if X\n#endif\n", "  # define X \\\n   1\n#if X\n#endif"),
         ("int z; // # not a directive\n", ""),
         ('/* c */ #include "a.h"\n', '#include "a.h"'),
         ('/* c\n */ # include "a.h"\n', '#include "a.h"'),

@@ -228,6 +228,15 @@ class DirectoryStore(Store):
         return None if sizes == [None, None] else (sizes[0] or 0, sizes[1] or 0)
 
 
+class SharedDirectoryStore(DirectoryStore):
+    """A directory given as a remote level (CUPY_RAWCODE_REMOTE, ``make_store(remote=...)``):
+    a shared mount, named and treated as the other remote levels are: a hit there is copied
+    into the cache directory, and ``cache push``/``cache pull`` reach it."""
+
+    name = "shared-dir"
+    on_disk = False
+
+
 def is_key(key: object) -> bool:
     """Whether ``key`` is of the one form this store holds: 64 lower-case hex digits, as every
     key is (an entry's, a failure's, a closure record's: a SHA-256, ground.digest_fields)."""

@@ -132,6 +132,8 @@ def open_remote(spec: str, *, timeout: float, **options: object) -> Store:
     if problem is not None:
         raise errors.RawcodeValueError(f"remote store {remote.redacted(url)!r}: {problem}")
     target, args = parse_url(url)
+    if target == BACKENDS["file"]:  # a directory as a remote level: a shared one
+        target = ".directory:SharedDirectoryStore"
     if url.partition(":")[0] in WHOLE_URL:
         options = {"timeout": timeout, **options}
     store = store_class(target)(*args, **options)

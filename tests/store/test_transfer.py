@@ -377,3 +377,22 @@ def test_http_goes_through_the_proxy_the_environment_names(monkeypatch):
         store.close()
         proxy.shutdown()
         proxy.server_close()
+
+
+@pytest.mark.parametrize("spelling", ["path", "file-url"])
+def test_a_directory_as_a_remote_level_is_one_push_pull_and_backfill_reach(tmp_path, spelling):
+    """A shared directory in CUPY_RAWCODE_REMOTE is a remote level like the others: cache push
+    sends to it, cache pull fetches from it, and a hit there lands in the cache directory."""
+    shared = tmp_path / "shared"
+    url = str(shared) if spelling == "path" else f"file:{shared}"
+    keys = [key_of(i) for i in range(N)]
+    first = make_store(tmp_path / "one", bundles=(), redis_url="", remote=[url])
+    disk, [level] = transfer.split_levels(first)
+    assert disk is first.level("disk") and level.location == str(shared)
+    put = _filled(first.level("disk"), keys)
+    assert transfer.push_from(first).sent == {str(shared): N}
+    second = make_store(tmp_path / "two", bundles=(), redis_url="", remote=[url])
+    assert transfer.pull_into(second, keys[:2]).fetched == {str(shared): 2}
+    third = make_store(tmp_path / "three", bundles=(), redis_url="", remote=[url])
+    assert third.get(keys[3]) == put[keys[3]]  # a hit in the shared directory ...
+    assert third.level("disk").get(keys[3]) == put[keys[3]]  # ... copied into the cache's

@@ -5,17 +5,18 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 import sys
 import time
 
-from ..ground import deferred
+from ..ground import deferred, kind_of
 from ..ground.config import check_workers
 from ..ground.errors import EntryError
 from ..ground.inputs import read_source
 from ..headers.options import file_options
 from ..key import portable
 from ..store import maintenance, transfer, uncounted
-from ..store.bundle import BundleError, BundleStore, read_index, truncation, write_bundle
+from ..store.bundle import BundleError, BundleStore, damage, read_index, write_bundle
 from ..store.entry import decode
 from ..store.layout import cache_location, refusal
 from ..store.usage import CacheFilesError, failure
@@ -275,7 +276,7 @@ def _cmd_bundle(args, options) -> int:
     if args.action == "export":
         disk = _cache_disk()
         if args.prebuilt:
-            keys = maintenance.prebuilt_keys(disk.root)
+            keys = _prebuilt_keys(disk.root)
         else:
             keys = [e.key for e in disk.entries()]
         entries, skipped, metas = maintenance.exportable(disk, keys)
@@ -294,7 +295,8 @@ def _cmd_bundle(args, options) -> int:
         found = read_index(args.out)
     except BundleError as e:
         raise InputError(f"{args.out}: {e}") from None
-    store, broken, records = BundleStore(args.out, found.entries), len(found.cut), 0
+    store, records = BundleStore(args.out, found.entries), 0
+    broken = len(found.cut) + len(found.bad)
     for key in sorted(found.entries):
         try:
             _code, meta = decode(key, store.get(key) or b"")
@@ -308,13 +310,33 @@ def _cmd_bundle(args, options) -> int:
             print(f"{key}  BROKEN ({e})")
     for key in found.cut:
         print(f"{key}  BROKEN (beyond the end of the file)")
-    total = len(found.entries) + len(found.cut) - records
+    for key, why in found.bad.items():
+        print(f"{key}  BROKEN ({why})")
+    total = len(found.entries) + len(found.cut) + len(found.bad) - records
     kept = f" and {records} closure records" if records else ""
     print(f"{total} entries{kept}, {_human(found.size)}, {broken} broken")
-    cut = truncation(found)
-    if cut:
-        _report(f"cupy-rawcode: error: {args.out}: {cut}")
+    damaged = damage(found)
+    if damaged:
+        _report(f"cupy-rawcode: error: {args.out}: {damaged}")
     return EXIT_ERROR if broken else EXIT_OK
+
+
+def _prebuilt_keys(root) -> list[str]:
+    """The keys prebuild recorded in ``root`` (maintenance.prebuilt_keys); a prebuilt.keys that
+    is no regular file (a FIFO, a link, a directory) is never read: an InputError (4) saying
+    what it is, not "no prebuild recorded"."""
+    path = root / "prebuilt.keys"
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        mode = None  # none: maintenance says no prebuild was recorded
+    if mode is not None and not stat.S_ISREG(mode):
+        what = "a symbolic link" if stat.S_ISLNK(mode) else kind_of(mode)
+        raise InputError(
+            f"{path} is {what}, not a regular file: no prebuild record can be read from it "
+            "(remove it and run cupy-rawcode prebuild again, or export everything)"
+        )
+    return maintenance.prebuilt_keys(root)
 
 
 def _report(message: str) -> None:

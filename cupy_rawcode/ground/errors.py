@@ -164,14 +164,20 @@ for _cls, _name in (
 
 
 def source_context(log: str, program_name: str, source: str) -> str:
-    """The source lines around each error NVRTC reports in the main source (two either side)."""
+    """The source lines around each error NVRTC reports in the main source (two either side),
+    each line once: errors on one line, or near each other, share one excerpt."""
     lines = source.splitlines()
+    marked = set(nvrtclog.error_lines(log, program_name))
     out: list[str] = []
-    for n in nvrtclog.error_lines(log, program_name):
-        for i in range(max(1, n - 2), min(len(lines), n + 2) + 1):
-            out.append(f"{'>' if i == n else ' '} {i:5d} | {lines[i - 1]}")
-        out.append("")
-    return "\n".join(out)
+    last = 0  # the last line printed
+    for n in sorted(marked):
+        first = max(1, n - 2, last + 1)
+        if out and first > last + 1:
+            out.append("")  # a gap: a new excerpt
+        for i in range(first, min(len(lines), n + 2) + 1):
+            out.append(f"{'>' if i in marked else ' '} {i:5d} | {lines[i - 1]}")
+            last = i
+    return "\n".join(out + [""]) if out else ""
 
 
 def compile_message(

@@ -13,7 +13,9 @@ CuPy's cache backend answered for this thread by ``Capture``: CuPy compiles, "sa
 payload, and the payload goes to our store instead of CuPy's directory.
 
 Passed to CuPy untouched: nvcc, LTO IR, ``CUPY_CACHE_IN_MEMORY=1`` (CuPy then keeps nothing on
-disk, and neither do we), a source whose headers are missing (CuPy raises its own error), and
+disk, and neither do we), ``CUPY_CACHE_SAVE_CUDA_SOURCE`` as CuPy's cache backend read it (CuPy
+then writes each ``.cu`` beside its cubin in its own directory, for profilers and debuggers:
+ours never writes there), a source whose headers are missing (CuPy raises its own error), and
 every call while CuPy has no cache backend to answer (CuPy < 14.1).
 """
 
@@ -78,10 +80,22 @@ def call_from(arguments: dict) -> Call | None:
 
 def servable(call: Call, compiler) -> bool:
     """Whether the store can serve this call: not Jitify's (the orchestrator compiles those),
-    not with CUPY_CACHE_IN_MEMORY=1 (CuPy keeps nothing then, and neither do we), and a CuPy
-    whose cache backend Capture can answer (CuPy >= 14.1)."""
+    not with CUPY_CACHE_IN_MEMORY=1 (CuPy keeps nothing then, and neither do we), not while
+    CuPy's cache saves each source beside its cubin (saves_source), and a CuPy whose cache
+    backend Capture can answer (CuPy >= 14.1)."""
     in_memory = os.environ.get("CUPY_CACHE_IN_MEMORY", "") not in ("", "0")
-    return not call.jitify and not in_memory and isinstance(compiler._kernel_cache_backend, Capture)
+    backend = compiler._kernel_cache_backend
+    if call.jitify or in_memory or not isinstance(backend, Capture):
+        return False
+    return not saves_source(backend.previous)
+
+
+def saves_source(backend) -> bool:
+    """Whether CuPy's cache backend writes each compile's ``.cu`` beside its cubin: its disk
+    backend under CUPY_CACHE_SAVE_CUDA_SOURCE (any non-empty value, read when CuPy made it).
+    Such a compile stays CuPy's, which writes both where it always does (profilers and
+    debuggers find the source there); ours would keep the cubin alone, in its own store."""
+    return bool(getattr(backend, "_save_cuda_source", False))
 
 
 def _cupy_fields(call: Call) -> list[tuple[str, str]]:

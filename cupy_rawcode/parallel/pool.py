@@ -19,7 +19,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from ..store import default_store
+from ..store import Levels, default_store
+from . import stores
 from .task import Outcome, Task
 
 _OWN_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {}
@@ -63,15 +64,26 @@ def _package_parent() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _hello() -> dict:
-    """What a worker needs to compile as this process would: its module path, and the cache
-    directory of this process's store (set_store's, or the environment's)."""
+def _hello(store: Levels, scratch: str | None) -> dict:
+    """What a worker needs to compile as this process would: its module path, and this
+    process's store (set_store's, or the environment's) as stores.hello_fields describes it;
+    ``scratch``: where a worker writes what a compile writes beside its entries (toolchain
+    record, manifests, warm index) when the store has no cache directory of its own."""
     hello: dict = {"sys_path": [p for p in sys.path if isinstance(p, str)]}
-    disk = default_store().level("disk")
-    if disk is not None:
-        hello["cache_dir"] = str(disk.root)
-        hello["max_size"] = disk.max_bytes or 0  # 0: no bound
+    hello.update(stores.hello_fields(store))
+    hello["scratch_dir"] = scratch
     return hello
+
+
+def _scratch(store: Levels) -> str | None:
+    """A private scratch directory for the workers, when ``store`` has no writable cache
+    directory (stores.plain_disk): never the environment's directory, which the program did
+    not point at. Removed when the pool ends."""
+    if stores.plain_disk(store) is not None:
+        return None
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="cupy-rawcode-pool-")
 
 
 class _Worker:
@@ -177,14 +189,30 @@ def run(
     """Run every task in ``workers`` worker processes; ``on_result(i, outcome)`` is called (from
     a pool thread) as each ends. A worker that dies fails its task with its exit status and
     stderr, and a new one takes the next task. The workers end before this returns, also when
-    it raises."""
+    it raises. Each worker compiles into this process's store (stores.py): the environment's
+    stack it writes itself, any other one this process fills with the entries it sends."""
+    store = default_store()
+    scratch = _scratch(store)
+    try:
+        return _run(tasks, workers, on_result, memory, store, _hello(store, scratch))
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(
+    tasks: list[Task], workers: int, on_result, memory: Memory | None, store: Levels, hello: dict
+) -> list[Outcome]:
+    """run's work, with the hello the workers get; what a worker sends back is put into
+    ``store`` (stores.land) before its outcome is reported."""
     import queue
 
     outcomes: list[Outcome | None] = [None] * len(tasks)
     todo: queue.Queue = queue.Queue()
     for i in range(len(tasks)):
         todo.put(i)
-    hello = _hello()
     memory = memory if memory is not None else Memory()
     current: list[_Worker] = []
     guard = threading.Lock()
@@ -215,7 +243,12 @@ def run(
                     worker.close()
                     worker = None
                 else:
+                    sent = reply.pop("entries", None)
                     out = Outcome.from_json(reply)
+                    if sent is not None:  # the worker compiled for this process to store
+                        kept = stores.land(store, out.key, sent)
+                        if out.error is None and not out.hit:
+                            out.stored = kept
                     memory.worker(out.max_rss)
                 outcomes[i] = out
                 if on_result is not None:

@@ -5,7 +5,8 @@ replace the package's ``warmup`` function by the module.)
 An application that defines 20-40 kernels compiles each at its first launch, one after another
 (NVRTC does one compile at a time per process). warmup() hands every kernel the cache does not
 hold to a pool of worker processes (pool.py), which compile exactly what a first launch would
-(orchestrator.flow.compile_for) and put it in the cache directory and the warm index.
+(orchestrator.flow.compile_for) and put it in the program's store (set_store's or the
+environment's: stores.py) and the warm index.
 
 Failures are not cached: the first launch of a kernel that failed compiles it again in-process
 and raises exactly the error it would have raised without warmup().
@@ -57,13 +58,15 @@ class Item:
 
 @dataclass
 class Summary:
-    """What warmup() did: kernels ``compiled`` now, ``cached`` before (nothing to do) and
-    ``failed`` (with their errors); the ``workers`` started, the wall ``seconds``, and the
-    pool's ``memory`` (pool.Memory: peak resident bytes)."""
+    """What warmup() did: kernels ``compiled`` now, ``cached`` before (nothing to do),
+    ``failed`` (with their errors) and ``lost``: compiled, but the store kept nothing (every
+    level read-only, a full disk: their first launches compile again); the ``workers`` started,
+    the wall ``seconds``, and the pool's ``memory`` (pool.Memory: peak resident bytes)."""
 
     compiled: list[Item] = field(default_factory=list)
     cached: list[Item] = field(default_factory=list)
     failed: list[Item] = field(default_factory=list)
+    lost: list[Item] = field(default_factory=list)
     workers: int = 0
     seconds: float = 0.0
     memory: pool.Memory = field(default_factory=pool.Memory)
@@ -71,16 +74,18 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        """Whether every kernel is in the store now: none failed, none was lost."""
+        return not self.failed and not self.lost
 
     def __str__(self) -> str:
         peak = self.memory.peak
         mem = f", peak {peak / (1 << 20):.0f} MiB" if peak else ""
         fetched = sum(sum(p.fetched.values()) for p in self.pulled)
         got = f" ({fetched} fetched from remote levels)" if self.pulled else ""
+        lost = f" ({len(self.lost)} compiled, but not stored)" if self.lost else ""
         lines = [
             f"warmup: {len(self.compiled)} compiled, {len(self.cached)} already cached{got}, "
-            f"{len(self.failed)} failed ({self.workers} workers, {self.seconds:.2f} s{mem})"
+            f"{len(self.failed)} failed{lost} ({self.workers} workers, {self.seconds:.2f} s{mem})"
         ]
         for it in self.failed:
             lines.append(f"  {it.label} ({it.arch}): " + (it.error or "").replace("\n", "\n    "))
@@ -331,6 +336,8 @@ def warmup(*kernels, arch=None, workers: int | None = None, background: bool = F
                         else summary.cached
                         if out.hit
                         else summary.compiled
+                        if out.stored
+                        else summary.lost
                     ).append(item)
                     _release(task.index_id, events)
 

@@ -1,7 +1,8 @@
 """The worker process: ``python -m cupy_rawcode.parallel.worker``, started by the pool
-(pool.py). It reads a hello line (module path, cache directory) and then one task per line on
-stdin, compiles each (task.run_task) and answers on a private copy of its stdout, in JSON lines,
-never pickle; fd 1 itself goes to stderr, so nothing a library prints can break the protocol.
+(pool.py). It reads a hello line (module path, the parent's store: stores.py) and then one task
+per line on stdin, compiles each (task.run_task) and answers on a private copy of its stdout,
+in JSON lines, never pickle (an entry it sends the parent to store is its bytes in base64); fd
+1 itself goes to stderr, so nothing a library prints can break the protocol.
 It exits as soon as its stdin closes, mid-compile too, so a parent that ends, crashes or is
 killed leaves no worker behind; it ignores SIGINT, since Ctrl-C is the parent's to handle.
 """
@@ -13,7 +14,9 @@ import os
 import sys
 import threading
 
-from ..store import make_store, set_store
+from ..store import set_store
+from ..store.layout import using_cache_dir
+from .stores import encode_entries, worker_store
 from .task import Task, run_task
 
 
@@ -36,7 +39,7 @@ def _watch_stdin(lines) -> None:
 
 
 def main() -> None:
-    """The worker: a hello line (module path, cache directory), then one task per line."""
+    """The worker: a hello line (module path, the parent's store), then one task per line."""
     import queue
     import signal
 
@@ -48,14 +51,20 @@ def main() -> None:
     threading.Thread(target=_watch_stdin, args=(lines,), daemon=True).start()
     hello = json.loads(lines.get())
     sys.path[:] = hello.get("sys_path") or sys.path
-    if hello.get("cache_dir"):
-        set_store(make_store(hello["cache_dir"], max_size=hello.get("max_size")))
-    while True:
-        message = json.loads(lines.get())
-        outcome = run_task(Task.from_json(message["task"]))
-        reply = {"id": message["id"], **outcome.__dict__, "max_rss": _max_rss()}
-        out.write(json.dumps(reply).encode() + b"\n")
-        out.flush()
+    store, collecting = worker_store(hello)
+    set_store(store)
+    # what a compile writes beside its entries goes to the parent's cache directory, else to
+    # the pool's scratch directory: never to one the parent's store does not name
+    with using_cache_dir(hello.get("cache_dir") or hello.get("scratch_dir")):
+        while True:
+            message = json.loads(lines.get())
+            outcome = run_task(Task.from_json(message["task"]))
+            reply = {"id": message["id"], **outcome.__dict__, "max_rss": _max_rss()}
+            if collecting is not None:  # the parent stores what this compile stored
+                entries = collecting.drain()
+                reply["entries"] = {} if outcome.hit else encode_entries(entries)
+            out.write(json.dumps(reply).encode() + b"\n")
+            out.flush()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 Layout: magic, 8-byte little-endian index length, JSON index {"entries": {key: [offset,
 length]}}, then the entries' bytes back to back. Each entry is the self-validating bytes of
 entry.py, so a damaged bundle can only cause misses; an unreadable index makes the whole
-bundle empty, and a truncated one (entries the index places beyond the end of the file) loses
-those entries, each with one warning naming the bundle.
+bundle empty, and a truncated one (entries the index places beyond the end of the file) or an
+index entry that is no span (a damaged length, say) loses those entries, with one warning
+naming the bundle; ``bundle info`` lists them as BROKEN.
 """
 
 from __future__ import annotations
@@ -48,13 +49,33 @@ def write_bundle(path: str | os.PathLike, entries: Iterable[tuple[str, bytes]]) 
 
 class Index:
     """A bundle's index: ``entries`` (key -> (absolute offset, length)) that the file holds, its
-    ``size``, and the keys ``cut`` off: placed beyond its end (a truncated bundle). A plain
-    slotted class, as in every store module (a hit with bundles configured imports this one)."""
+    ``size``, the keys ``cut`` off: placed beyond its end (a truncated bundle), and the ``bad``
+    ones: key -> why its span is none (not two ints >= 0, or a length over ENTRY_LIMIT). A
+    plain slotted class, as in every store module (a hit with bundles configured imports it)."""
 
-    __slots__ = ("cut", "entries", "size")
+    __slots__ = ("bad", "cut", "entries", "size")
 
-    def __init__(self, entries: dict[str, tuple[int, int]], size: int, cut: list[str]):
+    def __init__(
+        self,
+        entries: dict[str, tuple[int, int]],
+        size: int,
+        cut: list[str],
+        bad: dict[str, str] | None = None,
+    ):
         self.entries, self.size, self.cut = entries, size, cut
+        self.bad = {} if bad is None else bad
+
+
+def span_problem(span: object) -> str | None:
+    """Why an index value is no entry's span (None when it is one): two ints >= 0, the length
+    within ENTRY_LIMIT, as write_bundle writes them; damage makes it anything else."""
+    if not (isinstance(span, list) and len(span) == 2 and all(type(v) is int for v in span)):
+        return f"bad span {json.dumps(span)[:60]} in the index"
+    if min(span) < 0:
+        return f"bad span {span} in the index (negative)"
+    if span[1] > ENTRY_LIMIT:
+        return f"length {span[1]} in the index is over the limit of {ENTRY_LIMIT} bytes"
+    return None
 
 
 def read_index(path: str | os.PathLike) -> Index:
@@ -80,31 +101,37 @@ def read_index(path: str | os.PathLike) -> Index:
     if raw is None:
         raise BundleError("unreadable index (not JSON, or nested too deeply)")
     base = len(MAGIC) + 8 + hlen
-    index, cut = {}, []
+    index, cut, bad = {}, [], {}
     entries = raw.get("entries") if isinstance(raw, dict) else None
     if not isinstance(entries, dict):
         raise BundleError("index has no entries")
     for key, span in entries.items():
-        if not (
-            isinstance(span, list)
-            and len(span) == 2
-            and all(type(v) is int and v >= 0 for v in span)
-            and span[1] <= ENTRY_LIMIT
-        ):
-            continue
-        if base + span[0] + span[1] > size:
+        problem = span_problem(span)
+        if problem is not None:
+            bad[key] = problem
+        elif base + span[0] + span[1] > size:
             cut.append(key)
         else:
             index[key] = (base + span[0], span[1])
-    return Index(index, size, sorted(cut))
+    return Index(index, size, sorted(cut), dict(sorted(bad.items())))
 
 
 def truncation(index: Index) -> str | None:
     """Words for a truncated bundle (None when whole): how many entries lie beyond its end."""
     if not index.cut:
         return None
-    total = len(index.entries) + len(index.cut)
+    total = len(index.entries) + len(index.cut) + len(index.bad)
     return f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
+
+
+def damage(index: Index) -> str | None:
+    """Words for every entry the index names that cannot be read (None when there is none):
+    the truncation, and the index entries that are no span."""
+    words = [truncation(index)] if index.cut else []
+    if index.bad:
+        total = len(index.entries) + len(index.cut) + len(index.bad)
+        words.append(f"{len(index.bad)} of {total} index entries malformed (no valid span)")
+    return "; ".join(w for w in words if w) or None
 
 
 class BundleStore(RefusingStore):
@@ -128,9 +155,9 @@ class BundleStore(RefusingStore):
                 self._index = {}
             else:
                 self._index = found.entries
-                cut = truncation(found)
-                if cut:
-                    warn("cupy-rawcode: the bundle %s is %s; those are misses", self.path, cut)
+                damaged = damage(found)
+                if damaged:
+                    warn("cupy-rawcode: the bundle %s: %s; those are misses", self.path, damaged)
         return self._index
 
     def keys(self) -> list[str]:

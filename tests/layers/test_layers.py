@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("key", ("key",)),
     ("compiler and launch", ("compiler", "launch")),
     ("orchestrator", ("orchestrator",)),
-    ("faces", ("", "kernel", "hook", "parallel", "cli", "autoinstall")),
+    ("faces", ("", "__main__", "kernel", "hook", "parallel", "cli", "autoinstall")),
 ]
 
 

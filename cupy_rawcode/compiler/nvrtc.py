@@ -16,6 +16,7 @@ from ..ground.nvrtclog import (
 )
 from ..ground.stamps import absent, first_changed, take
 from ..headers.options import file_options, wants_lto, wants_rdc
+from ..headers.search import empty_stamp, find
 from ..key import LINK_RULES
 from ..key.request import Request, context
 from .signals import guarded
@@ -160,7 +161,8 @@ def prefix_stamps(req: Request, ctx=None) -> tuple | None:
         return None
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     empty = dict.fromkeys((*closure.absent, *closure.probed))  # a file there would shadow one
-    return take(ids + [absent(p) for p in empty])
+    skipped = [empty_stamp(p) for p in closure.watched if p not in empty]  # a directory, a loop
+    return take(ids + [absent(p) for p in empty] + skipped)
 
 
 _pch = _Pch()
@@ -177,13 +179,22 @@ def nvrtc_flags(req: Request, ctx, pch: bool = False) -> list[str]:
     flags += [f"--define-macro={d}" for d in o.defines]
     flags += [f"--undefine-macro={u}" for u in o.undefines]
     flags += [f"--include-path={d.path}" for d in ctx.dirs]
-    flags += [f"--pre-include={p}" for p in req.pre_includes + o.pre_includes]
+    flags += [f"--pre-include={forced_path(p, ctx)}" for p in req.pre_includes]
+    flags += [f"--pre-include={p}" for p in o.pre_includes]
     flags += [f"--std={o.std}"]
     if o.default_device:
         flags.append("--device-as-default-execution-space")
     if pch:
         flags += ["--pch", f"--pch-dir={_pch.directory()}", "--pch-messages=false"]
     return flags + list(o.passthrough)
+
+
+def forced_path(name: str, ctx) -> str:
+    """The path of a forced pre-include (the shims' workaround.h) as the resolver finds it, in
+    the search list (headers/fast.py): NVRTC, handed a relative name, would look in the working
+    directory first, where another file of that name may stand."""
+    found = find(name, angled=True, includer=None, source_dir=None, dirs=ctx.dirs)
+    return name if found is None else found.path
 
 
 def _dump(req: Request, options: list[str]) -> str:

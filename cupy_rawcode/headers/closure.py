@@ -107,6 +107,9 @@ class Closure:
     # (fast) computed includes ("file:line: #include H(x)") whose macro some file defines in a
     # way the scan cannot expand: the header NVRTC reads there is unknown, so is the key
     unresolved: tuple[str, ...] = ()
+    # (fast) (directory, name, whether found there) of every relative name with a '..' looked
+    # up: read past a symbolic link it may name another file elsewhere (key/portable.py)
+    dotdots: tuple[tuple[str, str, bool], ...] = ()
 
     def digests(self) -> list[tuple[str, str]]:
         """(logical name, content digest), sorted: the closure's part of the cache key."""

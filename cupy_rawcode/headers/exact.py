@@ -8,6 +8,8 @@ every header read, with its include chain, in a Closure; macros and ``#if`` expr
 
 from __future__ import annotations
 
+import os
+
 from . import scan as _scan
 from .closure import (
     MAIN,
@@ -46,6 +48,8 @@ class _Walker:
         self.guards: dict[str, str] = {}  # path -> include-guard macro
         self.errors: list[str] = []
         self.current: list[Found | None] = []
+        self.own = ctx.source_dir  # the main text's own directory (the cwd for a -include)
+        self.pre = False  # walking a -include's line
 
     def _find(self, name: str, angled: bool, includer: Found | None, nxt: bool) -> Found | None:
         """Where ``name`` resolves from ``includer`` (None: the main source) by the search
@@ -54,11 +58,17 @@ class _Walker:
             name,
             angled=angled,
             includer=includer,
-            source_dir=self.ctx.source_dir,
+            source_dir=self.own,
             dirs=self.ctx.dirs,
             next_after=includer.index if nxt and includer is not None else None,
             memo=self.memo,
+            own_dir=self._own_dir(includer),
         )
+
+    def _own_dir(self, includer: Found | None) -> bool:
+        """Whether a quoted include looks in its includer's directory: not under
+        -no-source-include, but for a -include's in the working directory."""
+        return not self.ctx.opts.no_source_include or (includer is None and self.pre)
 
     def _has_include(self, name: str, angled: bool, nxt: bool) -> bool:
         includer = self.current[-1] if self.current else None
@@ -140,9 +150,10 @@ class _Walker:
                     searched(
                         angled,
                         includer,
-                        self.ctx.source_dir,
+                        self.own,
                         self.ctx.dirs,
                         includer.index if nxt else None,
+                        self._own_dir(includer),
                     )
                 ),
                 False,
@@ -216,9 +227,12 @@ def resolve_exact(
     """The files NVRTC reads for ``source`` compiled for ``arch`` (default sm_90); ``main_name``
     names the source in include chains and messages."""
     walker = _Walker(ctx, arch or ctx.opts.arch or "sm_90")
-    pre = tuple(pre_includes) + ctx.opts.pre_includes
-    for p in pre:
+    for p in pre_includes:  # the forced ones: NVRTC gets their paths, found in the search list
+        walker.run(f"#include <{p}>\n", "<pre-include>")
+    walker.own, walker.pre = os.getcwd(), True  # a -include: the working directory first
+    for p in ctx.opts.pre_includes:
         walker.run(f'#include "{p}"\n', "<pre-include>")
+    walker.own, walker.pre = ctx.source_dir, False
     walker.run(source, main_name)
     errors = tuple(walker.errors) + tuple(walker.pp.errors)
     return Closure(tuple(walker.headers.values()), (), "exact", ctx.dirs, walker.file_ids, errors)

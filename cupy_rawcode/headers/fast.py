@@ -26,7 +26,8 @@ from .expansion import (
 )
 from .lexical import directives
 from .options import macro_name, macro_parameters
-from .search import NOTHING, Context, Found, find, joined, searched
+from .paths import has_dotdot
+from .search import FILE, NOTHING, Context, Found, find, joined, looked_in, searched
 from .standard import NO_FLOOR, Floor, std_for_year, std_year
 
 
@@ -54,7 +55,7 @@ def _live(node: _Node, pos: int, kind: str) -> bool:
         return False
     at: _Node | None = node
     while at is not None:
-        if at.scan.conditional(pos):
+        if at.scan.conditional(pos) or at.scan.hidden(pos):  # in #if, a comment, a raw string
             return False
         pos, at = at.pos, at.parent
     return True
@@ -67,7 +68,10 @@ def resolve_fast(
     source: str, ctx: Context, pre_includes: tuple[str, ...] = (), main_name: str = MAIN
 ) -> Closure:
     """Superset closure by lexical scan: every branch, every probe, every computed-include value.
-    ``main_name`` names the source in include chains (its file's name, else "<source>")."""
+    ``main_name`` names the source in include chains (its file's name, else "<source>");
+    ``pre_includes`` (the forced ones, the shims') are found in the search list, as NVRTC is
+    handed their paths (compiler/nvrtc.py), and an option's ``-include`` in the working
+    directory first, as NVRTC looks for it."""
     memo: dict[str, int] = {}  # path -> search.FILE, NOTHING or OTHER
     found_memo: dict[tuple, Any] = {}
     table: Table = defaultdict(set)
@@ -82,7 +86,10 @@ def resolve_fast(
     deferred: list[tuple[_Node, _scan.Include]] = []
     absent: set[str] = set()
     watched: set[str] = set()  # paths found empty in the program's own directories
-    pre = "".join(f'#include "{p}"\n' for p in (*pre_includes, *ctx.opts.pre_includes))
+    dotdots: set[tuple[str, str, bool]] = set()  # (directory, name, found there): names with '..'
+    own_dirs = not ctx.opts.no_source_include  # -no-source-include: no includer's directory
+    pre = "".join(f"#include <{p}>\n" for p in pre_includes)
+    pre += "".join(f'#include "{p}"\n' for p in ctx.opts.pre_includes)
     n_pre = pre.count("\n")
     main = _Node(None, _scan.scan_bytes((pre + source).encode("utf-8"), MAIN), (), None, 0)
     unread_functions = [main.scan]  # the scans whose function-like macros the table lacks
@@ -95,14 +102,16 @@ def resolve_fast(
         pf = parent.found
         # a quoted include of the main source looks in its directory first; a pre-include
         # (-include p.h) in the working directory instead, as gcc's and NVRTC's do
-        own = cwd if parent is main and inc.line <= n_pre and cwd else ctx.source_dir
+        pre_line = parent is main and inc.line <= n_pre
+        own = cwd if pre_line and cwd else ctx.source_dir
+        mine = own_dirs or pre_line  # NVRTC looks in the working directory all the same
         nxt = pf is not None and inc.kind.endswith("next")
         after = pf.index if pf is not None and nxt else None
         # what decides the answer: the name, the search start, and for a quoted include the
         # includer's directory (and the root it is named under)
         fkey = (
             (name, angled, after)
-            if angled or nxt or (pf is None and own is None)
+            if angled or nxt or (pf is None and own is None) or not mine
             else (
                 name,
                 angled,
@@ -122,13 +131,18 @@ def resolve_fast(
                 dirs=ctx.dirs,
                 next_after=after,
                 memo=memo,
+                own_dir=mine,
             )
-            watched.update(_own_empty(name, angled, pf, own, ctx.dirs, after, found, memo))
-        if pf is None and not angled and own and (found is None or found.tag != "src"):
+            looked = looked_in(angled, pf, own, ctx.dirs, after, found, mine)
+            watched.update(_own_empty(name, looked, found, memo))
+            if has_dotdot(name) and not os.path.isabs(name):  # the last place found it, if any
+                last = len(looked) - 1 if found is not None else -1
+                dotdots.update((d, name, i == last) for i, (d, _) in enumerate(looked))
+        if pf is None and not angled and own and mine and (found is None or found.tag != "src"):
             # looked for in the main source's directory first, not there: if it appears, the
             # compile changes (manifest.py stamps it as absent)
             if not os.path.isabs(name) and memo.get(joined(own, name)) == NOTHING:
-                absent.add(os.path.normpath(os.path.join(own, name)))  # (a directory: no)
+                absent.add(joined(own, name))  # (a directory: no; watched instead)
         if found is not None:
             parent.edges.append((inc.line, inc.kind, found.path))
             first = nodes.get(found.path)
@@ -152,7 +166,7 @@ def resolve_fast(
                     name,
                     angled,
                     parent.chain + (step,),
-                    tuple(searched(angled, pf, own, ctx.dirs, after)),
+                    tuple(searched(angled, pf, own, ctx.dirs, after, mine)),
                     not _live(parent, inc.pos, inc.kind),
                 )
             return
@@ -253,19 +267,30 @@ def resolve_fast(
         unresolved=unresolved,
         probed=tuple(sorted(path for path, what in memo.items() if what == NOTHING)),
         watched=tuple(sorted(watched)),
+        dotdots=tuple(sorted(dotdots)),
     )
+
+
+# the names NVRTC gives values the scan's table has none of: those it predefines (its version,
+# the arch: __CUDA_ARCH__) and those it replaces where they stand (__LINE__)
+NVRTC_VALUED = liveness.PREDEFINED | {
+    *("__LINE__", "__FILE__", "__COUNTER__", "__DATE__", "__TIME__", "__TIMESTAMP__"),
+    *("__BASE_FILE__", "__INCLUDE_LEVEL__"),
+}
 
 
 def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: str, n_pre: int):
     """The computed includes the scan cannot name every header of: a name they use (or one its
     values use) has a definition the table lacks (a function-like ``#define H(x) #x``, a value
-    the scan does not read), or no value expands to a header name while something defines one
-    of their names, or the expansion was cut short. NVRTC may read a header there the key cannot
-    name. (One whose names nothing defines opens nothing: NVRTC skips or refuses it.)"""
+    the scan does not read, a value NVRTC gives it: NVRTC_VALUED), or no value expands to a
+    header name while something defines one of their names, or the expansion was cut short.
+    NVRTC may read a header there the key cannot name. (One whose names nothing defines opens
+    nothing: NVRTC skips or refuses it.)"""
     found, unread, defined = [], None, None
     for node, inc in deferred:
         names, complete = expansions(inc.name, table)
         used = names_used(inc.name, table)
+        complete &= not used & NVRTC_VALUED  # '#include S(C(cfg_, __CUDA_ARCH__).h)'
         if unread is None:
             scans = [main.scan] + [n.scan for n in nodes.values()]
             unread = frozenset().union(*(s.unread for s in scans))
@@ -292,27 +317,20 @@ def _unresolved(deferred, table, main: _Node, nodes, ctx: Context, main_name: st
 _OWN = ("user", "isys", "src")  # the tags of the program's own directories
 
 
-def _own_empty(
-    name: str, angled: bool, includer, own: str | None, dirs, after, found, memo
-) -> list[str]:
+def _own_empty(name: str, looked: list[tuple[str, str]], found, memo) -> list[str]:
     """The paths an include looked at in the program's own directories (-I, -isystem, the
-    source's, the working directory for a -include, an own header's) before the one it found
-    (every one, when none answered), each empty: a file that appears at one is read in place
-    of what the key holds (a header shadowed, a probe answered), so the manifest stamps them
-    absent. The system roots change only with an install, which the toolchain record sees."""
-    if os.path.isabs(name) or (found is not None and found.index == -1):
-        return []  # found where it looked first
-    looked = []
-    if after is None and not angled:
-        if includer is not None:
-            looked.append((os.path.dirname(includer.path), includer.tag.startswith(_OWN)))
-        elif own is not None:
-            looked.append((own, True))
-    start = 0 if after is None or after < 0 else after + 1
-    for i in range(start, found.index if found is not None else len(dirs)):
-        looked.append((dirs[i].path, dirs[i].tag.startswith(_OWN)))
-    paths = [joined(d, name) for d, mine in looked if mine]
-    return [p for p in paths if memo.get(p) == NOTHING]
+    source's, the working directory for a -include, an own header's; ``looked``: search.looked_in)
+    before the one it found (every one, when none answered), each holding no file (nothing, a
+    directory, a symlink loop): a file that appears at one is read in place of what the key
+    holds (a header shadowed, a probe answered), so the manifest stamps them
+    (search.empty_stamp). The system roots change only with an install, which the toolchain
+    record sees."""
+    if os.path.isabs(name):
+        return []
+    if found is not None:
+        looked = looked[:-1]  # the directory that answered
+    paths = [joined(d, name) for d, tag in looked if tag.startswith(_OWN)]
+    return [p for p in paths if memo.get(p, FILE) != FILE]
 
 
 def _raised_floor(

@@ -121,6 +121,12 @@ def directives(text: str, reading: str = "nvrtc") -> list[tuple[int, str, str]]:
     return out
 
 
+def hidden_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each comment and raw string of ``text``, in order: a line inside one is
+    no directive (an ``#include`` there is never read)."""
+    return [m.span() for m in _TOKENS.finditer(text) if m.group(1) is not None or m[0][0] == "/"]
+
+
 def probe_operand(text: str) -> str | None:
     """The operand of a ``__has_include`` whose name ``text`` follows, as the preprocessor reads
     it: the text between its parentheses with backslash-newlines, comments and outer blanks

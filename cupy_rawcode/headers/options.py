@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ..ground import config, kind_of
 from ..ground.errors import BadInputError, RawcodeError, RawcodeValueError
 from ..ground.inputs import check_option
+from .paths import has_dotdot, physical
 
 STD_VALUES = ("c++03", "c++11", "c++14", "c++17", "c++20")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # compiled on first use (re caches it)
@@ -59,6 +60,7 @@ _FLAGS = {
     "-default-device": "default_device",
     "--device-as-default-execution-space": "default_device",
 }
+NO_SOURCE_INCLUDE = ("-no-source-include", "--no-source-include")  # kept in passthrough
 # Options of Jitify itself, never NVRTC's: Jitify took them out before compiling (they steer its
 # own header handling, which the resolver replaces; unused globals are stripped anyway:
 # compiler/strip.py). Accepted and dropped, so Jitify-era option lists compile unchanged.
@@ -95,7 +97,9 @@ class Options(NamedTuple):
     Fields: ``include_dirs``, ``isystem_dirs`` (tuples of str), ``macros`` ((head, value)
     pairs, value None for -U; the head is the name, with its parameter list for a function-like
     macro: ``macro_name`` gives the name), ``std``, ``arch`` (or None), ``pre_includes``,
-    ``default_device`` (bool), ``passthrough`` (options handed to NVRTC as they are)."""
+    ``default_device`` (bool), ``passthrough`` (options handed to NVRTC as they are),
+    ``linked_dirs`` (the -I/-isystem directories spelled with a ``..``, as spelled: which
+    directory they name follows symbolic links, so keying stamps them; never in the key)."""
 
     include_dirs: tuple[str, ...] = ()
     isystem_dirs: tuple[str, ...] = ()
@@ -105,6 +109,13 @@ class Options(NamedTuple):
     pre_includes: tuple[str, ...] = ()
     default_device: bool = False
     passthrough: tuple[str, ...] = ()
+    linked_dirs: tuple[str, ...] = ()
+
+    @property
+    def no_source_include(self) -> bool:
+        """NVRTC's ``-no-source-include``: a quoted include skips its includer's directory (the
+        source's and a header's; a -include is still looked for in the working directory)."""
+        return any(o in NO_SOURCE_INCLUDE for o in self.passthrough)
 
     @property
     def defines(self) -> list[str]:
@@ -150,16 +161,12 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     """(spelling, value, next index) for item i, or value None when it is no valued option."""
     item = items[i]
     head, eq, tail = item.partition("=")
-    if head in _VALUED and head not in ("-I", "-D", "-U"):  # -D=X is the macro "=X"
+    if head in _VALUED:  # -I=DIR is DIR, -D=X the macro X, -U=X: NVRTC 12.9 reads them so
         if eq:
             return head, tail, i + 1
         if i + 1 >= len(items):
             raise RawcodeValueError(f"option {item!r} needs a value")
         return head, items[i + 1], i + 2
-    if item in ("-I", "-D", "-U"):
-        if i + 1 >= len(items):
-            raise RawcodeValueError(f"option {item!r} needs a value")
-        return item, items[i + 1], i + 2
     if item in NEXT_VALUE:
         if i + 1 >= len(items):
             raise RawcodeValueError(f"option {item!r} needs a value (as {item}=<value>)")
@@ -217,7 +224,9 @@ def parse_options(
             check_option(o, i)
     given, items = items, [o.strip(_WHITESPACE) for o in items]  # as NVRTC reads each option
     base = cwd or os.getcwd()
-    include, isystem, pre, passthrough = [], [], [], []
+    include: list[str] = []
+    isystem: list[str] = []
+    pre, passthrough, linked = [], [], []
     macros: dict[str, tuple[str, str | None]] = {}  # name -> (head, value)
     std, arch, default_device = "c++17", None, False
     i = 0
@@ -239,10 +248,11 @@ def parse_options(
             continue
         if not value:
             raise RawcodeValueError(f"option {item!r} has an empty value")
-        if kind == "include":
-            include.append(os.path.normpath(os.path.join(base, value)))
-        elif kind == "isystem":
-            isystem.append(os.path.normpath(os.path.join(base, value)))
+        if kind in ("include", "isystem"):  # a '..' read as open() reads it (paths.py)
+            spelled = os.path.join(base, value)
+            (include if kind == "include" else isystem).append(physical(spelled))
+            if has_dotdot(spelled):
+                linked.append(spelled.rstrip("/"))
         elif kind in ("define", "undef"):
             head, val = _check_macro(spelling, value, kind == "undef")
             name = macro_name(head)
@@ -271,6 +281,7 @@ def parse_options(
         tuple(pre),
         default_device,
         tuple(passthrough),
+        tuple(linked),
     )
 
 

@@ -20,7 +20,7 @@ from ..ground.errors import RawcodeError
 from ..ground.inputs import not_utf8
 from ..ground.stamps import values_of
 from ..toolkit.specializable import specialized_names
-from .lexical import GAP, continued, directives, header_name, spliced, splits_token
+from .lexical import GAP, continued, directives, header_name, hidden_spans, spliced, splits_token
 from .probes import probes
 from .standard import guard_year
 
@@ -80,6 +80,7 @@ class FileScan:
     _marks: _Marks | None = field(default=None, repr=False, compare=False)
     _functions: tuple | None = field(default=None, repr=False, compare=False)
     _unread: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    _hidden: list[tuple[int, int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def functions(self) -> tuple[tuple[str, tuple[str, ...], str], ...]:
@@ -109,6 +110,14 @@ class FileScan:
         if self._marks is None:
             self._marks = _Marks.of(self.data)
         return self._marks.conditional(pos)
+
+    def hidden(self, pos: int) -> bool:
+        """True when byte ``pos`` lies inside a comment or a raw string, where no directive is
+        read (asked, as ``conditional``, only of includes that match nothing)."""
+        if self._hidden is None:  # latin-1: one character per byte, so offsets are the bytes'
+            self._hidden = hidden_spans(self.data.decode("latin-1"))
+        i = bisect.bisect_right(self._hidden, (pos, 1 << 62)) - 1
+        return i >= 0 and self._hidden[i][0] < pos < self._hidden[i][1]
 
 
 class ScanError(RawcodeError):

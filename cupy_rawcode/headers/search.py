@@ -14,9 +14,11 @@ import os
 import stat
 from typing import NamedTuple
 
+from ..ground.stamps import absent, values_of
 from ..toolkit.discovery import SearchDir, Toolchain
 from ..toolkit.record import toolchain
 from .options import Options, parse_options
+from .paths import has_dotdot, joined, physical
 
 
 class Found:
@@ -97,20 +99,24 @@ def find(
     dirs: tuple[SearchDir, ...],
     next_after: int | None = None,
     memo: dict[str, int] | None = None,
+    own_dir: bool = True,
 ) -> Found | None:
     """Resolve one include the way NVRTC does; None when no file matches.
 
     ``includer`` is the file holding the directive (None for the main source);
-    ``next_after`` is set for ``#include_next`` to the index where the includer was found.
+    ``next_after`` is set for ``#include_next`` to the index where the includer was found;
+    ``own_dir`` False (NVRTC's ``-no-source-include``) skips the includer's own directory.
+    A header a ``..`` past a symbolic link reaches (paths.py) does not lie where its root and
+    name say: it is named by its absolute path (tag "abs").
     """
     memo = {} if memo is None else memo
     if os.path.isabs(name):
-        path = os.path.normpath(name)
+        path = physical(name)
         return Found(path, -1, "abs", path.lstrip("/")) if _is_file(path, memo) else None
     start = 0
     if next_after is not None:
         start = next_after + 1 if next_after >= 0 else 0
-    elif not angled:
+    elif not angled and own_dir:
         own = None
         if includer is not None:
             own = os.path.dirname(includer.path)
@@ -121,29 +127,76 @@ def find(
             path = joined(own, name)
             if _is_file(path, memo):
                 rel = os.path.normpath(os.path.join(root_rel_dir, name))
-                return Found(path, -1, root_tag, rel)  # gcc: include_next from here restarts
+                return _named(path, -1, own, name, root_tag, rel)  # include_next: restarts
     for i in range(start, len(dirs)):
         path = joined(dirs[i].path, name)
         if _is_file(path, memo):
-            return Found(path, i, dirs[i].tag, os.path.normpath(name))
+            return _named(path, i, dirs[i].path, name, dirs[i].tag, os.path.normpath(name))
     return None
 
 
-def joined(directory: str, name: str) -> str:
-    """``directory``/``name`` as open() reads it: a ``..`` goes up from where a symlink in the
-    directory leads (as the system resolves it), not from the link's own place."""
-    if ".." in name:
-        directory = os.path.realpath(directory)
-    return os.path.normpath(os.path.join(directory, name))
+def _named(path: str, index: int, directory: str, name: str, tag: str, rel: str) -> Found:
+    """The Found of ``path``, reached as ``name`` in ``directory``: ``tag:rel`` where it lies
+    there as spelled, else its absolute path (a ``..`` past a symbolic link led elsewhere)."""
+    if has_dotdot(name) and path != os.path.normpath(os.path.join(directory, name)):
+        return Found(path, index, "abs", path.lstrip("/"))
+    return Found(path, index, tag, rel)
+
+
+def looked_in(
+    angled: bool,
+    includer: Found | None,
+    source_dir: str | None,
+    dirs: tuple[SearchDir, ...],
+    next_after: int | None = None,
+    found: Found | None = None,
+    own_dir: bool = True,
+) -> list[tuple[str, str]]:
+    """(directory, tag) of each place ``find`` looks in for a relative name, in order, up to
+    and including the one that answered with ``found`` (all of them for None); the own
+    directory is tagged as its includer, "src" for the main source's (or a -include's)."""
+    out = []
+    if next_after is None and not angled and own_dir:
+        if includer is not None:
+            out.append((os.path.dirname(includer.path), includer.tag))
+        elif source_dir is not None:
+            out.append((source_dir, "src"))
+    if found is not None and found.index < 0:
+        return out
+    start = 0 if next_after is None or next_after < 0 else next_after + 1
+    end = len(dirs) if found is None else found.index + 1
+    return out + [(d.path, d.tag) for d in dirs[start:end]]
+
+
+def empty_stamp(path: str) -> tuple:
+    """The stamp (stamps.py) of a path the search looked at and found no file at, taken now, so
+    that a file appearing there is seen: absent where nothing is; a directory's own entry,
+    ``path/.`` (the search skips it; a file put in its place changes it; nothing in it is read,
+    so stamps.changed_since leaves it out); for what cannot be read (a symlink loop) its
+    directory's (replacing an entry changes it); absent, which then never holds, where a file
+    is there already."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return absent(path)
+    except (OSError, ValueError):
+        parent = os.path.dirname(path)
+        try:
+            return (os.path.join(parent, "."), *values_of(os.stat(parent)))
+        except OSError:
+            return absent(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return absent(path)
+    return (os.path.join(path, "."), *values_of(st))
 
 
 def not_files(name: str, searched_dirs) -> list[str]:
     """What each path an unanswered include names is, where it is there but no file ('PATH is a
     directory', 'PATH is a symlink loop'): the search skips those (as gcc's does), and "not
     found" alone would send the user looking for a file that exists."""
-    paths = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in searched_dirs]
+    paths = [physical(name)] if os.path.isabs(name) else [joined(d, name) for d in searched_dirs]
     out = []
-    for path in dict.fromkeys(os.path.normpath(p) for p in paths):
+    for path in dict.fromkeys(paths):
         try:
             is_dir = stat.S_ISDIR(os.stat(path).st_mode)
         except OSError as e:
@@ -161,13 +214,7 @@ def searched(
     source_dir: str | None,
     dirs: tuple[SearchDir, ...],
     next_after: int | None = None,
+    own_dir: bool = True,
 ) -> list[str]:
     """The directories ``find`` looked in, for error messages."""
-    out = []
-    if next_after is None and not angled:
-        if includer is not None:
-            out.append(os.path.dirname(includer.path))
-        elif source_dir is not None:
-            out.append(source_dir)
-    start = 0 if next_after is None or next_after < 0 else next_after + 1
-    return out + [d.path for d in dirs[start:]]
+    return [d for d, _ in looked_in(angled, includer, source_dir, dirs, next_after, None, own_dir)]

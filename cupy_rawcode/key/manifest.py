@@ -11,7 +11,8 @@ resolved again and the manifest replaced. With no manifest here, a portable clos
 (portable.py: found in any level of the store, a bundle's or a remote one's, and checked by
 content) answers in its place and a manifest is written from it; after a fresh resolve one is
 put in the store. Every path the search found empty in the program's own directories is
-stamped absent (fast.py ``_watched``): a new file there (a shadowing header, a probe answered)
+stamped (search.empty_stamp: absent, or a directory's or symlink loop's stamp; fast.py
+``_own_empty``): a new file there (a shadowing header, a probe answered)
 is a miss; a miss also resolves again before it compiles (orchestrator/compiling.py).
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..ground import StampedRecord, deferred, digest_fields
-from ..ground.stamps import absent, take
+from ..ground.stamps import stamp, take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned
 from . import closure_digest, portable
@@ -31,10 +32,11 @@ from . import closure_digest, portable
 # resolving and writing: a source without a manifest only, never a hit
 headers_closure = deferred("cupy_rawcode.headers.closure")
 fast = deferred("cupy_rawcode.headers.fast")
+search = deferred("cupy_rawcode.headers.search")  # stamping the paths found holding no file
 filename = deferred("cupy_rawcode.headers.filename")
 sizebound = deferred("cupy_rawcode.store.sizebound")
 
-SCHEMA = "cupy-rawcode-manifest-16"  # 6: the stamps' digest covers values only; 7: "file",
+SCHEMA = "cupy-rawcode-manifest-17"  # 6: the stamps' digest covers values only; 7: "file",
 #                                        and the source directory's absent files; 8: the
 #                                        closure's standard floor and the std templates it
 #                                        specializes; 9: stamps hold the ctime; 10: "::name"
@@ -45,7 +47,10 @@ SCHEMA = "cupy-rawcode-manifest-16"  # 6: the stamps' digest covers values only;
 #                                        split by backslash-newlines inside their words; 15:
 #                                        computed includes' every value, '..' past symlinks;
 #                                        16: an #include_next reached from two places, a
-#                                        -include in the working directory first
+#                                        -include in the working directory first; 17: '..'
+#                                        read physically in names and -I, -no-source-include,
+#                                        skipped directories and loops stamped, the shims'
+#                                        pre-include found in the search list
 NOT_LOOKED_UP = object()  # closure_digests' default: look the manifest up first
 
 
@@ -160,7 +165,8 @@ def closure_digests(
     closure.raise_for_missing()
     ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
     empty = dict.fromkeys((*closure.absent, *closure.watched))  # a file there changes the closure
-    rec, values = take(ids + [absent(p) for p in empty])
+    linked = [stamp(os.path.join(d, ".")) for d in ctx.opts.linked_dirs]  # -I lnk/..
+    rec, values = take(ids + [search.empty_stamp(p) for p in empty] + linked)
     if closure.unresolved:  # no manifest or record, and a digest no other compile shares
         unknown = [("unresolved", secrets.token_hex(16))]
         digest = closure_digest(closure.digests() + unknown)

@@ -11,7 +11,9 @@ and the files looked for and absent (relative to the source's directory). It is 
 file must still be absent, and no header may be shadowed by a file of the same name in an
 earlier search directory, and no include the resolve looked for and did not find (a
 ``__has_include`` probe, an include in a branch) may be found now in a directory it searched:
-another machine's directories may hold a header this one's lacked (``validate``). Its entry
+another machine's directories may hold a header this one's lacked, and every include name with a
+``..`` must still be read as spelled where it was looked up (no symbolic link before its ``..``:
+headers/paths.py), as it was where the record was made (``validate``). Its entry
 is an ordinary one (store/entry.py: JSON bytes, meta ``target`` TARGET), never unpickled; a
 damaged or foreign one is a miss.
 
@@ -30,20 +32,24 @@ import stat
 from typing import Any
 
 from ..ground import deferred, digest_fields, json_data, open_regular, read_fd
-from ..ground.stamps import absent, take
+from ..ground.stamps import absent, stamp, take
 from ..store import default_store, uncounted
 from ..store.entry import decode, encode
 from . import closure_digest
 
 scan = deferred("cupy_rawcode.headers.scan")  # a header's content digest: the same function
+search = deferred("cupy_rawcode.headers.search")  # stamping the paths found holding no file
+paths = deferred("cupy_rawcode.headers.paths")  # how a name with '..' is read
 
-SCHEMA = "cupy-rawcode-closure-8"  # 2: the includes looked for and not found ("missing");
+SCHEMA = "cupy-rawcode-closure-9"  # 2: the includes looked for and not found ("missing");
 #                                   3: the floor of headers NVRTC can reach (liveness.py);
 #                                   4: includes however spelled, the floor read soundly; 5: split
 #                                   by backslash-newlines inside their words; 6: computed
 #                                   includes' every value, '..' past symlinks; 7: function-like
 #                                   macros, an #include_next reached from two places; 8: the
-#                                   paths found empty in the program's directories ("watched")
+#                                   paths found empty in the program's directories ("watched");
+#                                   9: names with a '..' read physically where they were looked
+#                                   up ("dotdots"), skipped directories and loops stamped
 TARGET = "closure-record"  # the entry's "target": no kernel, no payload
 MIN_HEADERS = 16  # the smallest closure kept as a record (CuPy's own: about 950 headers)
 
@@ -94,6 +100,12 @@ def make(closure, facts: dict, ctx) -> dict | None:
     watched = [_watched_place(path, ctx) for path in closure.watched]
     if None in watched:
         return None
+    dotdots = []  # names with a '..': the same file lexically and as open() reads them, here
+    for directory, name, found in closure.dotdots:
+        place = _place(directory, ctx)
+        if place is None or not paths.same_reading(directory, name, found):
+            return None  # a '..' past a symbolic link: where it leads is this tree's own
+        dotdots.append([*place, name, found])
     gone = []
     for path in closure.absent:
         if not ctx.source_dir:
@@ -115,6 +127,7 @@ def make(closure, facts: dict, ctx) -> dict | None:
         "absent": gone,
         "missing": sorted(missing),
         "watched": sorted(watched),
+        "dotdots": sorted(dotdots),
     }
 
 
@@ -233,8 +246,14 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
         path = os.path.normpath(os.path.join(root, rel))
         if _is_file(path):
             return None  # a header there now shadows one, or answers a probe
-        if not os.path.lexists(path):
-            watched.append(absent(path))
+        watched.append(search.empty_stamp(path))  # absent, or a directory's or loop's stamp
+    for where, tag, sub, name, found in data["dotdots"]:  # read past a link: another file
+        root = _root(where, tag, sub, special, dirs)
+        if root is None or not isinstance(name, str) or not isinstance(found, bool):
+            return None
+        if not paths.same_reading(os.path.normpath(os.path.join(root, sub)), name, found):
+            return None
+    watched += [stamp(os.path.join(d, ".")) for d in ctx.opts.linked_dirs]  # -I lnk/..
     return facts, ids + [w for w in dict.fromkeys(watched) if w not in ids]
 
 

@@ -329,6 +329,14 @@ MISSING_REACHED = {
     "a guard of another name": ("#ifndef G\n#define H\n#include <gone.h>\n#endif\n", True),
     "an extra #endif does not go below zero": ("#endif\n#if X\n#include <gone.h>\n#endif\n", True),
     "a directive not at a line start": ("int a; #if X\n#include <gone.h>\n", False),
+    # no directive at all, to NVRTC: inside a comment or a raw string
+    "inside a block comment": ("/*\n#include <gone.h>\n*/\n", True),
+    "inside a block comment, indented": ("/* old:\n   #include <gone/deep.h>\n*/\n", True),
+    "inside a line comment a backslash goes on": ("// old \\\n#include <gone.h>\n", True),
+    "inside a raw string": ('const char* s = R"(\n#include "gone.h"\n)";\n', True),
+    "inside a raw string with a delimiter": ('auto s = R"xy(\n#include <gone.h>\n)xy";\n', True),
+    "after a block comment closed": ("/*\n*/\n#include <gone.h>\n", False),
+    "after a string holding a comment's start": ('auto s = "/*";\n#include <gone.h>\n', False),
 }
 
 

@@ -38,6 +38,7 @@ class _Node:
     chain: tuple[Step, ...]
     parent: _Node | None
     pos: int  # byte offset of the #include in parent
+    uncertain: bool = False  # reached by a probe or a computed include (one value of several)
     # (line, kind, path) of each include of this file that found a file
     edges: list[tuple[int, str, str]] = field(default_factory=list)
 
@@ -49,16 +50,22 @@ class _Node:
 
 def _live(node: _Node, pos: int, kind: str) -> bool:
     """Whether an include is reached unconditionally along its first-found chain (a miss there
-    is an error NVRTC will hit); probes, computed includes and those at no known position (an
-    #include spelled oddly: scan.py) never are."""
-    if kind.startswith(("probe", "computed")) or pos < 0:
+    is an error NVRTC will hit); probes, computed includes, those at no known position (an
+    #include spelled oddly: scan.py) and those of a file a probe or a computed include reached
+    (every value of a macro is followed: NVRTC may never open it) never are."""
+    if _uncertain(kind) or pos < 0:
         return False
     at: _Node | None = node
     while at is not None:
-        if at.scan.conditional(pos) or at.scan.hidden(pos):  # in #if, a comment, a raw string
+        if at.uncertain or at.scan.conditional(pos) or at.scan.hidden(pos):  # in #if, a comment
             return False
         pos, at = at.pos, at.parent
     return True
+
+
+def _uncertain(kind: str) -> bool:
+    """Whether an include of ``kind`` may be one NVRTC never follows (a probe, a computed one)."""
+    return kind.startswith(("probe", "computed"))
 
 
 _UNSEEN = object()
@@ -151,8 +158,9 @@ def resolve_fast(
                     positions.add((found.path, found.index))
                     if first.nexts:  # its #include_next goes on from this place of the search
                         # list (a wrapper reached twice): followed again from here
-                        work.append(_Node(found, first.scan, first.chain, parent, inc.pos))
-                        work[-1].edges = first.edges
+                        again = _Node(found, first.scan, first.chain, parent, inc.pos)
+                        again.uncertain, again.edges = first.uncertain, first.edges
+                        work.append(again)
                 return  # the common case: made no Step
         includer_name = pf.logical if pf else main_name
         step = Step(includer_name, inc.line)
@@ -184,6 +192,7 @@ def resolve_fast(
         positions.add((found.path, found.index))
         file_ids[found.path] = fid
         node = nodes[found.path] = _Node(found, fscan, parent.chain + (step,), parent, inc.pos)
+        node.uncertain = _uncertain(inc.kind)
         add_macros(table, fscan)
         unread_functions.append(fscan)
         work.append(node)

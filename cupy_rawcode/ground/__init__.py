@@ -7,9 +7,8 @@ file readers: only regular files (a FIFO, a device or a socket named as a source
 header or standing in the cache would block a read forever, or never end), the cache's own
 without following a symlink and up to a size limit (regular.py has the other readers).
 
-The layer order, enforced by tests/layers/test_layers.py: ground, store, toolkit, headers, key,
-compiler and launch, the orchestrator, then the faces (the drop-in classes, the CuPy
-integration, the worker pool, the CLI)."""
+The layer order (tests/layers/test_layers.py): ground, store, toolkit, headers, key, compiler
+and launch, the orchestrator, then the faces (classes, CuPy integration, workers, CLI)."""
 
 from __future__ import annotations
 
@@ -335,6 +334,9 @@ def stamps_now(dirs) -> list:
                 except (FileNotFoundError, NotADirectoryError):
                     values += ABSENT
                     continue
+                if name == ".":  # a directory's own entry: its inode alone (stamps.values_of)
+                    values += (0, 0, st.st_ino, 0)
+                    continue
                 values += (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         finally:
             if fd is not None:
@@ -364,17 +366,15 @@ def json_data(raw: bytes | str | None) -> Any:
 class StampedRecord:
     """One kind of JSON record kept in the cache and trusted while the files it stamps hold.
 
-    A record lives at ``<cache>/<kind>/<id[:2]>/<id>.json`` (``shard=0``: ``<kind>/<id>.json``)
-    and is a JSON object whose ``"schema"`` is the kind's format version, written first, as
-    ccache's manifest starts with its version: a reader trusts only the layout it was written
-    for, and a new layout gets a new version. Its ``"stamps"`` is a stamps record (``take``,
-    ``merge``). ``load`` gives ``(data, flat stamps now)`` or None for a miss: missing, not
-    a regular file, too large, unreadable, not JSON, another schema, a shape ``valid`` refuses
-    (or raises on), a stamp that changed, or a cache ``owned`` does not call ours. ``memo`` holds
-    what this process loaded or saved, by path: served again, without reading the file, while
-    its stamps hold (``remember=False``: nothing, for a caller that keeps its own answer once
-    per process). ``owned(root)`` (store/layout.py) and the ``publish(root, path, bytes)``
-    given to ``save`` (store/sizebound.py) are the store's: this layer cannot import them."""
+    A record lives at ``<cache>/<kind>/<id[:2]>/<id>.json`` (``shard=0``: ``<kind>/<id>.json``),
+    a JSON object whose ``"schema"`` (the kind's format version, first, as in ccache's manifest)
+    a reader trusts only if it is its own; its ``"stamps"``: a stamps record (``take``). ``load``
+    gives ``(data, flat stamps now)`` or None for a miss: missing, not a regular file, too
+    large, unreadable, not JSON, another schema, a shape ``valid`` refuses (or raises on), a
+    stamp that changed, or a cache ``owned`` does not call ours. ``memo`` holds what this
+    process loaded or saved, by path: served again, without reading the file, while its
+    stamps hold (``remember=False``: nothing, for a caller keeping its own answer). The store's
+    ``owned(root)`` and ``publish(root, path, bytes)`` are given: this layer cannot import them."""
 
     __slots__ = ("_owned", "_remember", "_shard", "_valid", "kind", "memo", "schema")
 

@@ -23,8 +23,13 @@ _TICK_NS = 10_000_000  # how far a file's time may lag the real time (Linux's co
 _SECONDS_TICK_NS = 2_000_000_000  # on a file system that keeps whole (FAT: even) seconds
 
 
-def values_of(st: os.stat_result) -> tuple[int, int, int, int]:
-    """The stamp values of a stat result (size, mtime_ns, inode, ctime_ns)."""
+def values_of(st: os.stat_result, path: str = "") -> tuple[int, int, int, int]:
+    """The stamp values of a stat result (size, mtime_ns, inode, ctime_ns); of a directory's own
+    entry (``path`` ending ``/.``: a directory the header search skipped, or an ``-I`` read
+    through a link) its inode alone, as ground.stamps_now checks it: what matters is that it is
+    still that directory, not what it holds (an editor's swap file there is no change)."""
+    if path.endswith("/."):
+        return (0, 0, st.st_ino, 0)
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
@@ -39,7 +44,7 @@ def stamp(path: str) -> tuple:
         st = os.stat(path)
     except OSError:
         return absent(path)
-    return (path, *values_of(st))
+    return (path, *values_of(st, path))
 
 
 def take(file_ids) -> tuple[dict, list]:

@@ -171,10 +171,10 @@ def looked_in(
 def empty_stamp(path: str) -> tuple:
     """The stamp (stamps.py) of a path the search looked at and found no file at, taken now, so
     that a file appearing there is seen: absent where nothing is; a directory's own entry,
-    ``path/.`` (the search skips it; a file put in its place changes it; nothing in it is read,
-    so stamps.changed_since leaves it out); for what cannot be read (a symlink loop) its
-    directory's (replacing an entry changes it); absent, which then never holds, where a file
-    is there already."""
+    ``path/.``, its inode alone (the search skips it; a file put in its place changes it;
+    nothing in it is read, so a file written there is no change and stamps.changed_since
+    leaves it out); for what cannot be read (a symlink loop) its directory, whole (replacing
+    an entry changes it); absent, which then never holds, where a file is there already."""
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -182,12 +182,12 @@ def empty_stamp(path: str) -> tuple:
     except (OSError, ValueError):
         parent = os.path.dirname(path)
         try:
-            return (os.path.join(parent, "."), *values_of(os.stat(parent)))
+            return (parent, *values_of(os.stat(parent)))  # whole: replacing an entry changes it
         except OSError:
             return absent(path)
     if not stat.S_ISDIR(st.st_mode):
         return absent(path)
-    return (os.path.join(path, "."), *values_of(st))
+    return (os.path.join(path, "."), *values_of(st, os.path.join(path, ".")))
 
 
 def not_files(name: str, searched_dirs) -> list[str]:

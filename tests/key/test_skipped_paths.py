@@ -71,3 +71,35 @@ def test_a_header_put_where_the_search_skipped_a_path_is_a_miss(tmp_path, kind, 
     again = compute_key(req)
     assert again.closure is not None and again.key != key
     assert any(h.path == str(skipped) for h in again.closure.headers)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["a file written in the skipped directory", "a file written beside the headers"],
+)
+def test_a_change_that_replaces_nothing_keeps_the_manifest(tmp_path, change):
+    """A skipped directory is watched for what it is, not what it holds: an editor's swap file
+    or a build output written in it (or in an -I directory) leaves the manifest valid."""
+    req = _tree(tmp_path, "directory")
+    compute_key(req)
+    assert _lookup(req) is not None
+    where = tmp_path / "A" / "x.h" if change.endswith("directory") else tmp_path / "A"
+    (where / ".swp").write_text("scratch\n")
+    assert _lookup(req) is not None
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative"])
+def test_an_include_dir_spelled_with_dotdot_keeps_its_manifest_when_a_file_appears(
+    tmp_path, monkeypatch, spelling
+):
+    """-I ../inc with no link anywhere: a new file in the directory is no change of it."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "h.h").write_text("int h;\n")
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path / "src")
+    inc = "../inc" if spelling == "relative" else str(tmp_path / "src" / ".." / "inc")
+    req = make_request("#include <h.h>\n", arch="sm_90", options=(f"-I{inc}",))
+    compute_key(req)
+    assert _lookup(req) is not None
+    (tmp_path / "inc" / "new_output.o").write_text("x\n")
+    assert _lookup(req) is not None

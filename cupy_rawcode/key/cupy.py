@@ -71,11 +71,12 @@ def directives(source: str) -> str:
     return found
 
 
-# what lets a directive start after something other than blanks: a comment's end, a form feed
-# or vertical tab, a digraph, a lone carriage return. A source with none of them (most CuPy
-# kernels) has its directives where a line starts with blanks and '#': 20x faster to find.
-_HIDING = re.compile(r"/\*|[\f\v]|%:|\r(?!\n)")
-_PLAIN = re.compile(r"^[ \t]*#(?:.*\\\n)*.*", re.M)
+# what lets a directive start after something other than blanks (a comment's end, a form feed
+# or vertical tab, a digraph, a lone carriage return) or hides one that does (a line comment a
+# backslash goes on). A source with none of them (most CuPy kernels) has its directives where
+# a line starts with blanks and '#', each with the lines a backslash joins: 20x faster to find.
+_HIDING = re.compile(r"/\*|[\f\v]|%:|\r(?!\n)|//[^\n]*\\\r?\n")
+_PLAIN = re.compile(r"^[ \t]*#(?:.*\\\r?\n)*.*", re.M)
 
 
 def _skeleton(source: str) -> str:

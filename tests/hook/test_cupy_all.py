@@ -191,8 +191,17 @@ def test_key_differs_when_cupy_compiles_ptx(monkeypatch):
 
 @pytest.mark.parametrize(
     "before_hash",
-    ["", "  ", "/* a comment */ ", "/* a\ncomment */ ", "\f", "\v", "/**/ /* two */\t"],
-    ids=["first", "blanks", "comment", "comment-over-lines", "form-feed", "vertical-tab", "two"],
+    ["", "  ", "/* a comment */ ", "/* a\ncomment */ ", "\f", "\v", "/**/ /* two */\t", "crlf"],
+    ids=[
+        "first",
+        "blanks",
+        "comment",
+        "comment-over-lines",
+        "form-feed",
+        "vertical-tab",
+        "two",
+        "crlf",
+    ],
 )
 def test_key_differs_when_a_header_changes(tmp_path, before_hash):
     """What may stand before a directive's '#' (NVRTC reads an include there): its header is in
@@ -201,6 +210,8 @@ def test_key_differs_when_a_header_changes(tmp_path, before_hash):
     inc.mkdir()
     (inc / "mine.h").write_text("#define MINE 1\n")
     src = before_hash + '#include "mine.h"\n' + ELEMENTWISE
+    if before_hash == "crlf":  # the name on a line a backslash before CR LF joins
+        src = '#include \\\r\n"mine.h"\r\n' + ELEMENTWISE
     call = _call(src, options=(f"-I{inc}",))
     before = cupy_compiles.key_of(call)
     (inc / "mine.h").write_text("#define MINE 2\n")
@@ -232,6 +243,8 @@ def test_key_equal_when_cupy_is_elsewhere(tmp_path):
         ('/* c\n */ # include "a.h"\n', '#include "a.h"'),
         ('\f\v%:include "a.h" // two\n', '#include "a.h"'),
         ('/* #include "no.h" */\nconst char* s = "#include <no.h>";\n', ""),
+        ('// old \\\n#include "gone.h"\nint x;\n', ""),  # a line comment goes on: no directive
+        ('// old \\\r\n#include "gone.h"\r\nint x;\r\n', ""),
         (  # the same line twice, meaning two headers: both kept
             '#define H "a.h"\n#include H\n#undef H\n#define H "b.h"\n#include H\n',
             '#define H "a.h"\n#include H\n#undef H\n#define H "b.h"\n#include H',

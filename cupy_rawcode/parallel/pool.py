@@ -183,6 +183,17 @@ def _rss(pid: int) -> int | None:
     return None
 
 
+def _outcome(reply: dict, store) -> Outcome:
+    """A worker's reply as an Outcome, the entries it sent put into ``store`` (stores.land)."""
+    sent = reply.pop("entries", None)
+    out = Outcome.from_json(reply)
+    if sent is not None:  # the worker compiled for this process to store
+        kept = stores.land(store, out.key, sent)
+        if out.error is None and not out.hit:
+            out.stored = kept
+    return out
+
+
 def run(
     tasks: list[Task], workers: int, on_result=None, memory: Memory | None = None
 ) -> list[Outcome]:
@@ -243,13 +254,11 @@ def _run(
                     worker.close()
                     worker = None
                 else:
-                    sent = reply.pop("entries", None)
-                    out = Outcome.from_json(reply)
-                    if sent is not None:  # the worker compiled for this process to store
-                        kept = stores.land(store, out.key, sent)
-                        if out.error is None and not out.hit:
-                            out.stored = kept
-                    memory.worker(out.max_rss)
+                    try:
+                        out = _outcome(reply, store)
+                        memory.worker(out.max_rss)
+                    except Exception as e:  # a reply of another shape: this task fails alone
+                        out = Outcome(error=f"WorkerError: a malformed reply ({e!r:.200})")
                 outcomes[i] = out
                 if on_result is not None:
                     on_result(i, out)

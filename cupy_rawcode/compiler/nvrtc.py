@@ -263,8 +263,9 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
     then nvJitLink on the stripped PTX. nvJitLink's ptxas works on relocatable code, which can
     keep a local array in memory where NVRTC's whole-program ptxas keeps it in registers: so
     when nvJitLink's cubin uses any stack, NVRTC's own cubin is made too and nvJitLink's is
-    used only if no function needs more registers or stack (strip.no_worse). Where nvJitLink
-    cannot, NVRTC makes the cubin itself."""
+    used only if no function needs more registers or stack (strip.no_worse); where nothing was
+    stripped and the PTX has local arrays, NVRTC's own at once. Where nvJitLink cannot, NVRTC
+    makes the cubin itself."""
     if req.target == "cubin" and not req.is_ptx and wants_rdc(req.options.passthrough):
         return _relocatable(req, ctx, dump)
     if not strip.wanted(req.options.passthrough, req.target, req.is_ptx):
@@ -295,6 +296,9 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
             error.nvrtc_result = getattr(e, "nvrtc_result", None)
             raise error from None
         ptx, removed = _strip_ptx(ptx, symbols)
+        if removed == 0 and b"__local_depot" in ptx:  # nothing gained; local arrays nvJitLink
+            own, _, log = _nvrtc(req, ctx, dump, False)  # may keep on a stack: NVRTC's cubin
+            return Compiled(own, symbols, {"stripped": 0}, log)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:
             made = {"stripped": removed, "assembler": "nvJitLink " + strip.nvjitlink.release()}

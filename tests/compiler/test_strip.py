@@ -303,6 +303,26 @@ def test_a_cubin_never_needs_more_stack_or_registers_than_nvrtcs_own():
     assert "kept" not in block.made and not strip.uses_stack(block.code)
 
 
+def test_nothing_to_strip_and_local_arrays_make_nvrtcs_own_cubin_at_once(tmp_path, monkeypatch):
+    """A source with headers but no library globals, whose PTX keeps an array in local memory:
+    nvJitLink's cubin would gain nothing and may need a stack (then NVRTC's is compiled as
+    well): NVRTC's own cubin is made at once, one compile after the PTX, no nvJitLink."""
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")  # one compile at a time, to count them
+    (tmp_path / "mine.h").write_text("#define WIDTH 32\n")
+    source = '#include "mine.h"\n' + LOCAL_ARRAY.split("\n", 2)[2].replace("32", "WIDTH")
+    assembled, compiles = [], []
+    monkeypatch.setattr(strip, "assemble", lambda *a: assembled.append(a))
+    real = nvrtc._nvrtc
+    monkeypatch.setattr(
+        nvrtc, "_nvrtc", lambda req, *a: compiles.append(req.target) or real(req, *a)
+    )
+    req = make_request(source, arch="sm_90", options=(f"-I{tmp_path}",))
+    result = compile_request(req)
+    assert result.made == {"stripped": 0} and not assembled
+    assert compiles == ["ptx", "cubin"]
+    assert strip.function_resources(result.code)["k"][1:] == (0, 0)  # no stack frame
+
+
 @pytest.mark.parametrize(
     "mine, theirs, expected",
     [

@@ -76,6 +76,20 @@ def tree(tmp_path):
     return make
 
 
+def new_process() -> None:
+    """What a new process lacks: the manifests (on disk and in memory) and the memory level."""
+    import os
+
+    from cupy_rawcode.key import manifest
+    from cupy_rawcode.store import default_store
+
+    manifest._memo.clear()
+    shutil.rmtree(os.path.join(os.environ["CUPY_RAWCODE_CACHE_DIR"], "manifests"), True)
+    memory = default_store().level("memory")
+    if memory is not None:
+        memory.clear()
+
+
 def corpus(name: str) -> str:
     return (CORPUS / name).read_text()
 

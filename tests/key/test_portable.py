@@ -4,12 +4,12 @@ header resolve."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from conftest import new_process
 
 from cupy_rawcode.headers import fast
 from cupy_rawcode.key import manifest, portable
@@ -64,15 +64,6 @@ def _key(paths) -> str:
     return compute_key(_request(paths)).key
 
 
-def _new_process() -> None:
-    """What a new process lacks: the manifests (on disk and in memory) and the memory level."""
-    manifest._memo.clear()
-    shutil.rmtree(os.path.join(os.environ["CUPY_RAWCODE_CACHE_DIR"], "manifests"), True)
-    memory = default_store().level("memory")
-    if memory is not None:
-        memory.clear()
-
-
 @pytest.fixture
 def resolves(monkeypatch):
     """How many times the fast resolver ran since the fixture was made."""
@@ -117,7 +108,7 @@ def test_a_valid_record_keys_without_resolving(layout, tmp_path, resolves):
     paths = layout(tmp_path / "a")
     key = _key(paths)
     assert len(resolves) == 1
-    _new_process()
+    new_process()
     again = compute_key(_request(paths))
     assert again.key == key and again.closure is None and len(resolves) == 1
     # and it wrote the local manifest: the next look-up is a stat check
@@ -210,10 +201,10 @@ def test_a_record_that_does_not_hold_is_a_miss_and_the_closure_is_resolved(
     paths = layout(tmp_path / "a")
     before = _key(paths)
     change(paths)
-    _new_process()
+    new_process()
     after = _key(paths)
     assert len(resolves) == 2  # resolved again, never an exception
-    _new_process()
+    new_process()
     resolves.clear()
     assert _key(paths) == after and (after != before) == differs  # the fresh key's
     assert resolves == []  # the record put after the fresh resolve holds
@@ -262,7 +253,7 @@ def test_a_record_never_serves_a_tree_where_a_dotdot_leads_elsewhere(name, tmp_p
     linked = _dotdot_tree(tmp_path / "y", source, include, True)
     compute_key(real)
     assert len(_record_entries()) == 1
-    _new_process()
+    new_process()
     keyed = compute_key(linked)
     assert keyed.closure is not None and len(resolves) == 2  # resolved: the record did not hold
     assert any(h.path == str(tmp_path / "y" / "other" / "c.h") for h in keyed.closure.headers)
@@ -273,7 +264,7 @@ def test_record_look_ups_and_puts_are_not_counted(layout, tmp_path, resolves):
     paths = layout(tmp_path / "a")
     tallies = {name: dict(t) for name, t in _tallies.items()}
     _key(paths)  # a miss, then a put
-    _new_process()
+    new_process()
     _key(paths)  # a hit
     assert len(resolves) == 1  # the record answered
     assert [r for r in default_store().stats()["levels"] if any(r[f] for f in _FIELDS)] == []
@@ -292,7 +283,7 @@ def test_records_stay_out_of_the_memory_level(layout, tmp_path, resolves):
     keyed = compute_key(_request(paths))  # resolved, the record saved
     memory = default_store().level("memory")
     assert keyed.record and keyed.record in _record_entries() and memory.get(keyed.record) is None
-    _new_process()
+    new_process()
     assert compute_key(_request(paths)).key == keyed.key and len(resolves) == 1  # read back
     assert memory.get(keyed.record) is None
 
@@ -300,13 +291,13 @@ def test_records_stay_out_of_the_memory_level(layout, tmp_path, resolves):
 def test_a_read_only_store_keys_and_serves_records(layout, tmp_path, resolves):
     paths = layout(tmp_path / "a")
     key = _key(paths)  # the record, in the cache directory
-    _new_process()
+    new_process()
     cache = os.environ["CUPY_RAWCODE_CACHE_DIR"]
     set_store(Levels([ReadOnly(DirectoryStore(cache))]))
     try:
         assert _key(paths) == key and len(resolves) == 1  # served by the record
         _change_header(paths)
-        _new_process()
+        new_process()
         assert _key(paths) != key and len(resolves) == 2  # resolved: nothing to write
     finally:
         set_store(None)

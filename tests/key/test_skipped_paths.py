@@ -6,10 +6,10 @@ import os
 import shutil
 
 import pytest
+from conftest import new_process
 
 from cupy_rawcode.key import manifest
 from cupy_rawcode.key.request import compute_key, context, make_request
-from cupy_rawcode.store import default_store
 
 N = 20  # headers: over portable.MIN_HEADERS, so that the closure gets a portable record
 SOURCE = "#include <x.h>\n#include <all.h>\n" + 'extern "C" __global__ void k() {}\n'
@@ -37,15 +37,6 @@ def _tree(base, kind: str):
     )
 
 
-def _new_process() -> None:
-    """What a new process lacks: the manifests (on disk and in memory) and the memory level."""
-    manifest._memo.clear()
-    shutil.rmtree(os.path.join(os.environ["CUPY_RAWCODE_CACHE_DIR"], "manifests"), True)
-    memory = default_store().level("memory")
-    if memory is not None:
-        memory.clear()
-
-
 def _lookup(req):
     return manifest.lookup(req.source, context(req), req.pre_includes)
 
@@ -56,7 +47,7 @@ def test_a_header_put_where_the_search_skipped_a_path_is_a_miss(tmp_path, kind, 
     req, base = _tree(tmp_path / "a", kind), tmp_path / "a"
     key = compute_key(req).key
     if through == "a portable record":  # another root, the same tree: the record answers
-        _new_process()
+        new_process()
         req, base = _tree(tmp_path / "b", kind), tmp_path / "b"
         keyed = compute_key(req)
         assert keyed.closure is None and keyed.key == key

@@ -61,7 +61,9 @@ def parse_signature(kernel):
         source, where = kernel._build.source()
         opts = options_module.parse_options(kernel._build.options)
         return binding.signature_for(source, kernel._entry, opts, where)
-    except (signatures.SignatureError, OSError, UnicodeDecodeError) as e:
+    except Exception as e:
+        if not isinstance(e, (signatures.SignatureError, OSError, UnicodeDecodeError)):
+            e = signatures.SignatureError(f"{type(e).__name__}: {e}")
         kernel._signature_error = str(e)
         warnings.warn(
             f"cupy_rawcode: cannot parse the parameters of {kernel._entry!r} ({e}); "

@@ -12,6 +12,7 @@ import numpy
 from ..ground import deferred
 from ..ground.errors import RawcodeOverflowError, RawcodeTypeError
 from ..ground.regular import read_bytes
+from .ctype import OPAQUE_SIZES
 from .signature import NO_DEFAULT, Param, Signature, parse_signature
 
 # a user's headers read for their declarations: only with a source directory or -I
@@ -70,7 +71,14 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     if t.is_pointer:
         return _pointer(t, v, where, check_pointers)
     if _is_device_array(v) or (isinstance(v, numpy.ndarray) and v.ndim > 0):
-        raise RawcodeTypeError(f"{where} is a scalar, but got an array of shape {tuple(v.shape)}")
+        shape = getattr(v, "shape", None)
+        if shape is None:
+            shape = v.__cuda_array_interface__.get("shape", "?")
+        raise RawcodeTypeError(f"{where} is a scalar, but got an array of shape {tuple(shape)}")
+    if t.base in ("cudaTextureObject_t", "cudaSurfaceObject_t") and _is_cupy_object(v):
+        return numpy.uint64(v.ptr)  # as CuPy's launch passes a TextureObject/SurfaceObject
+    if t.base in OPAQUE_SIZES and not t.reference and not t.pointer:
+        return _opaque(v, OPAQUE_SIZES[t.base], where)
     if t.dtype is None or t.reference:
         return v  # opaque: a struct, or a name nothing resolved; passed as given
     if isinstance(v, enum.Enum) and not isinstance(v, int):
@@ -80,6 +88,25 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     if not _is_scalar(v):
         raise RawcodeTypeError(f"{where} expects a number, got {type(v).__name__}")
     return _scalar(numpy.dtype(t.dtype), t.text, v, where)
+
+
+def _is_cupy_object(v) -> bool:
+    """Whether ``v`` is CuPy's TextureObject or SurfaceObject (by class, CuPy not imported)."""
+    cls = type(v)
+    return cls.__name__ in ("TextureObject", "SurfaceObject") and cls.__module__.startswith("cupy")
+
+
+def _opaque(v, size: int, where: str):
+    """A value for a type known here with no NumPy conversion (``__nv_bfloat16``, ``half2``,
+    ``float2``, ...): a Python number would arrive as 8 bytes, so it is refused."""
+    if isinstance(v, (bool, int, float, complex)) or (
+        isinstance(v, numpy.generic) and v.dtype.itemsize != size
+    ):
+        raise RawcodeTypeError(
+            f"{where} cannot be converted from {type(v).__name__} {v!r}; pass a NumPy/CuPy "
+            f"scalar of that type ({size} bytes)"
+        )
+    return v
 
 
 def _scalar(dt: numpy.dtype, text: str, v, where: str):
@@ -115,8 +142,17 @@ def _scalar(dt: numpy.dtype, text: str, v, where: str):
             raise RawcodeTypeError(
                 f"{where} expects a complex number, got {type(v).__name__} {v!r}"
             )
-        return dt.type(v)
+        z = complex(v)
+        with numpy.errstate(over="ignore"):
+            out = dt.type(z)
+        if any(math.isinf(a) and not math.isinf(b) for a, b in _parts(out, z)):
+            raise RawcodeOverflowError(f"{where}: {v!r} is out of range for {text}")
+        return out
     raise RawcodeTypeError(f"{where}: cannot convert to {text}")  # not reached with _ARITH's dtypes
+
+
+def _parts(out, z: complex) -> tuple:
+    return ((float(out.real), z.real), (float(out.imag), z.imag))
 
 
 def _pointer(t, v, where: str, check: bool):
@@ -130,7 +166,17 @@ def _pointer(t, v, where: str, check: bool):
         raise RawcodeTypeError(f"{where} is a pointer, but got the scalar {type(v).__name__} {v!r}")
     dtype = getattr(v, "dtype", None)
     if check and dtype is not None and t.dtype is not None and t.pointer == 1:
-        if numpy.dtype(dtype) != numpy.dtype(t.dtype):
+        try:
+            dtype = numpy.dtype(dtype)
+        except TypeError:
+            typestr = getattr(v, "__cuda_array_interface__", {}).get("typestr")
+            if typestr is None:
+                raise RawcodeTypeError(
+                    f"{where} got an array whose dtype {dtype!r} NumPy cannot read; "
+                    "set kernel.check_pointers = False to pass it unchecked"
+                ) from None
+            dtype = numpy.dtype(typestr)
+        if dtype != numpy.dtype(t.dtype):
             raise RawcodeTypeError(
                 f"{where} points to {numpy.dtype(t.dtype).name}, but got a "
                 f"{numpy.dtype(dtype).name} array; convert it (x.astype(...)) or set "

@@ -1,15 +1,13 @@
-"""Lexing CUDA C++ for the signature reader (signature.py): tokens, the macros, aliases and enums
-a source defines, macro substitution and constant expressions (defaults, enumerators). Anything
-it does not understand raises SignatureError.
+"""Lexing CUDA C++ for the signature reader (signature.py): tokens, bracket matching and
+splitting, and macro substitution. Directives are read by directives.py, declared types by
+reading.py, constant expressions by cexpr.py. Anything it does not understand raises
+SignatureError.
 """
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ground.errors import RawcodeError
 
@@ -33,12 +31,6 @@ _TOKEN = re.compile(
 """,
     re.X | re.S,
 )
-_DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\()?(.*)", re.S)
-
-
-def _strip_comments(text: str) -> str:
-    """``text`` with each comment replaced by a space (string literals are kept)."""
-    return _COMMENT_OR_STRING.sub(lambda m: m.group() if m.group()[0] in "\"'" else " ", text)
 
 
 def tokenize(text: str) -> list[str]:
@@ -48,8 +40,10 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass
 class Unit:
-    """What the parser learns from one or more sources: tokens outside directives, object-like
-    macros, function-like macro names, aliases (typedef/using) and enums."""
+    """What the parser learns from one or more sources: tokens outside directives (``flags``:
+    those under a condition that could not be evaluated), object-like macros, function-like
+    macro names, aliases (typedef/using), enums, and the names it refuses to resolve, with why
+    (``refused``: a macro; ``refused_types``: an alias, enum or enumerator)."""
 
     tokens: list
     macros: dict
@@ -57,90 +51,9 @@ class Unit:
     aliases: dict
     enums: dict  # name -> underlying base type text
     enumerators: dict  # enumerator name -> [value token]
-
-
-def read_unit(texts: list[str], defines=()) -> Unit:
-    """Lex ``texts`` (the user's headers, then the source) with the ``-D``/``-U`` macros
-    applied first. Directives are dropped after their ``#define``s are recorded."""
-    macros: dict[str, list[str]] = {}
-    fmacros: dict[str, tuple[list[str], list[str]]] = {}
-    for name, value in defines:
-        if value is None:
-            macros.pop(name, None)
-        else:
-            macros[name] = tokenize(value)
-    tokens: list[str] = []
-    for text in texts:
-        body = []
-        for line in _strip_comments(text.replace("\\\n", "")).splitlines():
-            s = line.lstrip()
-            if s.startswith("#"):
-                m = _DEFINE.match(s)
-                if m and m.group(2):
-                    close = m.group(3).find(")")
-                    fmacros[m.group(1)] = (
-                        [t for t in tokenize(m.group(3)[:close]) if t != ","],
-                        tokenize(m.group(3)[close + 1 :]),
-                    )
-                    macros.pop(m.group(1), None)
-                elif m:
-                    macros[m.group(1)] = tokenize(m.group(3))
-                    fmacros.pop(m.group(1), None)
-                continue
-            body.append(line)
-        tokens += tokenize("\n".join(body))
-    unit = Unit(tokens, macros, fmacros, {}, {}, {})
-    _collect_types(tokens, unit)
-    return unit
-
-
-def _collect_types(tokens: list[str], unit: Unit) -> None:
-    """typedef / using aliases and enums, wherever they are declared (structs stay opaque)."""
-    n = len(tokens)
-    for i, t in enumerate(tokens):
-        if t == "typedef":
-            j = _find(tokens, i, ";")
-            decl = tokens[i + 1 : j]
-            if "{" in decl or "(" in decl or not decl or not _is_id(decl[-1]):
-                continue  # a struct definition or a function type: opaque
-            unit.aliases[decl[-1]] = decl[:-1]
-        elif t == "using" and i + 2 < n and _is_id(tokens[i + 1]) and tokens[i + 2] == "=":
-            j = _find(tokens, i, ";")
-            unit.aliases[tokens[i + 1]] = tokens[i + 3 : j]
-        elif t == "enum":
-            j = i + 1
-            if j < n and tokens[j] in ("class", "struct"):
-                j += 1
-            if j < n and _is_id(tokens[j]):
-                name, under = tokens[j], ["int"]
-                if j + 1 < n and tokens[j + 1] == ":":
-                    k = j + 2
-                    while k < n and tokens[k] not in ("{", ";"):
-                        k += 1
-                    under = tokens[j + 2 : k]
-                unit.enums[name] = under
-                k = j + 1
-                while k < n and tokens[k] not in ("{", ";"):
-                    k += 1
-                if k < n and tokens[k] == "{":
-                    _enumerators(tokens[k + 1 : _match(tokens, k, "{", "}")], unit)
-
-
-def _enumerators(body: list[str], unit: Unit) -> None:
-    """Values of ``A, B = 5, C``; an enumerator whose value cannot be computed is left out."""
-    value = -1
-    for part in split_top(body):
-        if not part or not _is_id(part[0]):
-            continue
-        try:
-            value = (
-                evaluate(_unqualify(substitute(part[2:], unit.enumerators)))
-                if len(part) > 2 and part[1] == "="
-                else value + 1
-            )
-        except SignatureError:
-            return
-        unit.enumerators[part[0]] = [str(int(value))]
+    flags: list = field(default_factory=list)
+    refused: dict = field(default_factory=dict)
+    refused_types: dict = field(default_factory=dict)
 
 
 def _unqualify(tokens: list[str]) -> list[str]:
@@ -180,16 +93,21 @@ def _match(tokens: list[str], i: int, open_: str, close: str) -> int:
 
 
 def split_top(tokens: list[str], sep: str = ",") -> list[list[str]]:
-    """Split at ``sep`` outside (), [], {} and <> nesting."""
+    """Split at ``sep`` outside (), [], {} and <> nesting (a ``<``/``>`` inside parentheses or
+    brackets is a comparison: C++ requires one in a template argument to be parenthesised)."""
     parts: list[list[str]] = []
     cur: list[str] = []
-    depth = 0
+    depth = angle = 0
     for t in tokens:
-        if t in ("(", "[", "{", "<"):
+        if t in ("(", "[", "{"):
             depth += 1
-        elif t in (")", "]", "}", ">"):
+        elif t in (")", "]", "}"):
             depth -= 1
-        if t == sep and depth == 0:
+        elif t == "<" and depth == 0:
+            angle += 1
+        elif t == ">" and depth == 0:
+            angle = max(angle - 1, 0)
+        if t == sep and depth == 0 and angle == 0:
             parts.append(cur)
             cur = []
         else:
@@ -199,18 +117,44 @@ def split_top(tokens: list[str], sep: str = ",") -> list[list[str]]:
     return parts
 
 
+def match_angle(tokens: list[str], i: int) -> int:
+    """Index of the ``>`` closing the ``<`` at ``i``, skipping any inside () or []."""
+    depth = angle = 0
+    for j in range(i, len(tokens)):
+        t = tokens[j]
+        if t in ("(", "["):
+            depth += 1
+        elif t in (")", "]"):
+            depth -= 1
+        elif depth == 0 and t == "<":
+            angle += 1
+        elif depth == 0 and t == ">":
+            angle -= 1
+            if angle == 0:
+                return j
+    raise SignatureError("unbalanced '<'")
+
+
 # ------------------------------------------------------------------ macros
 
 
-def substitute(tokens, table: dict, functions: dict | None = None, limit: int = 16) -> list[str]:
+def substitute(
+    tokens, table: dict, functions: dict | None = None, limit: int = 16, refused=None
+) -> list[str]:
     """Replace identifiers found in ``table`` by their token lists and calls of ``functions``
-    (function-like macros: (parameters, body)) by their bodies, to a fixed point."""
+    (function-like macros: (parameters, body)) by their bodies, to a fixed point. A name in
+    ``refused`` (name -> reason) raises SignatureError with that reason."""
     out = list(tokens)
+    refused = refused or {}
     for _ in range(limit):
         changed, new, i = False, [], 0
         while i < len(out):
             t = out[i]
-            if t in table:
+            if t in refused:
+                raise SignatureError(refused[t])
+            if t in table and table[t] == [t]:
+                new.append(t)  # ``#define restrict restrict``: stops, as cpp does
+            elif t in table:
                 new.extend(table[t])
                 changed = True
             elif functions and t in functions and i + 1 < len(out) and out[i + 1] == "(":
@@ -223,7 +167,8 @@ def substitute(tokens, table: dict, functions: dict | None = None, limit: int = 
         out = new
         if not changed:
             return out
-    raise SignatureError("recursive alias or macro")
+    names = sorted({t for t in out if t in table or (functions and t in functions)})
+    raise SignatureError(f"recursive alias or macro: {', '.join(names[:3])}")
 
 
 def _expand_call(name: str, macro: tuple, args: list[list[str]]) -> list[str]:
@@ -234,75 +179,3 @@ def _expand_call(name: str, macro: tuple, args: list[list[str]]) -> list[str]:
         raise SignatureError(f"the macro {name} takes {len(params)} arguments")
     table = dict(zip(params, args, strict=False))
     return [x for t in body for x in table.get(t, [t])]
-
-
-# ------------------------------------------------------------------ constant expressions
-
-_BINOPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Mod: operator.mod,
-    ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift,
-    ast.BitOr: operator.or_,
-    ast.BitAnd: operator.and_,
-    ast.BitXor: operator.xor,
-}
-_UNOPS: dict[type, Callable] = {
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-    ast.Invert: operator.invert,
-    ast.Not: operator.not_,
-}
-_INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)[uUlL]*\Z")
-_FLOAT_LITERAL = re.compile(r"((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFlL]?\Z")
-
-
-def evaluate(tokens: list[str]):
-    """The value of a constant expression of literals (C rules for / and literal suffixes)."""
-    parts = []
-    for t in tokens:
-        t = t.replace("'", "") if t[:1].isdigit() else t
-        if t in ("true", "false"):
-            parts.append("True" if t == "true" else "False")
-        elif t in ("nullptr", "NULL"):
-            parts.append("None")
-        elif re.fullmatch(r"'(\\?[^\\'])'", t):
-            parts.append(str(ord(ast.literal_eval(t))))
-        elif _INT_LITERAL.match(t):
-            digits = t.rstrip("uUlL")
-            parts.append(
-                str(int(digits, 0) if not re.fullmatch(r"0[0-7]+", digits) else int(digits, 8))
-            )
-        elif fm := _FLOAT_LITERAL.match(t):
-            parts.append(repr(float(fm.group(1))))
-        elif t in ("+", "-", "*", "/", "%", "<<", "~", "(", ")", "|", "&", "^", "!", ">"):
-            parts.append(" not " if t == "!" else t)
-        else:
-            raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}")
-    expr = " ".join(parts).replace("> >", ">>")
-    try:
-        tree = ast.parse(expr, mode="eval")
-        return _eval(tree.body)
-    except (SyntaxError, TypeError, ZeroDivisionError, ValueError) as e:
-        raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}: {e}") from None
-
-
-def _eval(node):
-    if isinstance(node, ast.Constant) and (
-        node.value is None or isinstance(node.value, (bool, int, float))
-    ):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
-        return _UNOPS[type(node.op)](_eval(node.operand))
-    if isinstance(node, ast.BinOp):
-        a, b = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Div):
-            if isinstance(a, int) and isinstance(b, int):
-                q = abs(a) // abs(b)
-                return q if (a >= 0) == (b >= 0) else -q
-            return a / b
-        if type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](a, b)
-    raise SignatureError("not a constant expression")

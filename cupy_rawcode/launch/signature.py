@@ -10,9 +10,10 @@ positional-only launches and converts nothing, so a misparse never becomes a wro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from .cexpr import convert_default, evaluate_typed
+from .ctype import _SKIP_CALLS, CType, classify, split_declarator
 from .lexer import (
     SignatureError,
     Unit,
@@ -20,32 +21,16 @@ from .lexer import (
     _is_id,
     _match,
     _unqualify,
-    evaluate,
-    read_unit,
+    match_angle,
     split_top,
     substitute,
     tokenize,
 )
+from .reading import read_unit
+
+__all__ = ["CType", "NO_DEFAULT", "Param", "Signature", "SignatureError", "parse_signature"]
 
 NO_DEFAULT = type("NoDefault", (), {"__repr__": lambda self: "NO_DEFAULT"})()
-
-
-@dataclass(frozen=True)
-class CType:
-    """A parameter's type after substitution. ``dtype`` is the NumPy dtype name of the base type
-    when it is arithmetic, bool, half, complex or an enum; None means opaque (a struct, an
-    unresolved name): values are then passed unconverted and pointers unchecked."""
-
-    text: str
-    base: str
-    pointer: int = 0
-    reference: bool = False
-    dtype: str | None = None
-    enum: bool = False
-
-    @property
-    def is_pointer(self) -> bool:
-        return self.pointer > 0
 
 
 @dataclass(frozen=True)
@@ -82,16 +67,8 @@ class Declaration:
     template: tuple  # ((kind, name, default tokens), ...); kind 'type' or 'value'
     params: tuple  # token lists, one per parameter
     extern_c: bool
-
-
-_SKIP_CALLS = {
-    "__launch_bounds__",
-    "__attribute__",
-    "__declspec",
-    "alignas",
-    "__maxnreg__",
-    "__cluster_dims__",
-}
+    span: tuple = (0, 0)  # token indices from the prefix to the closing parenthesis
+    error: tuple | None = None  # (tokens, why) for a declaration that could not be read
 
 
 def declarations(tokens: list[str]) -> list[Declaration]:
@@ -119,7 +96,12 @@ def declarations(tokens: list[str]) -> list[Declaration]:
             if i < n and tokens[i] == "{":
                 start = i + 1
         elif t == "__global__":
-            decl, i = _declaration(tokens, start, i, stack)
+            try:
+                decl, i = _declaration(tokens, start, i, stack)
+            except SignatureError as e:  # kept, so that asking for this kernel raises
+                end = min(_find(tokens, i, ";"), _find(tokens, i, "{"))
+                decl = Declaration("", (), (), False, (start, end), (tokens[i:end], str(e)))
+                i = end
             out.append(decl)
             if i < n and tokens[i] == "{":
                 i = _match(tokens, i, "{", "}")
@@ -133,7 +115,7 @@ def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
     template: tuple = ()
     if "template" in prefix:
         k = prefix.index("template")
-        close = _match(prefix, k + 1, "<", ">")
+        close = match_angle(prefix, k + 1)
         template = tuple(_template_param(p) for p in split_top(prefix[k + 2 : close]) if p)
     extern_c = 'extern"C"' in stack or '"C"' in prefix
     j = g + 1
@@ -166,7 +148,13 @@ def _declaration(tokens: list[str], start: int, g: int, stack: list[str]):
     ns = "::".join(s for s in stack if s and s != 'extern"C"')
     name = "".join(name_tokens)
     return (
-        Declaration(f"{ns}::{name}" if ns else name, template, tuple(map(tuple, params)), extern_c),
+        Declaration(
+            f"{ns}::{name}" if ns else name,
+            template,
+            tuple(map(tuple, params)),
+            extern_c,
+            (start, close + 1),
+        ),
         close + 1,
     )
 
@@ -184,167 +172,6 @@ def _template_param(tokens: list[str]) -> tuple[str, str, tuple]:
     return kind, tokens[-1], tuple(default)
 
 
-# ------------------------------------------------------------------ types
-
-_INT_WORDS = {"signed", "unsigned", "short", "long", "int", "char"}
-_QUALIFIERS = {
-    "const",
-    "volatile",
-    "__restrict__",
-    "__restrict",
-    "restrict",
-    "__grid_constant__",
-    "register",
-    "struct",
-    "class",
-    "enum",
-    "typename",
-    "union",
-}
-_ARITH = {
-    "bool": "bool",
-    "char": "int8",
-    "signed char": "int8",
-    "unsigned char": "uint8",
-    "short": "int16",
-    "unsigned short": "uint16",
-    "int": "int32",
-    "unsigned int": "uint32",
-    "long": "int64",
-    "unsigned long": "uint64",
-    "long long": "int64",
-    "unsigned long long": "uint64",
-    "float": "float32",
-    "double": "float64",
-    "__half": "float16",
-    "half": "float16",
-    "__nv_half": "float16",
-    "int8_t": "int8",
-    "int16_t": "int16",
-    "int32_t": "int32",
-    "int64_t": "int64",
-    "uint8_t": "uint8",
-    "uint16_t": "uint16",
-    "uint32_t": "uint32",
-    "uint64_t": "uint64",
-    "size_t": "uint64",
-    "ptrdiff_t": "int64",
-    "intptr_t": "int64",
-    "uintptr_t": "uint64",
-    "ssize_t": "int64",
-    "cudaTextureObject_t": "uint64",
-    "cudaSurfaceObject_t": "uint64",
-    "complex<float>": "complex64",
-    "complex<double>": "complex128",
-    "cuFloatComplex": "complex64",
-    "cuDoubleComplex": "complex128",
-    "cuComplex": "complex64",
-}
-_NAMESPACES = ("::", "cuda::std::", "std::", "thrust::", "cupy::")
-
-
-def canonical_int(words: list[str]) -> str:
-    """``unsigned long int`` -> 'unsigned long', ``signed`` -> 'int', ..."""
-    unsigned = "unsigned" in words
-    if "char" in words:
-        return "unsigned char" if unsigned else "signed char" if "signed" in words else "char"
-    base = (
-        "long long"
-        if words.count("long") == 2
-        else "long"
-        if "long" in words
-        else "short"
-        if "short" in words
-        else "int"
-    )
-    return f"unsigned {base}" if unsigned else base
-
-
-def _strip_ns(name: str) -> str:
-    changed = True
-    while changed:
-        changed = False
-        for p in _NAMESPACES:
-            if name.startswith(p):
-                name, changed = name[len(p) :], True
-    return name
-
-
-def classify(tokens: list[str], unit: Unit) -> tuple[CType, str | None, list[str] | None]:
-    """(type, parameter name, default tokens) for one parameter's tokens, already substituted."""
-    default = None
-    if "=" in tokens:
-        k = tokens.index("=")
-        tokens, default = tokens[:k], tokens[k + 1 :]
-    toks = []
-    i = 0
-    while i < len(tokens):  # drop attributes
-        t = tokens[i]
-        if t == "[[":
-            i = _find(tokens, i, "]]") + 1
-            continue
-        if t in _SKIP_CALLS and i + 1 < len(tokens) and tokens[i + 1] == "(":
-            i = _match(tokens, i + 1, "(", ")") + 1
-            continue
-        toks.append(t)
-        i += 1
-    pointer = 0
-    while toks and toks[-1] == "]":  # array declarator: T x[] or T x[N]
-        k = len(toks) - 1 - toks[::-1].index("[")
-        toks, pointer = toks[:k], pointer + 1
-    for t in toks:
-        if t in unit.function_macros:
-            raise SignatureError(f"declaration uses the function-like macro {t}")
-    if "(" in toks:
-        raise SignatureError(f"unusual declarator {' '.join(tokens)!r}")
-    name = None
-    if (
-        len(toks) >= 2
-        and _is_id(toks[-1])
-        and toks[-1] not in _INT_WORDS | _QUALIFIERS | {"float", "double", "bool", "void"}
-        and toks[-2] != "::"
-    ):
-        name = toks.pop()
-    pointer += toks.count("*")
-    reference = "&" in toks or "&&" in toks
-    words = [t for t in toks if t not in _QUALIFIERS and t not in ("*", "&", "&&")]
-    if not words:
-        raise SignatureError(f"no type in {' '.join(tokens)!r}")
-    text = _join(toks)
-    if all(w in _INT_WORDS for w in words):
-        base = canonical_int(words)
-    else:
-        base = _strip_ns(_join(words))
-        if any(w in _INT_WORDS for w in words) or any(
-            not (_is_id(w) or w in ("::", "<", ">", ",")) for w in words
-        ):
-            if not re.fullmatch(r"complex<(float|double)>", base):
-                raise SignatureError(f"cannot read the type {' '.join(tokens)!r}")
-    enum = base in unit.enums
-    if enum:
-        under = substitute(unit.enums[base], {**unit.macros, **unit.aliases})
-        under_words = [w for w in under if w not in _QUALIFIERS]
-        dtype = _ARITH.get(
-            canonical_int(under_words)
-            if all(w in _INT_WORDS for w in under_words)
-            else _strip_ns(_join(under_words))
-        )
-    else:
-        dtype = _ARITH.get(base)
-    if base == "void":
-        dtype = None
-    return CType(text, base, pointer, reference, dtype, enum), name, default
-
-
-def _join(tokens: list[str]) -> str:
-    out = ""
-    for t in tokens:
-        if out and _is_id(t) and (_is_id(out[-1]) or out[-1].isdigit() or out[-1] in "*&"):
-            out += " "
-        out += t
-    return out
-
-
 # ------------------------------------------------------------------ entry points
 
 
@@ -358,7 +185,7 @@ def parse_entry(entry: str) -> tuple[str, list[list[str]] | None]:
             raise SignatureError(f"cannot read the name {entry!r}")
         return "".join(tokens), None
     k = tokens.index("<")
-    close = _match(tokens, k, "<", ">")
+    close = match_angle(tokens, k)
     if close != len(tokens) - 1:
         raise SignatureError(f"cannot read the name expression {entry!r}")
     return "".join(tokens[:k]), [p for p in split_top(tokens[k + 1 : close])]
@@ -372,7 +199,12 @@ def _same_name(qualified: str, wanted: str) -> bool:
 def find_signature(unit: Unit, entry: str) -> Signature:
     """The signature of the kernel ``entry`` (a name or a name expression) in ``unit``."""
     name, args = parse_entry(entry)
-    decls = [d for d in declarations(unit.tokens) if _same_name(d.name, name)]
+    found = declarations(unit.tokens)
+    short = name.rsplit("::", 1)[-1]
+    for d in found:
+        if d.error is not None and short in d.error[0]:
+            raise SignatureError(f"a declaration of {short} cannot be read: {d.error[1]}")
+    decls = [d for d in found if d.error is None and _same_name(d.name, name)]
     if not decls:
         raise SignatureError(f"no __global__ function named {name!r} in the source")
     if len({len(d.params) for d in decls}) > 1 or len({len(d.template) for d in decls}) > 1:
@@ -398,26 +230,10 @@ def find_signature(unit: Unit, entry: str) -> Signature:
             if not value:
                 raise SignatureError(f"no value for template parameter {pname}")
             subs[pname] = substitute(value, subs) if idx >= len(args) else value
-    table = {**unit.macros, **unit.aliases}
-    params = []
-    for idx in range(len(decls[0].params)):
-        ctype = pname = None
-        default_tokens = None
-        for d in decls:
-            toks = substitute(substitute(d.params[idx], subs), table, unit.function_macros)
-            ct, nm, df = classify(toks, unit)
-            if ctype is not None and (ct.base, ct.pointer) != (ctype.base, ctype.pointer):
-                raise SignatureError(f"declarations of {name} disagree on parameter {idx + 1}")
-            ctype, pname = ct, nm or pname
-            if df is not None:
-                default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1 :])
-        if ctype is None:  # decls[0] has this parameter, so every pass sets ctype
-            raise SignatureError(f"{name}: no type for parameter {idx + 1}")
-        default, text = NO_DEFAULT, None
-        if default_tokens is not None:
-            text = " ".join(default_tokens[1]).replace(" :: ", "::")
-            default = evaluate(_unqualify(substitute(default_tokens[0], unit.enumerators)))
-        params.append(Param(pname, ctype, default, text))
+    for d in decls:
+        if any(unit.flags[d.span[0] : d.span[1]]):
+            raise SignatureError(f"the declaration of {name} is under #if/#ifdef")
+    params = [_parameter(unit, decls, idx, subs, name) for idx in range(len(decls[0].params))]
     seen = [p.name for p in params if p.name]
     if len(seen) != len(set(seen)):
         raise SignatureError(f"{name} repeats a parameter name")
@@ -426,6 +242,44 @@ def find_signature(unit: Unit, entry: str) -> Signature:
     return Signature(
         entry if args is not None else decls[0].name, tuple(params), any(d.extern_c for d in decls)
     )
+
+
+def _parameter(unit: Unit, decls: list, idx: int, subs: dict, name: str) -> Param:
+    """Parameter ``idx`` of ``name`` over its declarations: the name split off after macros,
+    the type read after aliases, the default evaluated and converted as C does."""
+    refused = {**unit.refused, **unit.refused_types}
+    table = {**unit.macros, **unit.aliases}
+    ctype = pname = None
+    default_tokens = None
+    for d in decls:
+        toks = substitute(
+            substitute(d.params[idx], subs), unit.macros, unit.function_macros, refused=unit.refused
+        )
+        type_toks, nm, df, arrays = split_declarator(toks, unit)
+        ct = classify(
+            substitute(type_toks, table, unit.function_macros, refused=refused), unit, arrays
+        )
+        if ctype is not None and (ct.base, ct.pointer) != (ctype.base, ctype.pointer):
+            raise SignatureError(f"declarations of {name} disagree on parameter {idx + 1}")
+        ctype, pname = ct, nm or pname
+        if df is not None:
+            default_tokens = (df, d.params[idx][d.params[idx].index("=") + 1 :])
+    if ctype is None:  # decls[0] has this parameter, so every pass sets ctype
+        raise SignatureError(f"{name}: no type for parameter {idx + 1}")
+    if default_tokens is None:
+        return Param(pname, ctype, NO_DEFAULT, None)
+    text = " ".join(default_tokens[1]).replace(" :: ", "::")
+    where = f"the default of {name}'s parameter {pname or idx + 1}"
+    try:
+        expr = _unqualify(
+            substitute(default_tokens[0], unit.enumerators, refused=unit.refused_types)
+        )
+        if ctype.reference:
+            raise SignatureError("a default for a reference")
+        value = convert_default(evaluate_typed(expr), ctype.dtype, ctype.is_pointer, expr)
+    except SignatureError as e:
+        raise SignatureError(f"{where} ({text}): {e}") from None
+    return Param(pname, ctype, value, text)
 
 
 def parse_signature(source: str, entry: str, defines=(), headers=()) -> Signature:

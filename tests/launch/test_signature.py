@@ -8,7 +8,7 @@ import pytest
 
 from cupy_rawcode.headers.options import parse_options
 from cupy_rawcode.launch.bind import bind, user_header_texts
-from cupy_rawcode.launch.lexer import evaluate
+from cupy_rawcode.launch.cexpr import evaluate
 from cupy_rawcode.launch.signature import NO_DEFAULT, SignatureError, parse_signature
 
 PRELUDE = r"""

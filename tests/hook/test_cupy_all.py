@@ -385,6 +385,20 @@ def test_prebuild_from_a_record_then_a_new_process_hits(tmp_path):
     )  # 6 CuPy calls, 3 kernels: all hits; the 5 misses were prebuild's
 
 
+def _pth_installed() -> bool:
+    """Whether the package's .pth start-up hook is installed (pip install; not a PYTHONPATH run)."""
+    import site
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return any(os.path.exists(os.path.join(d, "cupy_rawcode.pth")) for d in dirs)
+
+
+needs_pth = pytest.mark.skipif(
+    not _pth_installed(), reason="needs cupy-rawcode installed: its .pth start-up hook"
+)
+
+
+@needs_pth
 def test_record_environment_variable_reaches_a_program_that_never_calls_record(tmp_path):
     """CUPY_RAWCODE_RECORD through the installed .pth file: CuPy is wrapped once imported."""
     rec = tmp_path / "env.rec"
@@ -399,6 +413,7 @@ def test_record_environment_variable_reaches_a_program_that_never_calls_record(t
     assert entry["kind"] == "cupy" and entry["cupy_options"] is True
 
 
+@needs_pth
 def test_install_environment_variable_routes_a_program_that_never_calls_install(tmp_path):
     script = (
         f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"

@@ -12,6 +12,7 @@ import numpy
 from ..ground import deferred
 from ..ground.errors import RawcodeOverflowError, RawcodeTypeError
 from ..ground.regular import read_bytes
+from .cexpr import int_to_float
 from .ctype import OPAQUE_SIZES
 from .signature import NO_DEFAULT, Param, Signature, parse_signature
 
@@ -79,6 +80,11 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
         return numpy.uint64(v.ptr)  # as CuPy's launch passes a TextureObject/SurfaceObject
     if t.base in OPAQUE_SIZES and not t.reference and not t.pointer:
         return _opaque(v, OPAQUE_SIZES[t.base], where)
+    if t.dtype is None and not t.reference and not t.struct and _is_number(v):
+        raise RawcodeTypeError(
+            f"{where} has the type {t.text}, which a Python number cannot be converted to "
+            "exactly here; pass a NumPy/CuPy scalar of that type"
+        )
     if t.dtype is None or t.reference:
         return v  # opaque: a struct, or a name nothing resolved; passed as given
     if isinstance(v, enum.Enum) and not isinstance(v, int):
@@ -88,6 +94,10 @@ def convert(p: Param, v, where: str, check_pointers: bool = True):
     if not _is_scalar(v):
         raise RawcodeTypeError(f"{where} expects a number, got {type(v).__name__}")
     return _scalar(numpy.dtype(t.dtype), t.text, v, where)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (bool, int, float, complex))
 
 
 def _is_cupy_object(v) -> bool:
@@ -128,12 +138,11 @@ def _scalar(dt: numpy.dtype, text: str, v, where: str):
     if dt.kind == "f":
         if not is_real:
             raise RawcodeTypeError(f"{where} expects a real number, got {type(v).__name__} {v!r}")
-        try:
-            f = float(v)
-        except OverflowError:
-            f = math.inf
-        with numpy.errstate(over="ignore"):
-            out = dt.type(f)
+        if isinstance(v, (int, numpy.integer)) and not isinstance(v, bool):
+            out = int_to_float(dt.type, int(v))
+        else:
+            with numpy.errstate(over="ignore"):
+                out = dt.type(float(v))
         if math.isinf(out) and not (isinstance(v, (float, numpy.floating)) and math.isinf(v)):
             raise RawcodeOverflowError(f"{where}: {v!r} is out of range for {text}")
         return out
@@ -217,12 +226,31 @@ def user_header_texts(source: str, options, source_dir: str | None) -> list[str]
     return out
 
 
-def signature_for(source: str, entry: str, options, source_dir: str | None) -> Signature:
-    """The parsed signature of ``entry`` in ``source`` and the user's headers (SignatureError
-    when it cannot be parsed safely)."""
-    headers = (
-        user_header_texts(source, options, source_dir)
-        if (source_dir or options.include_dirs)
-        else []
+def header_reader(options, source_dir: str | None):
+    """``include(name, angled, includer)`` for directives.py: (path, text) of a user header
+    (the source's directory, ``-I``) that is a UTF-8 regular file, else None (not read)."""
+    dirs = tuple(
+        discovery.SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs)
     )
-    return parse_signature(source, entry, options.macros, headers)
+
+    def include(name: str, angled: bool, includer):
+        found = search.find(
+            name, angled=angled, includer=includer, source_dir=source_dir, dirs=dirs
+        )
+        if found is None:
+            return None
+        try:
+            return found, read_bytes(found.path).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return include
+
+
+def signature_for(source: str, entry: str, options, source_dir: str | None) -> Signature:
+    """The parsed signature of ``entry`` in ``source`` and the user's headers, read in include
+    order (SignatureError when it cannot be parsed safely)."""
+    include = header_reader(options, source_dir) if (source_dir or options.include_dirs) else None
+    return parse_signature(
+        source, entry, options.macros, include=include, complete=not options.pre_includes
+    )

@@ -55,7 +55,7 @@ def _typed(t: str) -> tuple[str, Any]:
         return "bool", t == "true"
     if t in ("nullptr", "NULL"):
         return "null", None
-    if re.fullmatch(r"'(\\?[^\\'])'", t):
+    if t.isascii() and re.fullmatch(r"'(\\?[^\\'])'", t):
         return "int", ord(ast.literal_eval(t))
     if m := _INT_LITERAL.match(t):
         digits = m.group(1)
@@ -105,10 +105,28 @@ def _common(a: tuple, b: tuple) -> str:
     return "unsigned " + signed_kind
 
 
+def int_to_float(ftype, v: int):
+    """The integer ``v`` converted to the NumPy float type ``ftype`` with one rounding (to
+    nearest, ties to even), as C converts it; numpy's own conversion goes through double."""
+    bits = numpy.finfo(ftype).nmant + 1
+    n = abs(v).bit_length()
+    if n > bits:
+        drop = n - bits
+        q, r = divmod(abs(v), 1 << drop)
+        half = 1 << (drop - 1)
+        q += r > half or (r == half and q & 1)
+        v = (q << drop) * (1 if v >= 0 else -1)
+    with numpy.errstate(all="ignore"):
+        return ftype(float(v)) if abs(v) < 2**1023 else ftype(math.copysign(math.inf, v))
+
+
 def _as(x: tuple, kind: str) -> Any:
     """The value of ``x`` converted to ``kind`` (one of the usual-conversion results)."""
     if kind in ("float", "double"):
-        return (numpy.float32 if kind == "float" else numpy.float64)(x[1])
+        ftype = numpy.float32 if kind == "float" else numpy.float64
+        return (
+            ftype(x[1]) if isinstance(x[1], (float, numpy.floating)) else int_to_float(ftype, x[1])
+        )
     return _wrap(kind, int(x[1]))[1]
 
 
@@ -187,13 +205,15 @@ def evaluate_typed(tokens: list[str]) -> tuple[str, Any]:
             parts.append(t)
         else:
             try:
-                values.append(_typed(t))
-            except SignatureError:
+                with numpy.errstate(all="ignore"):
+                    values.append(_typed(t))
+            except (SignatureError, SyntaxError, ValueError, TypeError):
                 raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}") from None
             parts.append(f"v{len(values) - 1}")
     expr = " ".join(parts).replace("> >", ">>")
     try:
-        return _eval(ast.parse(expr, mode="eval").body, values)
+        with numpy.errstate(all="ignore"):
+            return _eval(ast.parse(expr, mode="eval").body, values)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
         raise SignatureError(f"cannot evaluate {' '.join(tokens)!r}: {e}") from None
 
@@ -227,8 +247,8 @@ def convert_default(typed: tuple, dtype: str | None, pointer: bool, tokens: list
             raise SignatureError(f"the default {' '.join(tokens)!r} does not fit {dt.name}")
         n %= 1 << (8 * dt.itemsize)
         return dt.type(n - (1 << (8 * dt.itemsize)) if dt.kind == "i" and n > info.max else n)
-    with numpy.errstate(over="ignore"):
-        out = dt.type(float(v) if real else int(v))
+    with numpy.errstate(all="ignore"):
+        out = dt.type(float(v)) if real else int_to_float(dt.type, int(v))
     if not numpy.all(numpy.isfinite(out)) and not (real and not math.isfinite(v)):
         raise SignatureError(f"the default {' '.join(tokens)!r} does not fit {dt.name}")
     return out

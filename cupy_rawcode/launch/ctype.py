@@ -34,6 +34,7 @@ class CType:
     reference: bool = False
     dtype: str | None = None
     enum: bool = False
+    struct: bool = False  # a struct/class/union the text defines (passed as given)
 
     @property
     def is_pointer(self) -> bool:
@@ -233,7 +234,8 @@ def classify(toks: list[str], unit: Unit, arrays: int = 0) -> CType:
     dtype = underlying_dtype(unit.enums[base], unit) if enum else _ARITH.get(base)
     if base == "void":
         dtype = None
-    return CType(text, base, pointer, reference, dtype, enum)
+    struct = base in unit.structs or any(t in ("struct", "class", "union") for t in toks)
+    return CType(text, base, pointer, reference, dtype, enum, struct)
 
 
 def _join(tokens: list[str]) -> str:

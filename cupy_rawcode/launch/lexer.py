@@ -54,6 +54,8 @@ class Unit:
     flags: list = field(default_factory=list)
     refused: dict = field(default_factory=dict)
     refused_types: dict = field(default_factory=dict)
+    structs: set = field(default_factory=set)  # struct/class/union names defined in the text
+    scoped: dict = field(default_factory=dict)  # (enum class, enumerator) -> [value token]
 
 
 def _unqualify(tokens: list[str]) -> list[str]:
@@ -137,6 +139,8 @@ def match_angle(tokens: list[str], i: int) -> int:
 
 # ------------------------------------------------------------------ macros
 
+_MAX_EXPANDED = 65536  # tokens one substitution may produce: more is refused
+
 
 def substitute(
     tokens, table: dict, functions: dict | None = None, limit: int = 16, refused=None
@@ -157,6 +161,8 @@ def substitute(
             elif t in table:
                 new.extend(table[t])
                 changed = True
+                if len(new) > _MAX_EXPANDED:
+                    raise SignatureError(f"a macro or alias expands past {_MAX_EXPANDED} tokens")
             elif functions and t in functions and i + 1 < len(out) and out[i + 1] == "(":
                 close = _match(out, i + 1, "(", ")")
                 new.extend(_expand_call(t, functions[t], split_top(out[i + 2 : close])))
@@ -165,6 +171,8 @@ def substitute(
                 new.append(t)
             i += 1
         out = new
+        if len(out) > _MAX_EXPANDED:
+            raise SignatureError(f"a macro or alias expands past {_MAX_EXPANDED} tokens")
         if not changed:
             return out
     names = sorted({t for t in out if t in table or (functions and t in functions)})

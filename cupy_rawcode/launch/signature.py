@@ -272,7 +272,9 @@ def _parameter(unit: Unit, decls: list, idx: int, subs: dict, name: str) -> Para
     where = f"the default of {name}'s parameter {pname or idx + 1}"
     try:
         expr = _unqualify(
-            substitute(default_tokens[0], unit.enumerators, refused=unit.refused_types)
+            substitute(
+                _scoped(default_tokens[0], unit), unit.enumerators, refused=unit.refused_types
+            )
         )
         if ctype.reference:
             raise SignatureError("a default for a reference")
@@ -282,7 +284,34 @@ def _parameter(unit: Unit, decls: list, idx: int, subs: dict, name: str) -> Para
     return Param(pname, ctype, value, text)
 
 
-def parse_signature(source: str, entry: str, defines=(), headers=()) -> Signature:
-    """The signature of ``entry`` in ``source``; ``headers`` are the texts of the user's own
-    headers, whose macros, aliases and kernels count too. Raises SignatureError."""
-    return find_signature(read_unit(list(headers) + [source], defines), entry)
+def _scoped(tokens: list[str], unit: Unit) -> list[str]:
+    """``E::X`` of an enum class replaced by its value (refused when it is not certain)."""
+    out: list[str] = []
+    for t in tokens:
+        if len(out) >= 2 and out[-1] == "::" and (out[-2], t) in unit.scoped:
+            enum, name = out[-2], f"{out[-2]}::{t}"
+            if name in unit.refused_types:
+                raise SignatureError(unit.refused_types[name])
+            del out[-2:]
+            while len(out) >= 2 and out[-1] == "::" and _is_id(out[-2]):
+                del out[-2:]  # ns::E::X
+            if out and out[-1] == "::":
+                out.pop()
+            out += unit.scoped[(enum, t)]
+        else:
+            out.append(t)
+    return out
+
+
+def parse_signature(
+    source: str, entry: str, defines=(), headers=(), include=None, complete=True
+) -> Signature:
+    """The signature of ``entry`` in ``source``; ``headers`` are texts read before it,
+    ``include`` reads the user's headers in place (directives.py), ``complete`` is False when
+    NVRTC reads something first that is not read here. Raises SignatureError, whatever fails."""
+    try:
+        return find_signature(read_unit([*headers, source], defines, include, complete), entry)
+    except SignatureError:
+        raise
+    except Exception as e:
+        raise SignatureError(f"cannot read the declaration: {type(e).__name__}: {e}") from None

@@ -244,3 +244,273 @@ def test_other_unreadable_kernels_leave_this_one_readable():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert str(_sig(src)) == "k(float* x, int n)"
+
+
+def _read(src, files=None, options=(), entry="k", complete=True):
+    """parse_signature with user headers ``files`` (name -> text) read in place."""
+
+    def include(name, angled, includer):
+        return (name, files[name]) if files and name in files else None
+
+    macros = parse_options(tuple(options)).macros
+    return parse_signature(src, entry, macros, include=include, complete=complete)
+
+
+_CFG = "#ifdef USE_DOUBLE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n"
+_K = 'extern "C" __global__ void k(real a) {}'
+
+
+def _if(cond):
+    return f"#if {cond}\ntypedef double real;\n#else\ntypedef float real;\n#endif\n{_K}"
+
+
+# source, user headers, options, args -> (dtype, value) of the last argument, or None: refused
+NVRTC_READS = {
+    "define_before_include": (
+        f'#define USE_DOUBLE\n#include "cfg.h"\n{_K}',
+        {"cfg.h": _CFG},
+        (),
+        (1.5,),
+        ("float64", 1.5),
+    ),
+    "include_order": (
+        f'#include "a.h"\n#include "b.h"\n{_K}',
+        {
+            "a.h": '#include "a1.h"\n',
+            "a1.h": "#define PREC_DOUBLE\n",
+            "b.h": "#ifdef PREC_DOUBLE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n",
+        },
+        (),
+        (1.5,),
+        ("float64", 1.5),
+    ),
+    "dead_include_not_read": (
+        f'#ifdef WANT\n#include "dbl.h"\n#endif\n#include "b.h"\n{_K}',
+        {
+            "dbl.h": "#define PREC_DOUBLE\n",
+            "b.h": "#ifdef PREC_DOUBLE\ntypedef double real;\n#else\ntypedef float real;\n#endif\n",
+        },
+        (),
+        (1.5,),
+        ("float32", 1.5),
+    ),
+    "unread_include_is_uncertain": (f"#include <pre.h>\n{_CFG}{_K}", {}, (), (1.5,), None),
+    "underscore_guard_after_system_header": (
+        f'#include <cuda_fp16.h>\n#include "my.h"\n{_K}',
+        {"my.h": "#ifndef _MY_H_\n#define _MY_H_\ntypedef float real;\n#endif\n"},
+        (),
+        (1.5,),
+        ("float32", 1.5),
+    ),
+    "user_names_not_external": (
+        "#ifndef EPS\n#define EPS 1e-5f\n#endif\n#ifndef M_TILE\n#define M_TILE 8\n#endif\n"
+        'extern "C" __global__ void k(float e = EPS, int m = M_TILE) {}',
+        {},
+        (),
+        (),
+        ("int32", 8),
+    ),
+    "bitand_below_equality": (
+        "#define FLAGS 4\n" + _if("FLAGS & 4 == 4"),
+        {},
+        (),
+        (1.5,),
+        ("float32", 1.5),
+    ),
+    "no_chained_comparison": (_if("3 > 2 > 1"), {}, (), (1.5,), ("float32", 1.5)),
+    "equality_below_relational": (_if("1 < 2 == 1"), {}, (), (1.5,), ("float64", 1.5)),
+    "and_gives_one": (_if("(1 && 2) == 1"), {}, (), (1.5,), ("float64", 1.5)),
+    "or_gives_one": (_if("(0 || 5) == 1"), {}, (), (1.5,), ("float64", 1.5)),
+    "unsigned_comparison": (_if("-1 < 18446744073709551615u"), {}, (), (1.5,), ("float32", 1.5)),
+    "signed_overflow_refused": (_if("(1 << 63) > 0"), {}, (), (1.5,), None),
+    "hex_suffix_ternary": (
+        _if("0x10 == 16 && 2L > 1u && (3 ? 1 : 0) && 'a' == 97 && -7 / 2 == -3"),
+        {},
+        (),
+        (1.5,),
+        ("float64", 1.5),
+    ),
+    "function_like_D": (
+        _CFG.replace("USE_DOUBLE", "SCALE") + _K,
+        {},
+        ("-DSCALE(x)=((x)*2)",),
+        (1.5,),
+        ("float64", 1.5),
+    ),
+    "enum_vs_constexpr": (
+        "namespace d { enum S { BLOCK = 128 }; }\nconstexpr int BLOCK = 256;\n"
+        'extern "C" __global__ void k(int n = BLOCK) {}',
+        {},
+        (),
+        (),
+        None,
+    ),
+    "enum_class_unqualified": (
+        "enum class Color { Red, Green, Blue };\nconst int Blue = 7;\n"
+        'extern "C" __global__ void k(int c = Blue) {}',
+        {},
+        (),
+        (),
+        None,
+    ),
+    "enum_class_qualified": (
+        "enum class A { X, Y };\nenum class B { Y, X };\n"
+        'extern "C" __global__ void k(int c = (int)0, A a = A::Y) {}'.replace(
+            "int c = (int)0, ", ""
+        ),
+        {},
+        (),
+        (),
+        ("int32", 1),
+    ),
+    "struct_local_size_t": (
+        'struct S { typedef int size_t; };\nextern "C" __global__ void k(size_t n) {}',
+        {},
+        (),
+        (1,),
+        None,
+    ),
+    "typedef_two_declarators": (
+        'typedef float real, *preal;\nextern "C" __global__ void k(preal p, real a) {}',
+        {},
+        (),
+        (None, 1.5),
+        ("float32", 1.5),
+    ),
+    "int_to_float_rounds_once": (
+        'extern "C" __global__ void k(float f = 1152921573326323713ULL) {}',
+        {},
+        (),
+        (),
+        ("float32", float(2**60 + 2**37)),
+    ),
+    "non_ascii_char_refused": (
+        "extern \"C\" __global__ void k(int n = 'é') {}",
+        {},
+        (),
+        (),
+        None,
+    ),
+    "elifdef": (
+        "#ifdef A\ntypedef int real;\n#elifdef B\ntypedef double real;\n#else\n"
+        f"typedef float real;\n#endif\n{_K}",
+        {},
+        ("-DB",),
+        (1.5,),
+        ("float64", 1.5),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NVRTC_READS))
+def test_declarations_are_read_as_nvrtc_reads_them(name):
+    src, files, options, args, want = NVRTC_READS[name]
+    if want is None:
+        with pytest.raises(SignatureError):
+            bind(_read(src, files, options), args, {})
+        return
+    v = bind(_read(src, files, options), args, {})[-1]
+    assert (v.dtype.name, v.item()) == want
+
+
+def test_pre_include_makes_names_uncertain():
+    with pytest.raises(SignatureError, match="real"):
+        _read(_CFG + _K, complete=False)
+
+
+@pytest.mark.parametrize("ctype", ["__int128", "dim3", "int_least32_t", "char8_t"])
+def test_unmapped_builtins_refuse_python_numbers(ctype):
+    with pytest.raises(RawcodeTypeError, match="'a'"):
+        _bound('extern "C" __global__ void k(' + ctype + " a) {}", (1,))
+
+
+def test_launch_int_to_float_rounds_once():
+    v = _bound('extern "C" __global__ void k(float a) {}', (2**60 + 2**36 + 1,))[-1]
+    assert v == numpy.float32(2**60 + 2**37)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "#if defined(\ntypedef float real;\n#endif\n" + _K,
+        "#if " + "!(" * 3000 + "1" + ")" * 3000 + "\ntypedef float real;\n#endif\n" + _K,
+        "extern \"C\" __global__ void k(int n = '\\N') {}",
+        "#define A B B B B B B B B\n"
+        + "".join(f"#define B{i} A A A A A A A A\n" for i in range(1))
+        + "#define B A A A A A A A A\n"
+        + 'extern "C" __global__ void k(A a) {}',
+    ],
+)
+def test_reader_failures_are_refusals(src):
+    with pytest.raises(SignatureError):
+        _read(src)
+
+
+def test_deep_if_nesting_is_linear():
+    import time
+
+    src = "#if 1\n" * 20000 + "typedef float real;\n" + "#endif\n" * 20000 + _K
+    t = time.perf_counter()
+    _read(src)
+    assert time.perf_counter() - t < 2
+
+
+# ordinary kernels (regress.py) that must stay readable: source, options -> signature text
+ORDINARY = [
+    ("#ifndef _MY_KERNEL_H_\n#define _MY_KERNEL_H_\ntypedef float real;\n#endif\n" + _K, ()),
+    (
+        "#ifndef __COMMON_CUH__\n#define __COMMON_CUH__\n#define BLOCK 256\n#endif\n"
+        'extern "C" __global__ void k(float* x, int n = BLOCK) {}',
+        (),
+    ),
+    (
+        '#ifndef SIGMA\n#define SIGMA 2.0f\n#endif\nextern "C" __global__ void k(float s = SIGMA) {}',
+        (),
+    ),
+    (
+        '#ifndef CUBE_SIZE\n#define CUBE_SIZE 8\n#endif\nextern "C" __global__ void k(int s = CUBE_SIZE) {}',
+        (),
+    ),
+    ("#define VER 0x0200\n#if VER >= 0x0100\ntypedef float real;\n#endif\n" + _K, ()),
+    (
+        "#define N 256\n#if N % 32 == 0 && N / 32 > 4 && (N > 128 ? 1 : 0)\ntypedef float real;\n#endif\n"
+        + _K,
+        (),
+    ),
+    ("#define A 1\n#if defined(A) and A\ntypedef float real;\n#endif\n" + _K, ()),
+    ("#if N > 100\ntypedef float real;\n#endif\n" + _K, ("-DN=256u",)),
+    (
+        "#ifndef _TYPES_H\n#define _TYPES_H\nenum Mode { ADD, MUL };\n#endif\n"
+        'extern "C" __global__ void k(Mode m = MUL) {}',
+        (),
+    ),
+    (
+        '#if ARCH >= 0x700\n#define T float\n#endif\nextern "C" __global__ void k(T a) {}',
+        ("-DARCH=0x800",),
+    ),
+    ('#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* x, __half a, int n) {}', ()),
+    ("#pragma once\n#ifndef MYK_H\n#define MYK_H\ntypedef float real;\n#endif\n" + _K, ()),
+]
+
+
+@pytest.mark.parametrize("src,options", ORDINARY)
+def test_ordinary_kernels_stay_readable(src, options):
+    assert _read(src, options=options).params
+
+
+def test_headers_read_in_place_from_disk(tmp_path):
+    from cupy_rawcode.launch.bind import signature_for
+
+    (tmp_path / "g.h").write_text(
+        "#ifndef _G_H_\n#define _G_H_\n#ifdef USE_DOUBLE\ntypedef double rr;\n#else\n"
+        "typedef float rr;\n#endif\n#endif\n"
+    )
+    (tmp_path / "p.h").write_text("#pragma once\n__global__ void g(int a) {}\n")
+    src = (
+        '#define USE_DOUBLE\n#include "g.h"\n#include "g.h"\n#include "p.h"\n#include "./p.h"\n'
+        'extern "C" __global__ void k(rr a) {}'
+    )
+    assert str(signature_for(src, "k", parse_options(()), str(tmp_path))) == "k(double a)"
+    (tmp_path / "c.h").write_bytes("/* (c) M\u00fcller */\n#define USE_DOUBLE\n".encode("latin-1"))
+    with pytest.raises(SignatureError):  # an unreadable header: USE_DOUBLE is uncertain
+        signature_for('#include "c.h"\n' + _CFG + _K, "k", parse_options(()), str(tmp_path))

@@ -90,6 +90,19 @@ def new_process() -> None:
         memory.clear()
 
 
+def flipped(data: bytes) -> bytes:
+    """``data`` with one bit flipped in its middle: a damaged entry."""
+    i = len(data) // 2
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
+
+
+def stamped_entry(key: str, stamp: str = "1", times: int = 8) -> bytes:
+    """A valid entry for ``key`` whose metadata carries ``stamp`` (what tells two puts apart)."""
+    from cupy_rawcode.store.entry import encode
+
+    return encode(key, f"code of {key[-6:]}".encode() * times, {"arch": "sm_90", "t": stamp})
+
+
 def corpus(name: str) -> str:
     return (CORPUS / name).read_text()
 

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import flipped
 
 from cupy_rawcode.cli import main
 from cupy_rawcode.store.directory import DirectoryStore
@@ -34,11 +35,6 @@ class TeamCache(DirectoryStore):
 
 def entry(key: str) -> bytes:
     return encode(key, f"code of {key[-6:]}".encode() * 8, {"arch": "sm_90"})
-
-
-def flipped(data: bytes) -> bytes:
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import recounts_done
+from conftest import flipped, recounts_done
 from servers import memcached_server, shared_s3, shared_webdav  # noqa: F401  (fixtures)
 
 from cupy_rawcode.ground.errors import EntryError
@@ -39,12 +39,6 @@ def valid(key: str, data: bytes | None) -> bool:
         return True
     except EntryError:
         return False
-
-
-def flipped(data: bytes) -> bytes:
-    """``data`` with one bit flipped in its middle."""
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
 def build(spec: dict) -> Store:

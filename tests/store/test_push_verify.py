@@ -7,22 +7,14 @@ from __future__ import annotations
 
 import warnings
 
-from conftest import dict_store
+from conftest import dict_store, flipped
+from conftest import stamped_entry as entry
 
 from cupy_rawcode.store import Levels, MemoryStore, transfer
 from cupy_rawcode.store.directory import DirectoryStore
-from cupy_rawcode.store.entry import decode, encode
+from cupy_rawcode.store.entry import decode
 
 KEYS = [f"{i + 0xD15C:064x}" for i in range(6)]
-
-
-def entry(key: str, stamp: str = "1") -> bytes:
-    return encode(key, f"code of {key[-6:]}".encode() * 8, {"arch": "sm_90", "t": stamp})
-
-
-def flipped(data: bytes) -> bytes:
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
 def local_cache(tmp_path) -> DirectoryStore:

@@ -12,27 +12,19 @@ import os
 import warnings
 
 import pytest
-from conftest import dict_store
+from conftest import dict_store, flipped
+from conftest import stamped_entry as entry
 
 from cupy_rawcode.ground import config
 from cupy_rawcode.ground.errors import ConfigError
 from cupy_rawcode.store import make_store, open_remote, transfer
 from cupy_rawcode.store import sizebound as sizebound_module
 from cupy_rawcode.store.directory import DirectoryStore
-from cupy_rawcode.store.entry import decode, encode
+from cupy_rawcode.store.entry import decode
 from cupy_rawcode.store.layout import cache_location
 from cupy_rawcode.store.remote import RemoteLevelWarning
 
 KEYS = [f"{i + 0x5EED:064x}" for i in range(5)]
-
-
-def entry(key: str, stamp: str = "1") -> bytes:
-    return encode(key, f"code of {key[-6:]}".encode() * 8, {"arch": "sm_90", "t": stamp})
-
-
-def flipped(data: bytes) -> bytes:
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
 # ------------------------------------------------- 5: CUPY_RAWCODE_REMOTE is validated

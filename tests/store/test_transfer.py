@@ -12,6 +12,7 @@ import threading
 import warnings
 
 import pytest
+from conftest import flipped
 from servers import (  # noqa: F401  (fixtures)
     memcached_server,
     s3_server,
@@ -45,11 +46,6 @@ def key_of(i: int) -> str:
 
 def entry(key: str) -> bytes:
     return encode(key, f"code of {key[-6:]}".encode() * 16, {"arch": "sm_90"})
-
-
-def flipped(data: bytes) -> bytes:
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
 class Remote:

@@ -17,7 +17,6 @@ from .ctype import OPAQUE_SIZES
 from .signature import NO_DEFAULT, Param, Signature, parse_signature
 
 # a user's headers read for their declarations: only with a source directory or -I
-scan = deferred("cupy_rawcode.headers.scan")
 search = deferred("cupy_rawcode.headers.search")
 discovery = deferred("cupy_rawcode.toolkit.discovery")
 
@@ -192,38 +191,6 @@ def _pointer(t, v, where: str, check: bool):
                 "kernel.check_pointers = False"
             )
     return v
-
-
-def user_header_texts(source: str, options, source_dir: str | None) -> list[str]:
-    """Texts of the user's own headers the source includes (from its directory and ``-I``),
-    followed transitively; system roots are not read. Unreadable files are skipped."""
-    dirs = tuple(
-        discovery.SearchDir(f"user{i}", d, "user") for i, d in enumerate(options.include_dirs)
-    )
-    out, seen = [], set()
-    pending: list = [(source.encode(), None)]
-    while pending:
-        data, includer = pending.pop()
-        try:
-            scanned = scan.scan_bytes(data)
-        except Exception:
-            continue
-        for inc in scanned.includes:
-            if inc.kind not in ("include", "next"):
-                continue
-            found = search.find(
-                inc.name, angled=inc.angled, includer=includer, source_dir=source_dir, dirs=dirs
-            )
-            if found is None or found.path in seen:
-                continue
-            seen.add(found.path)
-            try:
-                text = read_bytes(found.path)  # a regular file only: a FIFO would block
-                out.append(text.decode("utf-8"))
-            except (OSError, UnicodeDecodeError):
-                continue
-            pending.append((text, found))
-    return out
 
 
 def header_reader(options, source_dir: str | None):

@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .ifexpr import evaluate_if
-from .lexer import _COMMENT_OR_STRING, SignatureError, substitute, tokenize
+from .ifexpr import ALTERNATIVE_TOKENS, evaluate_if
+from .lexer import _COMMENT_OR_STRING, SignatureError, _is_id, substitute, tokenize
 
 _DEFINE = re.compile(r"#\s*define\s+([A-Za-z_]\w*)(\()?(.*)", re.S)
 _DIRECTIVE = re.compile(r"#\s*(\w+)\s*(.*)", re.S)
@@ -58,10 +58,6 @@ def _defined(name: str, out: Lines) -> bool | None:
     return False
 
 
-def _is_name(t: str) -> bool:
-    return t[:1].isalpha() or t[:1] == "_"
-
-
 def condition(text: str, out: Lines) -> bool | None:
     """The value of an ``#if`` expression: None when it cannot be evaluated for certain."""
     toks = tokenize(text)
@@ -87,7 +83,7 @@ def condition(text: str, out: Lines) -> bool | None:
         return None
     final = []
     for t in toks:
-        if _is_name(t) and t not in ("true", "false") and t not in _ALT_WORDS:
+        if _is_id(t) and t not in ("true", "false") and t not in ALTERNATIVE_TOKENS:
             if t == "defined" or _defined(t, out) is not False:
                 return None  # a function-like macro, or a name that may be defined
             t = "0"
@@ -96,9 +92,6 @@ def condition(text: str, out: Lines) -> bool | None:
         return evaluate_if(final)
     except SignatureError:
         return None
-
-
-_ALT_WORDS = {"and", "or", "not", "not_eq", "bitand", "bitor", "xor", "compl"}
 
 
 def _record_define(line: str, out: Lines, certain: bool, seen: set) -> None:
@@ -244,7 +237,7 @@ class _Reader:
         if kind in ("if", "elif"):
             return condition(rest, self.out)
         names = tokenize(rest)
-        if len(names) != 1 or not _is_name(names[0]):
+        if len(names) != 1 or not _is_id(names[0]):
             return None
         c = _defined(names[0], self.out)
         return c if c is None or kind in ("ifdef", "elifdef", "def") else not c

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import ast
 
-from .cexpr import _binary, _typed, _unary
+from .cexpr import _binary, _common, _typed, _unary
 from .lexer import SignatureError
 
 _MAX_TOKENS = 4096
 _MAX_DEPTH = 200
-_ALT = {"and": "&&", "or": "||", "not": "!", "not_eq": "!=", "bitand": "&", "bitor": "|"}
-_ALT.update({"xor": "^", "compl": "~"})
+ALTERNATIVE_TOKENS = {  # C++'s spellings of operators: words, not names, in #if
+    "and": "&&",
+    "or": "||",
+    "not": "!",
+    "not_eq": "!=",
+    "bitand": "&",
+    "bitor": "|",
+    "xor": "^",
+    "compl": "~",
+}
 _LEVELS = [["||"], ["&&"], ["|"], ["^"], ["&"], ["==", "!="], ["<", ">", "<=", ">="]]
 _LEVELS += [["<<", ">>"], ["+", "-"], ["*", "/", "%"]]
-_ARITH_OPS = {"|", "^", "&", "<<", ">>", "+", "-", "*", "/", "%"}
 _LL, _ULL = "long long", "unsigned long long"
 
 
@@ -34,10 +41,6 @@ def _intmax(t: str) -> tuple[str, int]:
 
 def _to(x: tuple, kind: str) -> tuple:
     return kind, x[1] % (1 << 64) if kind == _ULL else x[1]
-
-
-def _common(a: tuple, b: tuple) -> str:
-    return _ULL if _ULL in (a[0], b[0]) else _LL
 
 
 class _Parser:
@@ -126,7 +129,7 @@ def evaluate_if(tokens: list[str]) -> bool:
         raise SignatureError("the #if expression is too long")
     toks: list[str] = []
     for t in tokens:
-        t = _ALT.get(t, t)
+        t = ALTERNATIVE_TOKENS.get(t, t)
         if t == ">" and toks and toks[-1] == ">":
             toks[-1] = ">>"
         else:

@@ -303,14 +303,12 @@ def _scoped(tokens: list[str], unit: Unit) -> list[str]:
     return out
 
 
-def parse_signature(
-    source: str, entry: str, defines=(), headers=(), include=None, complete=True
-) -> Signature:
-    """The signature of ``entry`` in ``source``; ``headers`` are texts read before it,
-    ``include`` reads the user's headers in place (directives.py), ``complete`` is False when
-    NVRTC reads something first that is not read here. Raises SignatureError, whatever fails."""
+def parse_signature(source: str, entry: str, defines=(), include=None, complete=True) -> Signature:
+    """The signature of ``entry`` in ``source``; ``include`` reads the user's headers in place
+    (directives.py), ``complete`` is False when NVRTC reads something first that is not read
+    here. Raises SignatureError, whatever fails."""
     try:
-        return find_signature(read_unit([*headers, source], defines, include, complete), entry)
+        return find_signature(read_unit([source], defines, include, complete), entry)
     except SignatureError:
         raise
     except Exception as e:

@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from cupy_rawcode.headers.options import parse_options
-from cupy_rawcode.launch.bind import bind, user_header_texts
+from cupy_rawcode.launch.bind import bind, header_reader
 from cupy_rawcode.launch.cexpr import evaluate
 from cupy_rawcode.launch.signature import NO_DEFAULT, SignatureError, parse_signature
 
@@ -229,9 +229,7 @@ def test_user_headers_give_macros_and_kernels(tmp_path):
     )
     src = '#include "kern.cuh"\n#include <cub/cub.cuh>\n'
     opts = parse_options(("-I" + str(tmp_path / "inc"),))
-    texts = user_header_texts(src, opts, str(tmp_path))
-    assert len(texts) == 2
-    sig = parse_signature(src, "hk", (), texts)
+    sig = parse_signature(src, "hk", (), include=header_reader(opts, str(tmp_path)))
     assert [(p.name, p.type.text, p.type.dtype) for p in sig.params] == [
         ("y", "double*", "float64"),
         ("n", "int", "int32"),

@@ -33,7 +33,7 @@ _SHOWN = 5  # unkeyed record entries named one by one
 def cache_transfer(args) -> int | None:
     """Run ``cache pull``/``cache push`` (their exit status); None for the other actions, after
     refusing the flags that go with pull and push alone."""
-    if args.action != "push" and getattr(args, "verify", False):
+    if args.action != "push" and args.verify:
         raise UsageError(f"--verify goes with 'cache push', not 'cache {args.action}'")
     if args.action not in _ACTIONS:
         for flag, name in _OWN_FLAGS:
@@ -59,7 +59,7 @@ def cache_transfer(args) -> int | None:
                 "(cupy_rawcode.record, CUPY_RAWCODE_RECORD)"
             )
         return _pull(store, keys, args.json)
-    return _push(store, keys, args.json, getattr(args, "verify", False))
+    return _push(store, keys, args.json, args.verify)
 
 
 def _check_remote(store: Any, action: str) -> None:

@@ -410,8 +410,7 @@ class RawModule:
 
     def get_function(self, name: str) -> RawKernel:
         """The kernel ``name``: a plain name, or one of the name expressions."""
-        _check_type("name", name)
-        _check_name(name)
+        _check_name(name)  # a str: the same TypeError _check_type gives
         self._check()
         k = RawKernel._from_build(self._build, name, self._cooperative, self._backend)
         _ = k.kernel  # loads now, as CuPy does, so a wrong name fails here

@@ -48,13 +48,15 @@ def _join(build: _Build) -> _Shared:
     """The shared record of ``build``'s inputs, made on first use. Inputs another object has
     loaded are known good: they are checked only when new."""
     try:
-        shared = _shared.get(build.share_key())
+        key = build.share_key()  # once: it may stat or read a .cu file
+        shared = _shared.get(key)
     except TypeError:  # an unhashable option or name: check() says which
-        shared = None
-    if shared is None:
         build.check()
+        raise
+    if shared is None:
+        build.check()  # leaves every input the key holds equal
         with _shared_lock:
-            shared = _shared.setdefault(build.share_key(), _Shared())  # of the inputs as checked
+            shared = _shared.setdefault(key, _Shared())
     build.checked = True
     build.shared = shared
     return shared

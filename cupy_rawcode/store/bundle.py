@@ -116,22 +116,18 @@ def read_index(path: str | os.PathLike) -> Index:
     return Index(index, size, sorted(cut), dict(sorted(bad.items())))
 
 
-def truncation(index: Index) -> str | None:
-    """Words for a truncated bundle (None when whole): how many entries lie beyond its end."""
-    if not index.cut:
-        return None
-    total = len(index.entries) + len(index.cut) + len(index.bad)
-    return f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
-
-
 def damage(index: Index) -> str | None:
     """Words for every entry the index names that cannot be read (None when there is none):
-    the truncation, and the index entries that are no span."""
-    words = [truncation(index)] if index.cut else []
+    how many lie beyond the bundle's end (truncated), and how many index entries are no span."""
+    total = len(index.entries) + len(index.cut) + len(index.bad)
+    words = []
+    if index.cut:
+        words.append(
+            f"truncated: {len(index.cut)} of {total} entries lie beyond its end (byte {index.size})"
+        )
     if index.bad:
-        total = len(index.entries) + len(index.cut) + len(index.bad)
         words.append(f"{len(index.bad)} of {total} index entries malformed (no valid span)")
-    return "; ".join(w for w in words if w) or None
+    return "; ".join(words) or None
 
 
 class BundleStore(RefusingStore):

@@ -245,9 +245,9 @@ def unmatched(level: Store, held: Mapping[str, bytes], verify: bool = False) -> 
     sizes = level.sizes(held)
     if sizes is None:
         return dict(held)
-    same = [key for key, data in held.items() if sizes.get(key) == len(data)]
     if not verify:
         return {key: data for key, data in held.items() if sizes.get(key) != len(data)}
+    same = [key for key, data in held.items() if sizes.get(key) == len(data)]
     with uncounted():
         there = level.get_many(same) if same else {}
     return {key: data for key, data in held.items() if not _matches(key, data, there.get(key))}

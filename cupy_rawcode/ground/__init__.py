@@ -296,10 +296,9 @@ def read_cache_file(
 
 
 # ---------------------------------------------------------------- stamped records
-# A stamps record (stamps.py takes them) keeps the paths grouped by directory, ``{"dirs":
-# [[directory, [name, ...]], ...], "digest": hex}``, and one SHA-256 of every file's stamp (size,
-# mtime_ns, inode, ctime_ns) in order: checking it is one ``fstatat`` per file, relative to its
-# directory, then one digest. Here, with StampedRecord, because every warm hit checks one.
+# A stamps record (stamps.py takes them): ``{"dirs": [[directory, [name, ...]], ...], "digest":
+# hex}``, one SHA-256 of every file's stamp (size, mtime_ns, inode, ctime_ns) in order, checked by
+# one ``fstatat`` per file, relative to its directory. Here: every warm hit checks one.
 
 _json = deferred("json")  # a record read (CuPy, on a hit, has loaded it)
 _array = deferred("array")  # the stamps digested, as above
@@ -334,10 +333,11 @@ def stamps_now(dirs) -> list:
                 except (FileNotFoundError, NotADirectoryError):
                     values += ABSENT
                     continue
-                if name == ".":  # a directory's own entry: its inode alone (stamps.values_of)
-                    values += (0, 0, st.st_ino, 0)
-                    continue
                 values += (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+            if "." in names:  # the directory's own entry: its inode alone (stamps.values_of)
+                at = len(values) - WIDTH * (len(names) - names.index("."))
+                if values[at + 2] != -1:
+                    values[at : at + WIDTH] = (0, 0, values[at + 2], 0)
         finally:
             if fd is not None:
                 os.close(fd)

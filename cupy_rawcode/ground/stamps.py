@@ -95,13 +95,10 @@ def may_lag(ctime_ns: int) -> int:
 def changed_since(part: tuple, since_ns: int) -> str | None:
     """The first file of a (record, flat stamps) part that may have changed at or after
     ``since_ns`` (wall clock, ns) by its ctime, the clock's granularity allowed for; else None.
-    A compile that read the files before they were stamped cannot tell which text it read. A
-    directory's own entry (``dir/.``: one the header search skipped, headers/search.py) was
-    not read: it is left out."""
+    A compile that read the files before they were stamped cannot tell which text it read (a
+    directory's own entry, ``dir/.``, keeps no ctime: values_of)."""
     rec, taken = part
     for i, path in enumerate(_paths(rec)):
-        if path.endswith("/."):
-            continue
         ctime = taken[i * WIDTH + WIDTH - 1]
         if ctime >= 0 and ctime >= since_ns - may_lag(ctime):
             return path

@@ -296,8 +296,8 @@ def compile_program(req: Request, ctx, dump: bool) -> Compiled:
             error.nvrtc_result = getattr(e, "nvrtc_result", None)
             raise error from None
         ptx, removed = _strip_ptx(ptx, symbols)
-        if removed == 0 and b"__local_depot" in ptx:  # nothing gained; local arrays nvJitLink
-            own, _, log = _nvrtc(req, ctx, dump, False)  # may keep on a stack: NVRTC's cubin
+        if not strip.worth_assembling(ptx, removed):  # NVRTC's own cubin, no PCH (its policy)
+            own, _, log = _nvrtc(req, ctx, dump, False)
             return Compiled(own, symbols, {"stripped": 0}, log)
         cubin = strip.assemble(ptx, req.arch, version)
         if cubin is not None:

@@ -326,6 +326,13 @@ def function_resources(cubin: bytes) -> dict[str, tuple[int, int, int]]:
     return {k: (v[0], v[1], v[2]) for k, v in out.items()}
 
 
+def worth_assembling(ptx: bytes, removed: int) -> bool:
+    """Whether nvJitLink should assemble this stripped PTX: not when nothing was stripped (no
+    faster load to gain) and the PTX keeps an array in local memory, which nvJitLink's
+    relocatable ptxas may leave on a stack (uses_stack: NVRTC would then compile it again)."""
+    return removed > 0 or b"__local_depot" not in ptx
+
+
 def uses_stack(cubin: bytes) -> bool:
     """Whether any function of the cubin has a stack frame (local memory)."""
     return any(frame or stack for _, frame, stack in function_resources(cubin).values())

@@ -148,8 +148,9 @@ def resolve_fast(
         if pf is None and not angled and own and mine and (found is None or found.tag != "src"):
             # looked for in the main source's directory first, not there: if it appears, the
             # compile changes (manifest.py stamps it as absent)
-            if not os.path.isabs(name) and memo.get(joined(own, name)) == NOTHING:
-                absent.add(joined(own, name))  # (a directory: no; watched instead)
+            there = None if os.path.isabs(name) else joined(own, name)
+            if there is not None and memo.get(there) == NOTHING:
+                absent.add(there)  # (a directory: no; watched instead)
         if found is not None:
             parent.edges.append((inc.line, inc.kind, found.path))
             first = nodes.get(found.path)

@@ -187,7 +187,8 @@ def empty_stamp(path: str) -> tuple:
             return absent(path)
     if not stat.S_ISDIR(st.st_mode):
         return absent(path)
-    return (os.path.join(path, "."), *values_of(st, os.path.join(path, ".")))
+    own = os.path.join(path, ".")
+    return (own, *values_of(st, own))
 
 
 def not_files(name: str, searched_dirs) -> list[str]:

@@ -10,14 +10,14 @@ import hashlib
 import re
 from typing import Any
 
-from ..ground import digest_fields
+from ..ground import deferred, digest_fields
 from ..ground.stamps import first_changed
-from ..headers import lexical
 from ..headers.options import parse_options
 from ..headers.search import make_context
 from . import key_fields
 from .manifest import closure_digests, discard
 
+lexical = deferred("cupy_rawcode.headers.lexical")  # a source something could hide a directive in
 KEY_KIND = "cupy-compile-1"  # change when the fields below change
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)

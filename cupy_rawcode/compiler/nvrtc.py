@@ -14,9 +14,9 @@ from ..ground.nvrtclog import (
     clean_log,  # NVRTC's log is read in nvrtclog.py
     option_refusal,
 )
-from ..ground.stamps import absent, first_changed, take
+from ..ground.stamps import first_changed, take
 from ..headers.options import file_options, wants_lto, wants_rdc
-from ..headers.search import empty_stamp, find
+from ..headers.search import closure_stamps, find
 from ..key import LINK_RULES
 from ..key.request import Request, context
 from .signals import guarded
@@ -159,10 +159,7 @@ def prefix_stamps(req: Request, ctx=None) -> tuple | None:
         return None
     if closure.unresolved:
         return None
-    ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    empty = dict.fromkeys((*closure.absent, *closure.probed))  # a file there would shadow one
-    skipped = [empty_stamp(p) for p in closure.watched if p not in empty]  # a directory, a loop
-    return take(ids + [absent(p) for p in empty] + skipped)
+    return take(closure_stamps(closure, ctx, also=closure.probed))
 
 
 _pch = _Pch()

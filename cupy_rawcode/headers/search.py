@@ -14,7 +14,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from ..ground.stamps import absent, values_of
+from ..ground.stamps import absent, stamp, values_of
 from ..toolkit.discovery import SearchDir, Toolchain
 from ..toolkit.record import toolchain
 from .options import Options, parse_options
@@ -219,3 +219,18 @@ def searched(
 ) -> list[str]:
     """The directories ``find`` looked in, for error messages."""
     return [d for d, _ in looked_in(angled, includer, source_dir, dirs, next_after, None, own_dir)]
+
+
+def linked_stamps(opts: Options) -> list[tuple]:
+    """The stamps of the -I directories spelled with a '..' (Options.linked_dirs): re-pointing
+    a link before it moves them."""
+    return [stamp(os.path.join(d, ".")) for d in opts.linked_dirs]
+
+
+def closure_stamps(closure, ctx: Context, also=()) -> list[tuple]:
+    """Every stamp a fast closure depends on (manifests, PCH prefixes): its headers as read,
+    each path its search found empty or skipped (and ``also``: empty_stamp), and the -I
+    directories read through a link."""
+    ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
+    empty = dict.fromkeys((*closure.absent, *closure.watched, *also))
+    return ids + [empty_stamp(p) for p in empty] + linked_stamps(ctx.opts)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..ground import StampedRecord, deferred, digest_fields
-from ..ground.stamps import stamp, take
+from ..ground.stamps import take
 from ..headers.standard import Floor
 from ..store.layout import cache_location, owned
 from . import closure_digest, portable
@@ -163,19 +163,17 @@ def closure_digests(
         return _facts(data, values), None
     closure = fast.resolve_fast(source, ctx, pre_includes, main_name or headers_closure.MAIN)
     closure.raise_for_missing()
-    ids = [(h.path, *closure.file_ids[h.path][1:]) for h in closure.headers]
-    empty = dict.fromkeys((*closure.absent, *closure.watched))  # a file there changes the closure
-    linked = [stamp(os.path.join(d, ".")) for d in ctx.opts.linked_dirs]  # -I lnk/..
-    rec, values = take(ids + [search.empty_stamp(p) for p in empty] + linked)
+    rec, values = take(search.closure_stamps(closure, ctx))
     if closure.unresolved:  # no manifest or record, and a digest no other compile shares
         unknown = [("unresolved", secrets.token_hex(16))]
         digest = closure_digest(closure.digests() + unknown)
         found = filename.expands_file(source, closure.scans.values(), ctx.opts.macros)
-        facts = Facts(digest, len(ids), (rec, values), found, closure.floor, closure.specialized)
+        count = len(closure.headers)
+        facts = Facts(digest, count, (rec, values), found, closure.floor, closure.specialized)
         return facts, closure  # the closure's unresolved includes: the orchestrator's to warn
     fields = {
         "closure": closure_digest(closure.digests()),
-        "count": len(ids),
+        "count": len(closure.headers),
         "file": filename.expands_file(source, closure.scans.values(), ctx.opts.macros),
         "floor": list(closure.floor),
         "specialized": list(closure.specialized),

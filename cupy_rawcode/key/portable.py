@@ -32,7 +32,7 @@ import stat
 from typing import Any
 
 from ..ground import deferred, digest_fields, json_data, open_regular, read_fd
-from ..ground.stamps import absent, stamp, take
+from ..ground.stamps import absent, take
 from ..store import default_store, uncounted
 from ..store.entry import decode, encode
 from . import closure_digest
@@ -253,7 +253,7 @@ def _validate(data: Any, ctx) -> tuple[dict, list] | None:
             return None
         if not paths.same_reading(os.path.normpath(os.path.join(root, sub)), name, found):
             return None
-    watched += [stamp(os.path.join(d, ".")) for d in ctx.opts.linked_dirs]  # -I lnk/..
+    watched += search.linked_stamps(ctx.opts)  # -I lnk/..
     return facts, ids + [w for w in dict.fromkeys(watched) if w not in ids]
 
 

@@ -35,7 +35,7 @@ DEFERRED: dict[str, str] = {
     "boto3": "optional (extra `s3`): an S3 store only",
     "botocore": "boto3's own, as boto3",
     "zstandard": "optional (extra `zstd`): the first compressed entry read or written only; "
-    "0.5-2 ms to import (store/entry.py loads its C backend alone where it can)",
+    "0.5-2 ms to import (store/zstd.py loads its C backend alone where it can)",
     # the standard library: not loaded by a warm hit, used off it
     "logging": "2-5 ms to import; only a message that is logged needs it (ground/log.py)",
     "difflib": "a misspelt variable's closest name only",
@@ -71,6 +71,7 @@ DEFERRED: dict[str, str] = {
     "cupy_rawcode.key.cupy": "the key of CuPy's own compile: a served or compiled call only, "
     "not reading one (every wrapped CuPy compile reads its call)",
     "cupy_rawcode.store.sizebound": "writing to the cache (publish, the size bound): a miss only",
+    "cupy_rawcode.store.zstd": "the zstd codec: an entry of 256 KiB or more only",
     "cupy_rawcode.store.eviction": "pruning and clearing the cache only",
     "cupy_rawcode.store.usage": "scanning the cache: pruning, stats only",
     "cupy_rawcode.store.counters": "hit and miss counters: stats only",

@@ -12,24 +12,20 @@ Two codecs, chosen by the code's size: code under ``ZSTD_FROM`` (256 KiB: every 
 and most CUB kernels) is deflated with the standard library's zlib, which CuPy has loaded
 already, so a warm hit of such a kernel loads nothing; larger code is zstd-compressed when the
 ``zstandard`` package is installed (the ``zstd`` extra; the ``cu12`` and ``cu13`` extras bring
-it), which decompresses it 4.5x faster, and deflated otherwise. zstd is loaded on the first
-such entry read or written, not at import: its C backend alone, which costs a process 0.5-1 ms
-to load (importing the package whole costs 2 ms: it imports ``platform``). A zstd entry read
-where zstandard is missing is a miss: never a crash.
+it), which decompresses it 4.5x faster, and deflated otherwise (zstd.py: loaded on the first
+such entry; a zstd entry read where zstandard is missing is a miss, never a crash).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import sys
-import threading
 import zlib
 
 from ..ground import ENTRY_LIMIT, deferred, json_data
 
 errors = deferred("cupy_rawcode.ground.errors")  # EntryError: a broken entry only
+zstd = deferred("cupy_rawcode.store.zstd")  # code of ZSTD_FROM bytes or more only
 
 CLOSURE_RECORD = "closure_record"  # a metadata field: the key of the entry's closure record
 MAGIC = b"CUPY-RAWCODE-ENTRY-3\n"
@@ -141,12 +137,6 @@ MIN_SIZE = 256  # shorter code is stored as it is (a codec's overhead would eat 
 ZSTD_FROM = 256 << 10  # below: zlib (loading zstd costs a process more than zlib's slower
 #                        decompression of a smaller cubin: 0.8 ms for 256 KiB on the CPU VM)
 ZLIB_LEVEL = 6  # zlib's default: 3.0x on the cache's cubins, about 20 ms per MiB to compress
-ZSTD_LEVEL = 3  # zstd's default: 3.2x, about 3 ms per MiB
-
-_lock = threading.Lock()
-_backend: list = []  # [the module with ZstdCompressor, ZstdDecompressor, frame_content_size]
-_missing: list[str] = []  # why zstandard could not be loaded, once known
-_local = threading.local()  # .dctx: this thread's decompressor (one is not shared by threads)
 
 
 def _compress(code: bytes) -> tuple[str, bytes] | None:
@@ -155,11 +145,8 @@ def _compress(code: bytes) -> tuple[str, bytes] | None:
     installed, else zlib."""
     if len(code) < MIN_SIZE:
         return None
-    zstd = load_zstd() if len(code) >= ZSTD_FROM else None
-    if zstd is not None:
-        compressor = zstd.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
-        codec, packed = "zstd", compressor.compress(code)
-    else:
+    codec, packed = "zstd", zstd.compress(code) if len(code) >= ZSTD_FROM else None
+    if packed is None:
         codec, packed = "zlib", zlib.compress(code, ZLIB_LEVEL)
     return (codec, packed) if len(packed) < len(code) else None
 
@@ -168,7 +155,7 @@ def decompress(codec: str, packed: bytes, size: int) -> bytes:
     """The ``size`` bytes that ``packed`` (of ``codec``, "zlib" or "zstd") holds: never more
     (``size`` was checked against a limit by the caller), and exactly that many; else
     EntryError."""
-    return _inflate(packed, size) if codec == "zlib" else _unzstd(packed, size)
+    return _inflate(packed, size) if codec == "zlib" else zstd.decompress(packed, size)
 
 
 def _inflate(packed: bytes, size: int) -> bytes:
@@ -188,110 +175,4 @@ def _inflate(packed: bytes, size: int) -> bytes:
         raise errors.EntryError("zlib data cut short, or followed by other bytes")
     if len(code) != size:
         raise errors.EntryError(f"zlib data gave {len(code)} bytes, not {size}")
-    return code
-
-
-def _c_backend():
-    """zstandard's C extension, loaded without the package ``__init__`` (which imports
-    ``platform``: 1.5 ms more), whatever backend zstandard's own import would choose (they
-    read and write the same frames); None where that cannot be done (not CPython, an unusual
-    install): then the package is imported as usual."""
-    if sys.implementation.name != "cpython":
-        return None
-    found = sys.modules.get("zstandard.backend_c")
-    if found is not None:
-        return found
-    import importlib.machinery
-    import importlib.util
-
-    spec = importlib.util.find_spec("zstandard")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, "backend_c" + suffix)
-            if os.path.isfile(path):
-                loader = importlib.machinery.ExtensionFileLoader("zstandard.backend_c", path)
-                sub = importlib.util.spec_from_file_location(
-                    "zstandard.backend_c", path, loader=loader
-                )
-                if sub is None:
-                    return None
-                module = importlib.util.module_from_spec(sub)
-                loader.exec_module(module)
-                sys.modules["zstandard.backend_c"] = module  # `import zstandard` reuses it
-                return module
-    return None
-
-
-def load_zstd():
-    """The zstd backend, or None when zstandard is not installed or is older than 0.22, whose
-    decompressor cannot refuse bytes after a frame (``_missing`` says why): then large code is
-    deflated, and a zstd entry read is a miss naming the extra."""
-    if _backend:
-        return _backend[0]
-    if _missing:
-        return None
-    with _lock:
-        if _backend or _missing:
-            return _backend[0] if _backend else None
-        try:
-            module = _c_backend()
-        except Exception:  # an unusual install: the package's own import decides
-            module = None
-        if module is None or not hasattr(module, "frame_content_size"):
-            try:
-                import zstandard as module
-            except ImportError as e:
-                _missing.append(str(e))
-                return None
-        if not _refuses_extra_data(module):
-            _missing.append("zstandard older than 0.22 cannot refuse bytes after a frame")
-            return None
-        _backend.append(module)
-        return module
-
-
-def _refuses_extra_data(zstd) -> bool:
-    """Whether the backend's decompressor takes ``allow_extra_data`` (zstandard 0.22 and
-    later), tried once on an empty frame."""
-    try:
-        frame = zstd.ZstdCompressor(write_content_size=True).compress(b"")
-        zstd.ZstdDecompressor().decompress(frame, allow_extra_data=False)
-    except TypeError:
-        return False
-    return True
-
-
-def _decompressor(zstd):
-    """This thread's decompressor: made once (10 us, half of a small cubin's decode)."""
-    dctx = getattr(_local, "dctx", None)
-    if dctx is None:
-        dctx = _local.dctx = zstd.ZstdDecompressor()
-    return dctx
-
-
-def _unzstd(packed: bytes, size: int) -> bytes:
-    """The ``size`` bytes the zstd frame ``packed`` holds. The frame must declare exactly
-    ``size`` (checked before anything is decompressed), give exactly that many and be all of
-    ``packed``."""
-    zstd = load_zstd()
-    if zstd is None:
-        raise errors.EntryError(
-            f"compressed with zstd, and zstandard is not usable here ({_missing[0]}): "
-            "pip install 'cupy-rawcode[zstd]'"
-        )
-    try:
-        declared = zstd.frame_content_size(packed)
-    except Exception as e:  # zstandard's ZstdError: no frame header
-        raise errors.EntryError(f"not a zstd frame ({e})") from None
-    if declared != size:
-        raise errors.EntryError(f"the zstd frame declares {declared} bytes, not {size}")
-    try:
-        # one frame and nothing after it, as zlib's stream must end where the entry does
-        code = _decompressor(zstd).decompress(packed, max_output_size=size, allow_extra_data=False)
-    except Exception as e:  # ZstdError: a damaged frame
-        raise errors.EntryError(f"damaged zstd data ({e})") from None
-    if len(code) != size:
-        raise errors.EntryError(f"zstd data gave {len(code)} bytes, not {size}")
     return code

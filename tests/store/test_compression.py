@@ -16,7 +16,7 @@ import pytest
 
 from cupy_rawcode.ground import ENTRY_LIMIT
 from cupy_rawcode.ground.errors import EntryError
-from cupy_rawcode.store import Levels, entry, open_store
+from cupy_rawcode.store import Levels, entry, open_store, zstd
 from cupy_rawcode.store.bundle import write_bundle
 from cupy_rawcode.store.entry import MAGIC, MAGIC_2, decode, encode, head_length, sizes
 
@@ -251,7 +251,7 @@ def test_a_decompression_bomb_is_refused_before_decompressing(monkeypatch, codec
 @needs_zstd
 def test_a_zstd_bomb_declaring_a_small_size_is_never_decompressed(monkeypatch):
     bomb = packed(bytes(64 << 20))
-    backend = entry.load_zstd()  # the module entry.py decompresses with
+    backend = zstd.load()  # the module zstd.py decompresses with
     monkeypatch.setattr(backend, "ZstdDecompressor", lambda *a, **k: pytest.fail("decompressed"))
     with pytest.raises(EntryError, match="declares 67108864 bytes, not 1000"):
         decode(KEY, v3_entry(KEY, bomb, {"size": 1000, "codec": "zstd", "stored": len(bomb)}))
@@ -295,9 +295,9 @@ def test_a_zlib_bomb_declaring_a_small_size_makes_no_more_than_that(inflated, si
 def test_without_zstandard_code_is_deflated_and_zstd_entries_are_misses(monkeypatch):
     monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
     zstd_entry = encode(KEY, CODE, {}) if zstandard is not None else None
-    monkeypatch.setattr(entry, "_backend", [])
-    monkeypatch.setattr(entry, "_missing", ["No module named 'zstandard'"])
-    assert entry.load_zstd() is None
+    monkeypatch.setattr(zstd, "_backend", [])
+    monkeypatch.setattr(zstd, "_missing", ["No module named 'zstandard'"])
+    assert zstd.load() is None
     meta, stored = split(encode(KEY, CODE, {}))  # large enough for zstd: deflated instead
     assert meta["codec"] == "zlib" and decode(KEY, encode(KEY, CODE, {}))[0] == CODE
     if zstd_entry is not None:
@@ -321,10 +321,10 @@ def test_a_zstandard_too_old_to_refuse_extra_data_counts_as_missing(monkeypatch)
 
     monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
     zstd_entry = encode(KEY, CODE, {})
-    monkeypatch.setattr(entry, "_backend", [])
-    monkeypatch.setattr(entry, "_missing", [])
-    monkeypatch.setattr(entry, "_c_backend", lambda: Old)
-    assert entry.load_zstd() is None and "older than 0.22" in entry._missing[0]
+    monkeypatch.setattr(zstd, "_backend", [])
+    monkeypatch.setattr(zstd, "_missing", [])
+    monkeypatch.setattr(zstd, "_c_backend", lambda: Old)
+    assert zstd.load() is None and "older than 0.22" in zstd._missing[0]
     assert split(encode(KEY, CODE, {}))[0]["codec"] == "zlib"
     with pytest.raises(EntryError, match="pip install 'cupy-rawcode\\[zstd\\]'"):
         decode(KEY, zstd_entry)
@@ -336,17 +336,17 @@ def test_the_package_import_is_used_where_the_c_backend_cannot_be_loaded(monkeyp
         raise OSError("unusual install")
 
     monkeypatch.setattr(entry, "ZSTD_FROM", len(CODE))
-    monkeypatch.setattr(entry, "_backend", [])
-    monkeypatch.setattr(entry, "_missing", [])
-    monkeypatch.setattr(entry, "_c_backend", broken)
+    monkeypatch.setattr(zstd, "_backend", [])
+    monkeypatch.setattr(zstd, "_missing", [])
+    monkeypatch.setattr(zstd, "_c_backend", broken)
     assert decode(KEY, encode(KEY, CODE, {}))[0] == CODE
-    assert entry._backend == [zstandard]
+    assert zstd._backend == [zstandard]
 
 
 def test_a_small_kernel_never_loads_zstd(monkeypatch):
     """A warm hit of a kernel under ZSTD_FROM (most are) loads no codec module: zlib is the
     standard library's, which CuPy has loaded already."""
-    monkeypatch.setattr(entry, "load_zstd", lambda: pytest.fail("zstd loaded"))
+    monkeypatch.setattr(zstd, "load", lambda: pytest.fail("zstd loaded"))
     data = encode(KEY, CODE, {})
     assert split(data)[0]["codec"] == "zlib" and decode(KEY, data)[0] == CODE
 

@@ -46,6 +46,13 @@ _FILE = {  # a kind's file names
     "index": r"[0-9a-f]{64}\.json",
     "toolchain": r"[0-9a-f]{32}\.json",
 }
+_NAME = {
+    "entries": (64, ""),
+    "manifests": (64, ".json"),
+    "index": (64, ".json"),
+    "toolchain": (32, ".json"),
+}  # _FILE as (lower-case hex digits, suffix)
+_HEX = frozenset("0123456789abcdef")
 
 
 class CacheLocation:
@@ -158,11 +165,21 @@ _owned: set[str] = set()  # cache directories known to be marked, in this proces
 
 
 @functools.cache
-def _pattern(kind: str):
-    """The compiled pattern of a kind's file names, or of its temp files (kind + '.tmp')."""
-    if kind.endswith(".tmp"):  # fsutil.atomic_write's: .<name>.<8 chars>.tmp
-        return re.compile(rf"\.({_FILE[kind[:-4]]})\.[a-z0-9_]{{8}}\.tmp")
-    return re.compile(_FILE[kind])
+def _temp_pattern(kind: str):
+    """The compiled pattern of a writer's temp files of a kind's files (fsutil.atomic_write's:
+    .<name>.<8 chars>.tmp)."""
+    return re.compile(rf"\.({_FILE[kind]})\.[a-z0-9_]{{8}}\.tmp")
+
+
+def _own_name(kind: str, name: str) -> bool:
+    """Whether ``name`` is of the form of the kind's files (``_FILE``), matched without a regular
+    expression: a warm hit checks one key, and compiling the pattern would cost it 60-100 us."""
+    digits, suffix = _NAME[kind]
+    return (
+        len(name) == digits + len(suffix)
+        and name.endswith(suffix)
+        and _HEX.issuperset(name[:digits])
+    )
 
 
 def is_shard(name: str) -> bool:
@@ -172,14 +189,14 @@ def is_shard(name: str) -> bool:
 
 def is_own(kind: str, name: str, shard: str | None = None) -> bool:
     """Whether ``name`` (in ``shard``, for a sharded kind) is a file the layout writes."""
-    if _pattern(kind).fullmatch(name) is None:
+    if not _own_name(kind, name):
         return False
     return kind not in SHARDED or (shard is not None and is_shard(shard) and name[:2] == shard)
 
 
 def is_own_temp(kind: str, name: str, shard: str | None = None) -> bool:
     """Whether ``name`` is a writer's temp file of one of the kind's own files."""
-    m = _pattern(kind + ".tmp").fullmatch(name)
+    m = _temp_pattern(kind).fullmatch(name)
     return m is not None and (kind not in SHARDED or m.group(1)[:2] == shard)
 
 

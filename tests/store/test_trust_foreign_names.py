@@ -268,3 +268,36 @@ def test_an_entry_name_held_by_a_directory_is_not_stored_with_one_warning(tmp_pa
     assert "a directory" in lines[0] and str(there) in lines[0]
     assert "cannot write the cache" in lines[1]
     assert [e.key for e in store.entries()] == [OTHER]
+
+
+FORMS = [
+    ("entries", "ab" * 32, True),
+    ("entries", "AB" * 32, False),  # upper case: never written
+    ("entries", "ab" * 32 + "0", False),
+    ("entries", "ab" * 31 + "a", False),
+    ("entries", "ab" * 31 + "g0", False),
+    ("entries", "ab" * 32 + "\n", False),  # a regex's `$` would take it
+    ("entries", "ab" * 32 + ".json", False),
+    ("manifests", "ab" * 32 + ".json", True),
+    ("manifests", "ab" * 32, False),
+    ("manifests", "ab" * 32 + ".jso", False),
+    ("manifests", "ab" * 32 + "xjson", False),
+    ("index", "0f" * 32 + ".json", True),
+    ("index", "0f" * 32 + ".JSON", False),
+    ("toolchain", "0f" * 16 + ".json", True),
+    ("toolchain", "0f" * 32 + ".json", False),
+    ("toolchain", "", False),
+]
+
+
+@pytest.mark.parametrize("kind, name, own", FORMS)
+def test_a_name_is_the_layouts_exactly_when_it_fits_its_kinds_pattern(kind, name, own):
+    """layout.is_own reads names without a regular expression (a warm hit checks one key):
+    it agrees with the kind's pattern (``_FILE``) on each name of the table."""
+    import re
+
+    from cupy_rawcode.store import layout
+
+    shard = name[:2] if kind in layout.SHARDED else None
+    assert layout.is_own(kind, name, shard) is own
+    assert (re.fullmatch(layout._FILE[kind], name) is not None) is own

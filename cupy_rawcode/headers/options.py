@@ -267,7 +267,7 @@ def parse_options(
         elif kind == "arch":
             if not is_arch(value):
                 raise RawcodeValueError(f"option {spelling}={value}: expected sm_XX or compute_XX")
-            arch = value
+            arch = value if arch is None else merged_arch(arch, value)
         elif kind == "pre_include":
             pre.append(value)
     for option in passthrough:
@@ -336,11 +336,13 @@ def normalize_arch(
 
 def merged_arch(given: str, appended: str) -> str:
     """The arch NVRTC compiles for given ``-arch=given ... -arch=appended``: the last one's
-    kind and number (with a warning in its log when the numbers differ), and an arch-specific
-    suffix (sm_90a, sm_100f) of either: -arch=sm_90a then -arch=sm_90 is sm_90a (measured,
-    NVRTC 12.9 and 13.0)."""
+    kind and number (with a warning in its log when the numbers differ), and the suffix of
+    either, 'a' before 'f': -arch=sm_90a then -arch=sm_90 is sm_90a, sm_100a then sm_100f is
+    sm_100a, sm_90a then sm_80 is sm_80a, which NVRTC refuses (measured, NVRTC 12.9 and 13.0).
+    parse_options folds every -arch of the options so, in order."""
     kind, _, rest = appended.partition("_")
-    suffix = next((s[-1] for s in (rest, given) if s[-1:].islower()), "")
+    suffixes = {s[-1] for s in (rest, given.partition("_")[2]) if s[-1:].islower()}
+    suffix = "a" if "a" in suffixes else min(suffixes, default="")
     return f"{kind}_{arch_number(appended)}{suffix}"
 
 

@@ -290,3 +290,33 @@ def test_a_function_like_macro_is_defined_as_nvrtc_defines_it(option, source, tm
 
     assert bare_nvrtc(source, (option,)).ok
     cupy_rawcode.compile(source, arch="sm_90", target="ptx", options=(option,))
+
+
+# every -arch of the options, folded as NVRTC folds them: the last number and kind, the suffix
+# of any ('a' before 'f'); a fold NVRTC refuses (sm_80a) is refused there too
+FOLDED = [
+    ("sm_90a", "sm_90"),
+    ("sm_90", "sm_90a"),
+    ("compute_90a", "sm_90"),
+    ("sm_90a", "compute_90"),
+    ("sm_100f", "sm_100a"),
+    ("sm_100a", "sm_100f"),
+    ("sm_100f", "sm_100"),
+    ("sm_90a", "sm_80", "sm_90"),
+    ("sm_90a", "sm_80"),
+    ("sm_80", "sm_90"),
+]
+ARCH_MARK = (
+    "#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)\n"
+    "__device__ int feature = 1;\n#endif\n__device__ int arch = __CUDA_ARCH__;\n"
+)
+
+
+@pytest.mark.parametrize("archs", FOLDED, ids="+".join)
+def test_every_arch_option_folds_into_the_one_nvrtc_compiles_for(archs):
+    options = tuple(f"-arch={a}" for a in archs)
+    folded = parse_options(options).arch
+    both = bare_nvrtc(ARCH_MARK, options[1:], arch=archs[0], kind="ptx")
+    alone = bare_nvrtc(ARCH_MARK, (), arch=folded, kind="ptx")
+    assert both.ok == alone.ok, (folded, both.log, alone.log)
+    assert both.output == alone.output

@@ -86,6 +86,12 @@ EQUAL = {
 }
 
 
+def test_key_differs_when_an_earlier_archs_suffix_sticks():
+    """-arch=sm_90a then -arch=sm_90 is sm_90a to NVRTC, never plain sm_90's entry."""
+    plain = _key(arch=None, options=("-arch=sm_90",))
+    assert _key(arch=None, options=("-arch=sm_90a", "-arch=sm_90")) != plain
+
+
 def _key(**over):
     args = {**BASE, **over}
     return cache_key(args.pop("source"), **args)

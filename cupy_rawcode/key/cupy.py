@@ -18,7 +18,7 @@ from . import key_fields
 from .manifest import closure_digests, discard
 
 lexical = deferred("cupy_rawcode.headers.lexical")  # a source something could hide a directive in
-KEY_KIND = "cupy-compile-1"  # change when the fields below change
+KEY_KIND = "cupy-compile-2"  # change when the fields below change (2: the options as given)
 _digests: dict[int, tuple[str, str]] = {}  # id(extra_source) -> (the str, its SHA-256)
 _contexts: dict[tuple[str, ...], tuple[Any, Any]] = {}  # options -> (Options, Context)
 # (directives, options) -> (closure digest, its files' stamps as stamps.take gave them, the key
@@ -147,6 +147,30 @@ def changed_header(source: str, options: tuple[str, ...]) -> str | None:
     return path
 
 
+_DIRECTORY = ("-I", "--include-path", "-isystem")  # headers/options.py's spellings of a directory
+
+
+def as_given(options: tuple[str, ...]) -> list[str]:
+    """CuPy's options exactly as it hands them to NVRTC and tests them itself (by exact string:
+    '-rdc=true' links the device runtime, ('-rdc', 'true') does not; '-DCUPY_USE_JITIFY' goes
+    through Jitify), each directory replaced by its kind: its place in the search is keyed as a
+    tag and what it holds through the closure, never its path (CuPy's own is an install path)."""
+    out: list[str] = []
+    apart = False  # the item is the directory of the option before it
+    for item in options:
+        if apart:
+            apart = False
+            continue
+        head = item.strip(" \t\n\r\f\v")
+        spelled = next((d for d in _DIRECTORY if head.startswith(d)), None)
+        if spelled is None:
+            out.append(item)
+            continue
+        apart = head == spelled  # -I DIR, --include-path DIR: one directory, however spelled
+        out.append("-isystem <directory>" if spelled == "-isystem" else "-I <directory>")
+    return out
+
+
 def cupy_key(
     source: str,
     options: tuple[str, ...],
@@ -168,6 +192,6 @@ def cupy_key(
         target="cubin",
         name_expressions=name_expressions,
         closure=digest,
-        extra=extra,
+        extra=extra + [("cupy_option", o) for o in as_given(options)],
     )
     return digest_fields(fields)

@@ -270,6 +270,61 @@ def _call(source, options=(), names=None):
     return cupy_compiles.call_for(task)
 
 
+PLAIN = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n'
+
+# options CuPy hands NVRTC, or tests itself, as written: two spellings one reading would merge
+APART = [
+    ("-rdc apart links no device runtime in CuPy", ("-rdc", "true"), ("-rdc=true",)),
+    ("-rdc with a blank links none either", (" -rdc=true",), ("-rdc=true",)),
+    ("CuPy's Jitify flag bare or valued", ("-DCUPY_USE_JITIFY",), ("-DCUPY_USE_JITIFY=1",)),
+    ("an earlier -arch's suffix", ("-arch=sm_90a", "-arch=sm_90"), ("-arch=sm_90",)),
+    ("-std apart, which NVRTC refuses", ("-std", "c++14"), ("-std=c++14",)),
+    ("an option of Jitify's, which NVRTC refuses", ("-remove-unused-globals",), ()),
+]
+
+
+@pytest.mark.parametrize("why, one, other", APART, ids=[a[0] for a in APART])
+def test_key_differs_between_spellings_cupy_treats_apart(why, one, other):
+    assert cupy_compiles.key_of(_call(ELEMENTWISE, one)) != cupy_compiles.key_of(
+        _call(ELEMENTWISE, other)
+    )
+
+
+def test_key_equal_when_include_directories_differ_only_in_path(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "h.h").write_text("#define H 1\n")
+    source = '#include "h.h"\n' + ELEMENTWISE
+    keys = {
+        cupy_compiles.key_of(_call(source, spelled))
+        for spelled in (
+            ("-I", str(tmp_path / "a")),
+            (f"-I{tmp_path / 'b'}",),
+            (f"--include-path={tmp_path / 'a'}",),
+        )
+    }
+    assert len(keys) == 1
+
+
+@pytest.mark.parametrize("options", [("-maxrregcount=",)])
+def test_options_the_key_refuses_are_compiled_by_cupy_uncached(scope_all, options):
+    """NVRTC takes them, so CuPy does: its own compile, every time, never an error of ours."""
+    from conftest import bare_nvrtc  # not at the top: scripts of other tests import this file
+
+    assert bare_nvrtc(PLAIN, options).ok
+    for _ in range(2):
+        assert cupy_compile(PLAIN, options=options) is not None
+    assert counts() == (0, 0)
+
+
+def test_an_option_nvrtc_refuses_is_refused_every_time(scope_all):
+    """('-std', 'c++14') is no -std=c++14 to NVRTC: CuPy's error, even with the other cached."""
+    cupy_compile(PLAIN, options=("-std=c++14",))
+    for _ in range(2):
+        with pytest.raises(compiler.CompileException, match="-std"):
+            cupy_compile(PLAIN, options=("-std", "c++14"))
+
+
 def test_missing_header_is_cupys_own_error(scope_all):
     src = '#include "never_there.h"\n' + ELEMENTWISE
     with pytest.raises(compiler.CompileException) as e:

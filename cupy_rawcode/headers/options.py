@@ -164,7 +164,13 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     if head in _VALUED:  # -I=DIR is DIR, -D=X the macro X, -U=X: NVRTC 12.9 reads them so
         if eq:
             return head, tail, i + 1
+        if _VALUED[head] == "std":  # NVRTC refuses ('-std', 'c++14')
+            raise RawcodeValueError(
+                f"option {item!r} takes its standard after '=' ({head}=c++17), as NVRTC reads it"
+            )
         if i + 1 >= len(items):
+            if _VALUED[head] == "include":
+                return head, "", i + 1  # NVRTC takes a last -I alone: no directory
             raise RawcodeValueError(f"option {item!r} needs a value")
         return head, items[i + 1], i + 2
     if item in NEXT_VALUE:
@@ -174,10 +180,11 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     for prefix in _JOINABLE:
         if item.startswith(prefix) and len(item) > len(prefix):
             # one string with spaces, as NVRTC reads it: "-I <dir> " is "-I<dir>", "-D N=1"
-            # is "-DN=1" (a tab is no space to NVRTC: it stays, and the value is refused or
-            # names no directory, as there)
-            value = item[len(prefix) :].lstrip(" ")
-            return prefix, value.rstrip(" ") if prefix in ("-I", "-isystem") else value, i + 1
+            # and "-D<tab>N=1" are "-DN=1" (after -I or -U a tab stays, and names no directory
+            # or is refused, as there)
+            if prefix in ("-I", "-isystem"):
+                return prefix, item[len(prefix) :].strip(" "), i + 1
+            return prefix, item[len(prefix) :].lstrip(" \t" if prefix == "-D" else " "), i + 1
     return item, None, i + 1
 
 
@@ -246,6 +253,8 @@ def parse_options(
             else:
                 passthrough.append(spelling)  # the item, or its value joined to it by '='
             continue
+        if not value and kind == "include":
+            continue  # -I, -I= or ('-I', ''): NVRTC searches no directory for it
         if not value:
             raise RawcodeValueError(f"option {item!r} has an empty value")
         if kind in ("include", "isystem"):  # a '..' read as open() reads it (paths.py)

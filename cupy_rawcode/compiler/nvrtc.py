@@ -19,6 +19,7 @@ from ..headers.options import file_options, wants_lto, wants_rdc
 from ..headers.search import closure_stamps, find
 from ..key import LINK_RULES
 from ..key.request import Request, context
+from . import ptx_input
 from .signals import guarded
 
 fast = deferred("cupy_rawcode.headers.fast")  # a PCH's header prefix only
@@ -344,11 +345,11 @@ def _strip_ptx(ptx: bytes, symbols: dict) -> tuple[bytes, int]:
 
 def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[bytes, dict, str]:
     """One NVRTC compile of ``req`` as asked: (code, symbols, NVRTC's log), or CompileError.
-    PTX input is linked (cuda.core's Program); C++ goes through NVRTC's own API. A compile
+    PTX input is linked (ptx_input.py); C++ goes through NVRTC's own API. A compile
     that used a precompiled header and failed is done again without one, so a PCH never
     changes whether a compile succeeds or what its error says."""
     if req.is_ptx:
-        return guarded(_link_ptx, req), {}, ""
+        return guarded(ptx_input.link, req), {}, ""
     if pch is None:
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version, ctx)
     flags = nvrtc_flags(req, ctx, pch)
@@ -408,14 +409,6 @@ def _program(req: Request, flags: list[str]) -> tuple[str | None, str, bytes, di
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _link_ptx(req: Request) -> bytes:
-    """PTX input linked to ``req.target`` by cuda.core (nvJitLink or the driver's linker), on
-    the calling thread (signals.guarded runs it)."""
-    core = cuda_core()
-    program = core.Program(req.source, "ptx", core.ProgramOptions(arch=req.arch))
-    return bytes(program.compile(req.target).code)
 
 
 def _compile_error(

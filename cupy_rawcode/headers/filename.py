@@ -3,8 +3,11 @@ or ``<source>/kernel-<hash>.cu`` for a string) is in the compiled code, and the 
 
 Measured with NVRTC 12.9: ``assert`` (its failure message names the file) and ``__FILE__`` in the
 main source put the program name into the cubin and the PTX; a source that expands neither
-compiles to the same bytes under any program name. Line and debug information (LINE_INFO) hold
-the program name and every header's path whatever the source says.
+compiles to the same code under any program name. Not to the same bytes where it has an
+anonymous namespace: NVRTC names its symbols after the program's base name and a hash that
+changes from one NVRTC process to the next, so two fresh compiles differ there anyway (the
+names stored with an entry are its cubin's, so lookups by name expression hold). Line and debug
+information (LINE_INFO) hold the program name and every header's path whatever the source says.
 
 Lexical and a superset, like fast mode: every identifier of the main source is followed through
 every ``#define`` of the closure (every branch, every file) and of the command line; reaching one

@@ -81,17 +81,18 @@ def _pipe(source: socket.socket, sink: socket.socket, delay: float, asked: threa
 
 def test_a_deadline_closes_its_own_connection_not_another_threads(redis_server):
     redis_server.client.mset({PREFIX + key: entry(key) for key in KEYS})
-    # thread A's connection (the first) answers after 5 s, past its 2 s deadline; thread B's
-    # (the second) after 1 s: B's call is in flight when A's deadline passes, and in time
-    proxy = SlowProxy(redis_server.port, [5.0, 1.0])
-    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", timeout=2.0)
+    # thread A's connection (the first) answers after 8 s, past its 4 s deadline; thread B's
+    # (the second) after 2 s: B's call is in flight when A's deadline passes (1 s either side),
+    # and answered 2 s before its own (margins a loaded CI host keeps)
+    proxy = SlowProxy(redis_server.port, [8.0, 2.0])
+    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", timeout=4.0)
     got: dict = {}
 
     def a() -> None:
         got["A"] = store.get(KEYS[0])
 
     def b() -> None:
-        time.sleep(1.5)
+        time.sleep(3.0)
         got["B"] = store.get_many(KEYS[1:])
         got["B at"] = time.monotonic()
 
@@ -105,7 +106,7 @@ def test_a_deadline_closes_its_own_connection_not_another_threads(redis_server):
             t.join()
     proxy.close()
     assert got["A"] is None and store.timeouts == 1
-    assert got["B at"] - start > 2.0  # B's answer came after A's deadline passed
+    assert got["B at"] - start > 4.0  # B's answer came after A's deadline passed
     assert store.errors == 0 and got["B"] == {key: entry(key) for key in KEYS[1:]}
 
 

@@ -94,7 +94,7 @@ def _remote(request, backend: str, own: bool = False) -> Remote:
             data = server.client.get_object(Bucket=bucket, Key=name)["Body"].read()
             server.client.put_object(Bucket=bucket, Key=name, Body=flipped(data))
 
-    store = open_remote(url, timeout=1.0)
+    store = open_remote(url, timeout=5.0)  # generous: a stopped server refuses at once anyway
     request.addfinalizer(store.close)
     return Remote(store, damage, stop)
 

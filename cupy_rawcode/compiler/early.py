@@ -20,6 +20,7 @@ import contextvars
 import threading
 
 AT_ONCE = 4  # compiles started early at once, at most (each holds 300-400 MB)
+STEP = 0.05  # seconds: the longest a wait for a compile sleeps before it looks at signals
 
 _slots = threading.BoundedSemaphore(AT_ONCE)
 _guard = threading.Lock()
@@ -40,7 +41,10 @@ class Early:
         self._limited = limited  # holds one of the AT_ONCE slots
 
     def result(self):
-        self._done.wait()
+        # in steps, each a return to Python's loop, where a signal's handler runs: one long
+        # wait sleeps through Ctrl-C when NVRTC's handler (set with SA_RESTART) took it
+        while not self._done.wait(STEP):
+            pass
         if self._error is not None:
             raise self._error
         return self._value

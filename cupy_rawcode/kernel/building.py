@@ -133,8 +133,8 @@ def _await_warmup(plan_id: str) -> None:
     """Wait for a background warmup() compiling these inputs; a failed one leaves nothing in
     the cache, so the caller then compiles and raises as it would have alone."""
     event = pending.get(plan_id)
-    if event is not None:
-        event.wait()
+    while event is not None and not event.wait(0.05):  # in steps: Ctrl-C is seen (early.py)
+        pass
 
 
 def _indexed(iid: str, log_stream=None, names: tuple = ()) -> tuple[str, Code] | None:

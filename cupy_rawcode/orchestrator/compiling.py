@@ -11,6 +11,7 @@ import time
 import warnings
 
 from ..compiler import early
+from ..compiler.early import STEP as WAIT_STEP
 from ..compiler.early import Early
 from ..compiler.signals import taken_by_keeper
 from ..ground import config, deferred, errors  # errors' CuPy-based classes are built on first use
@@ -237,7 +238,9 @@ def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool
     t1 = time.perf_counter()
     with _locks_guard:
         lock = _compile_locks.setdefault(key, threading.Lock())
-    with lock:  # threads racing on one key compile once
+    while not lock.acquire(timeout=WAIT_STEP):  # threads racing on one key compile once,
+        pass  # waiting in steps: Ctrl-C is seen while another thread's compile holds the key
+    try:
         found = _look_up(store, key, req, dump) if cacheable else None
         if found is not None:
             _forget(req, early)
@@ -315,6 +318,8 @@ def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool
                 made.log,
                 changed is None and cacheable,
             )
+    finally:
+        lock.release()
     # a header the manifest (or a closure record) names is shadowed now: the lock is let go,
     # and the request keyed afresh from a resolve
     _forget(req, early)

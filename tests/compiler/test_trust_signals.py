@@ -282,3 +282,36 @@ def test_a_signal_beside_an_early_compile_never_meets_nvrtcs_disposition(
     assert out.returncode == rc, out.stdout + out.stderr
     assert out.stdout.split("\n")[: len(said)] == said, out.stdout + out.stderr
     assert "NOT INTERRUPTED" not in out.stdout
+
+
+RESTARTED = """\
+import os, signal, sys, threading, time
+from cupy_rawcode.compiler import early
+from cupy_rawcode.kernel import building
+signal.siginterrupt(signal.SIGINT, False)  # Python's handler with SA_RESTART, as NVRTC leaves it
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+t0 = time.monotonic()
+try:
+    if sys.argv[1] == "early":
+        early.spawn(time.sleep, 8.0).result()
+    elif sys.argv[1] == "warmup":
+        building.pending["plan"] = threading.Event()
+        threading.Timer(8.0, building.pending["plan"].set).start()
+        building._await_warmup("plan")
+    print("NOT INTERRUPTED")
+except KeyboardInterrupt:
+    print("INTERRUPTED", round(time.monotonic() - t0, 2), flush=True)
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("wait", ["early", "warmup"])
+def test_ctrl_c_ends_a_wait_for_another_threads_compile_when_system_calls_restart(wait):
+    """A wait for an early compile or a warmup's: NVRTC leaves SIGINT's handler with SA_RESTART
+    for instants, and one long wait then slept through Ctrl-C until the compile ended."""
+    run = subprocess.run(
+        [sys.executable, "-c", RESTARTED, wait], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    words = run.stdout.split()
+    assert words[:1] == ["INTERRUPTED"], run.stdout + run.stderr
+    assert float(words[1]) < 2.0

@@ -118,12 +118,8 @@ def _classes() -> dict[str, type]:
             """A file larger than its reader's limit (a cache file cannot be that big)."""
 
         built = {}
-        for cls, module in (
-            (RawcodeError, _ERRORS),
-            (RawcodeWarning, _ERRORS),
-            (NotRegularFileError, __name__),
-            (TooLargeError, __name__),
-        ):
+        roots = ((RawcodeError, _ERRORS), (RawcodeWarning, _ERRORS))
+        for cls, module in (*roots, (NotRegularFileError, __name__), (TooLargeError, __name__)):
             cls.__module__, cls.__qualname__ = module, cls.__name__  # where pickles find them
             built[cls.__name__] = cls
         _built.update(built)  # all four at once: a reader never sees some of them
@@ -270,14 +266,15 @@ def read_cache_file(
     """One of the cache's own files (``open_cache_file``) of at most ``limit`` bytes, or None
     (a miss). ``mark_used`` sets its mtime through the open file (the size bound's LRU) when it
     is older than ``used_after`` seconds; ``shared_lock`` holds an flock while reading, so that
-    eviction (which takes it exclusively) never removes a file being read."""
+    eviction (which takes it exclusively) never removes a file being read; a file locked
+    exclusively is a miss, never a wait."""
     opened = open_cache_file(path)
     if opened is None:
         return None
     fd, st = opened
     try:
         if shared_lock and _fcntl is not None:
-            _fcntl.flock(fd, _fcntl.LOCK_SH)
+            _fcntl.flock(fd, _fcntl.LOCK_SH | _fcntl.LOCK_NB)  # held: being removed (a miss)
             st_read = os.fstat(fd)  # its size once locked
         else:
             st_read = st
@@ -288,6 +285,8 @@ def read_cache_file(
             except OSError:
                 pass  # a read-only cache still serves hits
         return data
+    except BlockingIOError:  # locked exclusively: eviction or a clear removes it, or a stranger
+        return None
     except OSError as e:
         refused(path, e)
         return None

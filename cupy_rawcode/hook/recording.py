@@ -18,7 +18,6 @@ naming where the record was asked for (CUPY_RAWCODE_RECORD or record()), and the
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import itertools
@@ -29,7 +28,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ..ground import deferred, json_data
+from ..ground import deferred, json_data, locks
 from ..ground.errors import RawcodeTypeError, RawcodeWarning
 from ..ground.log import first_time
 from ..ground.regular import read_lines
@@ -86,7 +85,7 @@ class Recorder:
         with self.lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                locks.hold(fd, seconds=locks.LONG)  # TimeoutError: a RecordWarning
                 self._catch_up(fd)
                 if ident in self.seen:
                     return False

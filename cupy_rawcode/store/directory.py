@@ -273,10 +273,15 @@ def _at_exit() -> None:
 
 
 def _flush_all() -> None:
-    for root in list(_pending):
-        _flush(root)
-    if _homes:
-        counters.keep(_homes[0])
+    """atexit: best effort, as every count is; Ctrl-C during it (a lock held elsewhere: within
+    locks.SHORT) ends it quietly, the process exiting as it was."""
+    try:
+        for root in list(_pending):
+            _flush(root)
+        if _homes:
+            counters.keep(_homes[0])
+    except KeyboardInterrupt:
+        pass
 
 
 def _flush(root: Path) -> None:

@@ -14,11 +14,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks
-    fcntl = None  # type: ignore[assignment]
-
+from ..ground import locks
 from . import layout
 from .counters import _fold_counters
 from .layout import EVICTED
@@ -43,18 +39,18 @@ class Pruned(NamedTuple):
 
 
 def _lock(root: Path, wait: bool):
-    """The cache's prune lock (an flock on the directory): an fd to close, None when there is
-    nothing to lock, or _BUSY when another process holds it and ``wait`` is False."""
+    """The cache's prune lock (an flock on the directory): an fd to release (locks.release),
+    None when there is nothing to lock, or _BUSY when another process holds it (with ``wait``:
+    still after locks.LONG)."""
     try:
         fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         return None
-    if fcntl is not None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError:
-            os.close(fd)
-            return _BUSY
+    try:
+        locks.hold(fd, seconds=locks.LONG if wait else 0, keep=True)
+    except OSError:
+        locks.release(fd)
+        return _BUSY
     return fd
 
 
@@ -75,9 +71,9 @@ def _unlink_same(f: CacheFile, fd: int | None = None):
 
 
 def remove(f: CacheFile, wait: bool = False):
-    """Remove one file unless a reader holds it (with ``wait``, once it is released) or it was
-    replaced since it was counted: None when removed, _BUSY when kept, or the OSError. A link
-    or a FIFO standing for a file is unlinked without being opened."""
+    """Remove one file unless a reader holds it (with ``wait``, once it is released, within
+    locks.LONG) or it was replaced since it was counted: None when removed, _BUSY when kept, or
+    the OSError. A link or a FIFO standing for a file is unlinked without being opened."""
     try:
         if not stat.S_ISREG(os.lstat(f.path).st_mode):
             return _unlink_same(f)
@@ -88,11 +84,10 @@ def remove(f: CacheFile, wait: bool = False):
     except OSError as e:
         return e
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except OSError:
-                return _BUSY  # being read: keep it
+        try:
+            locks.hold(fd, seconds=locks.LONG if wait else 0)
+        except OSError:
+            return _BUSY  # being read: keep it
         return _unlink_same(f, fd)
     finally:
         os.close(fd)
@@ -160,7 +155,7 @@ def prune(
         return Pruned(removed, freed, total, errors)
     finally:
         if isinstance(lock, int):
-            os.close(lock)
+            locks.release(lock)
 
 
 def _drop_empty_dirs(root: Path) -> None:

@@ -10,13 +10,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..ground import locks
 from ..ground.fsutil import make_private_dirs
 from ..ground.regular import open_own
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks
-    fcntl = None  # type: ignore[assignment]
 
 _WIDTH = 48  # the ledger's one line, fixed width: rewritten in place
 
@@ -34,11 +30,11 @@ def _open(root: Path) -> int:
 
 def _ledger(root: Path, change) -> tuple[int | None, float]:
     """Read the ledger and write ``change(total, scanned)`` back, under its lock: (bytes, or
-    None when unknown; when the directory was last counted). Raises OSError."""
+    None when unknown; when the directory was last counted). Raises OSError (TimeoutError when
+    another process holds the lock past locks.SHORT)."""
     fd = _open(root)
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.hold(fd, seconds=locks.SHORT, keep=True)
         raw = os.read(fd, _WIDTH)
         try:
             t, s = raw.split()
@@ -51,20 +47,19 @@ def _ledger(root: Path, change) -> tuple[int | None, float]:
             os.write(fd, f"{new[0] or 0} {new[1]:.3f}".ljust(_WIDTH - 1).encode() + b"\n")
         return new
     finally:
-        os.close(fd)
+        locks.release(fd)
 
 
 @contextlib.contextmanager
 def locked(root: Path) -> Iterator[None]:
     """Hold the ledger's lock (an exclusive flock on stats/size) meanwhile: stats/counts is
-    rewritten under it (counters.py). Raises OSError."""
+    rewritten under it (counters.py). Raises OSError, as _ledger."""
     fd = _open(root)
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.hold(fd, seconds=locks.SHORT, keep=True)
         yield
     finally:
-        os.close(fd)
+        locks.release(fd)
 
 
 def _ledger_total(root: Path) -> int | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..ground import deferred, refused
 from ..ground.fsutil import atomic_write
-from ..ground.log import warn
+from ..ground.log import warn_once
 from . import layout
 from .eviction import prune
 from .ledger import _WIDTH, _ledger
@@ -87,22 +87,16 @@ def wrote(root: Path, nbytes: int, max_bytes: int | None) -> None:
         threading.Thread(target=run, daemon=True, name="cupy-rawcode-recount").start()
 
 
-def _clear_the_way(root: Path, path: Path) -> bool:
-    """Remove a file standing where one of the directories of ``path`` belongs (below
-    ``root``), with a log line; True when one was. A directory standing where the file belongs
-    is left as it is, with what it holds: the cache never removes a tree it did not write (the
-    write fails, as in a read-only cache; the read that missed named it)."""
+def _in_the_way(root: Path, path: Path) -> Path | None:
+    """What stands where one of the directories of ``path`` belongs (below ``root``) and is no
+    directory, if anything: a file the layout never writes there, so not the cache's, and left
+    as it is (the write fails, as in a read-only cache)."""
     for d in path.parents:
         if d == root or root not in d.parents:
             break
-        if d.exists() and not d.is_dir():
-            try:
-                os.unlink(d)
-            except OSError:
-                return False
-            warn("cupy-rawcode: %s was a file, not a cache directory; removed it", d)
-            return True
-    return False
+        if os.path.lexists(d) and not os.path.isdir(d):
+            return d
+    return None
 
 
 def _check_claimed(root: Path, path: Path) -> None:
@@ -120,16 +114,22 @@ def _check_claimed(root: Path, path: Path) -> None:
 
 def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     """Write one file of the cache at ``root`` atomically and count it against the bound
-    (``max_bytes``: None for none; default the cache's configured bound). A file standing where
-    a directory of it belongs is removed first, with a log line (``_clear_the_way``). Raises
-    OSError when the file cannot be written (IsADirectoryError: a directory at its name)."""
+    (``max_bytes``: None for none; default the cache's configured bound). Raises OSError when
+    the file cannot be written (IsADirectoryError: a directory at its name; NotADirectoryError:
+    something not the cache's where a directory of it belongs, named once in a warning)."""
     _check_claimed(Path(root), Path(path))
     try:
         atomic_write(path, data)
-    except (IsADirectoryError, NotADirectoryError):
-        if not _clear_the_way(Path(root), Path(path)):
-            raise
-        atomic_write(path, data)
+    except NotADirectoryError:
+        stranger = _in_the_way(Path(root), Path(path))
+        if stranger is not None:
+            warn_once(
+                ("in the way", str(stranger)),
+                "cupy-rawcode: %s stands where the cache keeps a directory; it is not the "
+                "cache's and is left alone (nothing is stored below it)",
+                stranger,
+            )
+        raise
     if max_bytes is CONFIGURED:
         max_bytes = layout.bound(root)
     wrote(Path(root), len(data), max_bytes)

@@ -301,3 +301,16 @@ def test_a_name_is_the_layouts_exactly_when_it_fits_its_kinds_pattern(kind, name
     shard = name[:2] if kind in layout.SHARDED else None
     assert layout.is_own(kind, name, shard) is own
     assert (re.fullmatch(layout._FILE[kind], name) is not None) is own
+
+
+def test_a_file_where_a_shard_directory_belongs_is_left_alone(tmp_path, caplog):
+    """The layout writes no file at entries/<xx>: one there is a user's, never removed; the
+    write below it fails, with one warning naming it."""
+    store = DirectoryStore(tmp_path / "cache")
+    store.put("cd" * 32, encode("cd" * 32, b"code" * 100, {}))  # a cache, marked
+    notes = tmp_path / "cache" / "entries" / KEY[:2]
+    notes.write_bytes(USER)
+    with caplog.at_level(logging.WARNING, logger="cupy_rawcode"):
+        store.put(KEY, encode(KEY, b"code" * 100, {}))  # not stored, as in a read-only cache
+    assert notes.read_bytes() == USER and store.get(KEY) is None
+    assert str(notes) in caplog.text and "left alone" in caplog.text

@@ -162,11 +162,11 @@ def parse_size(what: str, value: str | int) -> int:
                 f"{what}={value!r} is not a size (accepted: a byte count or a number with one of "
                 "the units K, M, G, T (binary; KiB, MB, ... also), e.g. 500M or 2G; 0: no bound)"
             )
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        size = float(m.group(1)) * _UNITS[m.group(2).lower()]
+        n = int(size) if size < 1 << 100 else -1  # past that (a float's range): no disk holds it
     if n < 0:
-        raise errors.ConfigError(
-            f"{what}={value!r} is negative (accepted: a size >= 0; 0: no bound)"
-        )
+        why = "is negative" if isinstance(value, int) else "is too large to be a size"
+        raise errors.ConfigError(f"{what}={value!r} {why} (accepted: a size >= 0; 0: no bound)")
     return n
 
 

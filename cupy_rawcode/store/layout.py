@@ -109,25 +109,32 @@ def cache_dir() -> Path:
         return given
     explicit = config.cache_dir_variable()
     if explicit:
-        return _first_reading(explicit)
+        return _first_reading(explicit, "CUPY_RAWCODE_CACHE_DIR")
     xdg = config.xdg_cache_home()
-    return (_first_reading(xdg) if xdg else Path.home() / ".cache") / "cupy-rawcode"
+    base = _first_reading(xdg, "XDG_CACHE_HOME") if xdg else Path.home() / ".cache"
+    return base / "cupy-rawcode"
 
 
 _read: dict[str, Path] = {}  # a variable's value -> the directory it named when first read
 
 
-def _first_reading(value: str) -> Path:
-    """The directory a variable's ``value`` named the first time this process read it: a
+def _first_reading(value: str, variable: str) -> Path:
+    """The directory a ``variable``'s ``value`` named the first time this process read it: a
     relative CUPY_RAWCODE_CACHE_DIR keeps naming one cache after an ``os.chdir``."""
     found = _read.get(value)
-    return found if found is not None else _read.setdefault(value, absolute(value))
+    return found if found is not None else _read.setdefault(value, absolute(value, variable))
 
 
-def absolute(path: str | os.PathLike) -> Path:
+def absolute(path: str | os.PathLike, what: str = "cache_dir") -> Path:
     """``path`` (``~`` expanded) made absolute against the working directory of now, once: a
-    store keeps it, so a later ``os.chdir`` never moves the cache or writes beside it."""
-    return Path(os.fspath(path)).expanduser().absolute()
+    store keeps it, so a later ``os.chdir`` never moves the cache or writes beside it. A ``~``
+    that names no home is a ConfigError naming ``what`` (the variable or argument)."""
+    try:
+        return Path(os.fspath(path)).expanduser().absolute()
+    except RuntimeError as e:  # pathlib: "Could not determine home directory"
+        raise errors.ConfigError(
+            f"{what}={os.fspath(path)!r}: its '~' names no home ({e})"
+        ) from None
 
 
 def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:

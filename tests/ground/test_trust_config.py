@@ -252,3 +252,35 @@ def test_every_compile_is_recorded_once(tmp_path):
     finally:
         recording.stop()
     assert [e["source"] for e in recording.read(rec)] == sources[:2]
+
+
+CLI_BAD = [
+    # (variable, value, what the error line must say), each through `cupy-rawcode cache stats`
+    ("CUPY_RAWCODE_CACHE_MAX_SIZE", "1" + "0" * 400, "too large"),
+    ("CUPY_RAWCODE_CACHE_DIR", "~no-such-user-here/x", "names no home"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "why"), CLI_BAD, ids=[c[0] for c in CLI_BAD])
+def test_a_strange_value_is_an_error_naming_its_variable_never_a_traceback(
+    tmp_path, name, value, why
+):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUPY_RAWCODE_")}
+    env.update(CUPY_RAWCODE_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path))
+    env[name] = value
+    done = subprocess.run(
+        [sys.executable, "-m", "cupy_rawcode", "cache", "stats"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert name in done.stderr and why in done.stderr, done.stderr
+
+
+def test_a_max_size_past_a_floats_range_is_named():
+    from cupy_rawcode.ground import config
+
+    with pytest.raises(ValueError, match="--max-size=.*too large"):
+        config.parse_size("--max-size", "9" * 400)

@@ -26,10 +26,11 @@ from collections.abc import Iterable
 from ..ground import VERSION, StampedRecord, config, deferred, digest_fields
 from ..store.layout import cache_location, owned
 
-SCHEMA = "cupy-rawcode-key-5"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
+SCHEMA = "cupy-rawcode-key-6"  # 2: SHA-256 header digests; 3: closure as one digest; 4: entries
 #                                 hold NVRTC's log, CuPy's default options, program name; 5: the
 #                                 source directory through the closure only, the program name and
-#                                 search paths where the code holds them
+#                                 search paths where the code holds them; 6: every -arch folded,
+#                                 a PTX source's assembler options applied
 STRIP_RULES = "library-globals-1"  # strip.py's rules: change this when they change
 LINK_RULES = "cudadevrt-1"  # devrt.link's: bump when what it does to the same input changes
 
@@ -103,7 +104,7 @@ def closure_digest(closure: Iterable[tuple[str, str]]) -> str:
 _stamps = deferred("cupy_rawcode.ground.stamps")  # taking stamps: saving an entry only
 _sizebound = deferred("cupy_rawcode.store.sizebound")  # publishing it: saving an entry only
 
-INDEX_SCHEMA = "cupy-rawcode-index-10"  # 2: stamps digest the values only; 3: stamps hold the
+INDEX_SCHEMA = "cupy-rawcode-index-11"  # 2: stamps digest the values only; 3: stamps hold the
 #                                      ctime; 4: a standard floor NVRTC can reach (liveness.py);
 #                                      5: the CCCL roots before -I (search.py: CuPy's order)
 #                                      6: includes however spelled (%:include), and a floor read
@@ -113,6 +114,7 @@ INDEX_SCHEMA = "cupy-rawcode-index-10"  # 2: stamps digest the values only; 3: s
 #                                      9: options naming a file NVRTC writes are never kept;
 #                                      an #include_next reached twice; -include in the cwd
 #                                      10: the working directory of a relative -I/-isystem
+#                                      11: every -arch folded as NVRTC folds them
 
 
 _PRE_INCLUDE = ("-include", "--pre-include")  # headers/options.py's spellings

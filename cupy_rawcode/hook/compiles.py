@@ -29,7 +29,7 @@ import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..ground import config, deferred
-from ..ground.errors import RawcodeError
+from ..ground.errors import MissingHeaderError
 
 # the store, the key and the loader: a served or compiled call's, never the reading of a call
 # (call_from), which every wrapped CuPy compile does whatever the scope
@@ -130,8 +130,7 @@ def changed_header(call: Call) -> str | None:
 
 def key_of(call: Call) -> str:
     """The key of a call (key/cupy.cupy_key): raises MissingHeaderError when a header is
-    missing, and a RawcodeError for what cannot be keyed (an option the parser refuses, such as
-    an -I without a directory, which NVRTC takes)."""
+    missing, a RawcodeValueError for options the key cannot read (cupy_key.readable)."""
     names = call.name_expressions or ()
     return cupy_key.cupy_key(call.source, call.options, str(call.arch), names, _cupy_fields(call))
 
@@ -156,8 +155,8 @@ def load(call: Call, payload: bytes):
 def cached(call: Call) -> bool:
     """Whether the store holds this call's payload."""
     try:
-        return payloads.stored(key_of(call)) is not None
-    except RawcodeError:  # unkeyable: CuPy compiles it, uncached
+        return cupy_key.readable(call.options) and payloads.stored(key_of(call)) is not None
+    except MissingHeaderError:
         return False
 
 
@@ -168,10 +167,12 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         from cupy.cuda import compiler
 
         call = call._replace(arch=str(compiler._get_arch()))
+    if not cupy_key.readable(call.options):  # an option our parser refuses: CuPy's own compile,
+        return original(*args, **kwargs)  # uncached, as NVRTC takes it or refuses it
     try:
         key = key_of(call)
-    except RawcodeError:  # a missing header, an option refused: CuPy's own compile, uncached
-        return original(*args, **kwargs)  # its own result or error, in CuPy's words
+    except MissingHeaderError:
+        return original(*args, **kwargs)  # CuPy's own error, in CuPy's words
     return payloads.serve(
         key,
         str(call.arch),

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from ..ground import deferred, digest_fields
+from ..ground.errors import ConfigError, RawcodeValueError
 from ..ground.stamps import first_changed
-from ..headers.options import parse_options
+from ..headers.options import NotAnOptionError, parse_options
 from ..headers.search import make_context
 from . import key_fields
 from .manifest import closure_digests, discard
@@ -95,6 +96,18 @@ def _skeleton(source: str) -> str:
 
 
 _READINGS = ("nvrtc", "skipped", "joined")
+
+
+def readable(options: tuple[str, ...]) -> bool:
+    """Whether the key can read CuPy's ``options`` as NVRTC does: False for one the parser
+    refuses (``-maxrregcount=``, ``('-std', 'c++14')``), which CuPy then compiles itself."""
+    try:
+        _context(options)
+    except (RawcodeValueError, NotAnOptionError) as e:
+        if isinstance(e, ConfigError):  # the environment's, not the call's: the user's to fix
+            raise
+        return False
+    return True
 
 
 def _context(options: tuple[str, ...]):

@@ -316,6 +316,16 @@ def test_options_the_key_refuses_are_compiled_by_cupy_uncached(scope_all, option
     assert counts() == (0, 0)
 
 
+def test_a_bad_configuration_is_raised_not_compiled_around(scope_all, monkeypatch):
+    """Only the call's own options fall back to CuPy: a misconfigured cache is the user's to
+    see, as a RawKernel compile shows it, never compiles silently uncached."""
+    from cupy_rawcode.ground.errors import ConfigError
+
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_MAX_SIZE", "lots")
+    with pytest.raises(ConfigError, match="CUPY_RAWCODE_CACHE_MAX_SIZE"):
+        cupy_compile(PLAIN)
+
+
 def test_an_option_nvrtc_refuses_is_refused_every_time(scope_all):
     """('-std', 'c++14') is no -std=c++14 to NVRTC: CuPy's error, even with the other cached."""
     cupy_compile(PLAIN, options=("-std=c++14",))

@@ -83,7 +83,7 @@ def split(options: Sequence[str], i: int) -> tuple[str | None, str | None, int]:
     item is no path option. A value given as the next item is taken from there."""
     item = options[i]
     head, eq, tail = item.partition("=")
-    if head in PATH_OPTIONS and eq and head != "-I":
+    if head in PATH_OPTIONS and eq:  # -I=DIR is DIR, as parse_options and NVRTC read it
         return head, tail, i + 1
     if item in PATH_OPTIONS:
         return item, options[i + 1] if i + 1 < len(options) else None, i + 2
@@ -109,7 +109,7 @@ def confine_options(
     i = 0
     while i < len(options):
         flag, value, nxt = split(options, i)
-        if flag is None or value is None:
+        if flag is None or not value:  # no path option, or an empty -I: no directory
             out += options[i:nxt]
         else:
             what = f"option {' '.join(options[i:nxt])}"

@@ -263,6 +263,8 @@ def parse_options(
             if has_dotdot(spelled):
                 linked.append(spelled.rstrip("/"))
         elif kind in ("define", "undef"):
+            if kind == "define":  # -D= X=1, --define-macro=<tab>X=1: X, to NVRTC
+                value = value.lstrip(" \t")
             head, val = _check_macro(spelling, value, kind == "undef")
             name = macro_name(head)
             macros.pop(name, None)  # keep command-line order of the final state
@@ -345,11 +347,13 @@ def normalize_arch(
 
 def merged_arch(given: str, appended: str) -> str:
     """The arch NVRTC compiles for given ``-arch=given ... -arch=appended``: the last one's
-    kind and number (with a warning in its log when the numbers differ), and the suffix of
-    either, 'a' before 'f': -arch=sm_90a then -arch=sm_90 is sm_90a, sm_100a then sm_100f is
-    sm_100a, sm_90a then sm_80 is sm_80a, which NVRTC refuses (measured, NVRTC 12.9 and 13.0).
-    parse_options folds every -arch of the options so, in order."""
+    number (with a warning in its log when the numbers differ), its kind unless the first was
+    real (sm_ stays), and the suffix of either, 'a' before 'f': -arch=sm_90a then -arch=sm_90
+    is sm_90a, sm_100a then sm_100f is sm_100a, sm_90a then sm_80 is sm_80a, which NVRTC
+    refuses (measured, NVRTC 12.9 and 13.0). parse_options folds every -arch so, in order."""
     kind, _, rest = appended.partition("_")
+    if given.startswith("sm_"):  # a real kind, once given, stays: sm_90 then compute_90 is sm_90
+        kind = "sm"
     suffixes = {s[-1] for s in (rest, given.partition("_")[2]) if s[-1:].islower()}
     suffix = "a" if "a" in suffixes else min(suffixes, default="")
     return f"{kind}_{arch_number(appended)}{suffix}"

@@ -85,7 +85,7 @@ class Recorder:
         with self.lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                locks.hold(fd, seconds=locks.LONG)  # TimeoutError: a RecordWarning
+                locks.hold(fd, seconds=locks.LONG, keep=True)  # TimeoutError: a RecordWarning
                 self._catch_up(fd)
                 if ident in self.seen:
                     return False
@@ -94,7 +94,7 @@ class Recorder:
                 self.offset = os.fstat(fd).st_size
                 return True
             finally:
-                os.close(fd)  # releases the lock
+                locks.release(fd)  # releases the lock
 
     def _catch_up(self, fd: int) -> None:
         """Read the ids other processes appended since this one last looked."""
@@ -133,7 +133,7 @@ def entry_id(entry: dict) -> str:
 def portable_options(options: tuple[str, ...], base: str) -> list[str]:
     """The options with every path written relative to ``base`` as {record}/... (a relative
     directory is taken from the current one, as NVRTC takes it; a pre-included header given
-    by name stays a name)."""
+    by name stays a name; an empty -I, which names no directory, stays empty)."""
     out, take_next = [], ""
     for o in options:
         if take_next:
@@ -142,17 +142,22 @@ def portable_options(options: tuple[str, ...], base: str) -> list[str]:
             continue
         if o in _PATH_OPTIONS:
             out.append(o)
-            take_next = o
+            take_next = "" if o.endswith("=") else o  # '--include-path=': empty, complete
             continue
         for flag in _PATH_OPTIONS:
             if o.startswith(flag) and len(o) > len(flag):
-                o = flag + _portable_path(o[len(flag) :], base, flag in _HEADER_NAMES)
+                value = o[len(flag) :]
+                eq = "=" if flag == "-I" and value.startswith("=") else ""  # -I=DIR is DIR
+                value = value[len(eq) :]
+                o = flag + eq + _portable_path(value, base, flag in _HEADER_NAMES)
                 break
         out.append(o)
     return out
 
 
 def _portable_path(path: str, base: str, header_name: bool = False) -> str:
+    if not path:
+        return path  # an empty -I: no directory, here or on the machine reading the record
     if not os.path.isabs(path):
         if header_name:
             return path

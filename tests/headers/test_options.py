@@ -302,6 +302,10 @@ FOLDED = [
     ("sm_90a", "sm_80", "sm_90"),
     ("sm_90a", "sm_80"),
     ("sm_80", "sm_90"),
+    ("sm_90", "compute_90"),
+    ("sm_90a", "compute_90"),
+    ("sm_80", "compute_90"),
+    ("compute_80", "compute_90"),
 ]
 ARCH_MARK = (
     "#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)\n"
@@ -317,6 +321,12 @@ def test_every_arch_option_folds_into_the_one_nvrtc_compiles_for(archs):
     alone = bare_nvrtc(ARCH_MARK, (), arch=folded, kind="ptx")
     assert both.ok == alone.ok, (folded, both.log, alone.log)
     assert both.output == alone.output
+    # the kind: a cubin, and for which machine (its ELF flags), or none (PTX only)
+    cubins = [
+        bare_nvrtc(ARCH_MARK, rest, arch=first, kind="cubin").output or b""
+        for first, rest in ((archs[0], options[1:]), (folded, ()))
+    ]
+    assert [c[0x30:0x34] for c in cubins] == [cubins[0][0x30:0x34]] * 2, folded
 
 
 # what NVRTC takes and refuses at the edges of -I, -isystem, -D, -U and -std: the parser agrees,
@@ -330,6 +340,8 @@ EDGES = [
     (("-isystem",), False),
     (("-isystem=",), False),
     (("-D\tX=1",), True),
+    (("-D=\tX=1",), True),
+    (("--define-macro= X=1",), True),
     (("-U\tX",), False),
     (("-std", "c++14"), False),
     (("--std", "c++17"), False),

@@ -213,6 +213,10 @@ def _cmd_cache(args, options) -> int:
             print(f"no bound is configured for {disk.root}: nothing to prune (use --max-size)")
             return EXIT_OK
         done = disk.prune(bound)
+        if done is None:  # another process prunes, and held its lock past locks.LONG
+            raise CacheFilesError(
+                f"cannot prune {disk.root}: another process holds its prune lock; try again"
+            )
         kinds = ", ".join(
             f"{done.removed[kind]} {_KIND_NAMES[kind]}"
             for kind in _KIND_NAMES

@@ -349,7 +349,12 @@ def _nvrtc(req: Request, ctx, dump: bool, pch: bool | None = None) -> tuple[byte
     that used a precompiled header and failed is done again without one, so a PCH never
     changes whether a compile succeeds or what its error says."""
     if req.is_ptx:
-        return guarded(ptx_input.link, req), {}, ""
+        try:
+            return guarded(ptx_input.link, req), {}, ""
+        except Exception as e:  # the linker's own error (nvJitLink's): a CompileError, as NVRTC's
+            if isinstance(e, errors.RawcodeError):
+                raise
+            raise _compile_error(str(e), req, list(req.options.passthrough), dump=dump) from None
     if pch is None:
         pch = _pch.wanted(req, ctx.toolchain.nvrtc_version, ctx)
     flags = nvrtc_flags(req, ctx, pch)

@@ -161,7 +161,8 @@ class DirectoryStore(Store):
         """Evict least recently used files of every kind (entries, manifests, index entries,
         toolchain records) until the whole directory holds at most ``max_bytes`` (0: no bound,
         as CUPY_RAWCODE_CACHE_MAX_SIZE=0: nothing is removed); an entry being read is kept.
-        Returns eviction.Pruned (what was removed, and what could not be)."""
+        Returns eviction.Pruned (what was removed, and what could not be); None when another
+        process prunes it and held its lock past locks.LONG."""
         return eviction.prune(self.root, max_bytes or sys.maxsize)
 
     def clear(self) -> int:

@@ -71,9 +71,10 @@ def _unlink_same(f: CacheFile, fd: int | None = None):
 
 
 def remove(f: CacheFile, wait: bool = False):
-    """Remove one file unless a reader holds it (with ``wait``, once it is released, within
-    locks.LONG) or it was replaced since it was counted: None when removed, _BUSY when kept, or
-    the OSError. A link or a FIFO standing for a file is unlinked without being opened."""
+    """Remove one file unless a reader holds it (with ``wait``, once it is released; still held
+    after locks.LONG: its TimeoutError) or it was replaced since it was counted: None when
+    removed, _BUSY when kept, or the OSError. A link or a FIFO standing for a file is unlinked
+    without being opened."""
     try:
         if not stat.S_ISREG(os.lstat(f.path).st_mode):
             return _unlink_same(f)
@@ -86,8 +87,8 @@ def remove(f: CacheFile, wait: bool = False):
     try:
         try:
             locks.hold(fd, seconds=locks.LONG if wait else 0)
-        except OSError:
-            return _BUSY  # being read: keep it
+        except OSError as e:
+            return e if wait else _BUSY  # being read: kept (a clear names it)
         return _unlink_same(f, fd)
     finally:
         os.close(fd)

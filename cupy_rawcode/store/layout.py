@@ -111,7 +111,8 @@ def cache_dir() -> Path:
     if explicit:
         return _first_reading(explicit, "CUPY_RAWCODE_CACHE_DIR")
     xdg = config.xdg_cache_home()
-    base = _first_reading(xdg, "XDG_CACHE_HOME") if xdg else Path.home() / ".cache"
+    default = "the default ~/.cache (neither CUPY_RAWCODE_CACHE_DIR nor XDG_CACHE_HOME is set)"
+    base = _first_reading(xdg, "XDG_CACHE_HOME") if xdg else absolute("~/.cache", default)
     return base / "cupy-rawcode"
 
 
@@ -122,19 +123,20 @@ def _first_reading(value: str, variable: str) -> Path:
     """The directory a ``variable``'s ``value`` named the first time this process read it: a
     relative CUPY_RAWCODE_CACHE_DIR keeps naming one cache after an ``os.chdir``."""
     found = _read.get(value)
-    return found if found is not None else _read.setdefault(value, absolute(value, variable))
+    if found is None:
+        found = _read.setdefault(value, absolute(value, f"{variable}={value!r}"))
+    return found
 
 
-def absolute(path: str | os.PathLike, what: str = "cache_dir") -> Path:
+def absolute(path: str | os.PathLike, what: str | None = None) -> Path:
     """``path`` (``~`` expanded) made absolute against the working directory of now, once: a
     store keeps it, so a later ``os.chdir`` never moves the cache or writes beside it. A ``~``
-    that names no home is a ConfigError naming ``what`` (the variable or argument)."""
+    that names no home is a ConfigError naming ``what`` (default: the ``cache_dir`` argument)."""
     try:
         return Path(os.fspath(path)).expanduser().absolute()
     except RuntimeError as e:  # pathlib: "Could not determine home directory"
-        raise errors.ConfigError(
-            f"{what}={os.fspath(path)!r}: its '~' names no home ({e})"
-        ) from None
+        what = what or f"cache_dir={os.fspath(path)!r}"
+        raise errors.ConfigError(f"{what}: its '~' names no home ({e})") from None
 
 
 def cache_location(path: str | os.PathLike | None = None) -> CacheLocation:

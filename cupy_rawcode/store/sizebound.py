@@ -115,21 +115,22 @@ def _check_claimed(root: Path, path: Path) -> None:
 def publish(root: Path, path: Path, data: bytes, max_bytes=CONFIGURED) -> None:
     """Write one file of the cache at ``root`` atomically and count it against the bound
     (``max_bytes``: None for none; default the cache's configured bound). Raises OSError when
-    the file cannot be written (IsADirectoryError: a directory at its name; NotADirectoryError:
+    the file cannot be written (IsADirectoryError: a directory at its name; NotACacheError:
     something not the cache's where a directory of it belongs, named once in a warning)."""
     _check_claimed(Path(root), Path(path))
     try:
         atomic_write(path, data)
     except NotADirectoryError:
         stranger = _in_the_way(Path(root), Path(path))
-        if stranger is not None:
-            warn_once(
-                ("in the way", str(stranger)),
-                "cupy-rawcode: %s stands where the cache keeps a directory; it is not the "
-                "cache's and is left alone (nothing is stored below it)",
-                stranger,
-            )
-        raise
+        if stranger is None:
+            raise
+        warn_once(
+            ("in the way", str(stranger)),
+            "cupy-rawcode: %s stands where the cache keeps a directory; it is not the "
+            "cache's and is left alone (nothing is stored below it)",
+            stranger,
+        )
+        raise errors.NotACacheError(errno.ENOTDIR, "not the cache's", str(stranger)) from None
     if max_bytes is CONFIGURED:
         max_bytes = layout.bound(root)
     wrote(Path(root), len(data), max_bytes)

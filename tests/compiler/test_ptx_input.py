@@ -74,3 +74,11 @@ def test_link_options_read_the_assemblers_options(passthrough, fields):
 def test_a_register_bound_that_is_no_number_is_named():
     with pytest.raises(ValueError, match="-maxrregcount=many"):
         link_options(("-maxrregcount=many",))
+
+
+def test_an_option_the_assembler_refuses_is_a_compile_error(ptx, tmp_path):
+    """As the same option on C++ source: a CompileError (CuPy's CompileException)."""
+    from cupy_rawcode import CompileError
+
+    with pytest.raises(CompileError):
+        _cubin(ptx, ("-Xptxas=--no-such-ptxas-option",), tmp_path)

@@ -81,10 +81,29 @@ def test_an_entry_being_read_is_kept_by_a_waiting_removal_within_its_deadline(ca
     [entry] = [f for f in eviction.scan(cache.root).files if f.kind == "entries"]
     fd = _held(cache.path(KEY), fcntl.LOCK_SH)
     try:
-        assert eviction.remove(entry, wait=True) is eviction._BUSY
+        assert isinstance(eviction.remove(entry, wait=True), TimeoutError)
+        assert eviction.remove(entry) is eviction._BUSY  # a prune's: kept, nothing to report
+        with pytest.raises(OSError, match=str(cache.path(KEY))):
+            cache.clear()  # a clear names what it could not remove
     finally:
         os.close(fd)
-    assert eviction.remove(entry, wait=True) is None
+    assert cache.get(KEY) is not None
+    assert cache.clear() == 1
+
+
+def test_cache_prune_says_another_process_prunes(cache, monkeypatch, capsys):
+    from cupy_rawcode import cli
+
+    monkeypatch.setattr(locks, "LONG", 0.2)
+    monkeypatch.setenv("CUPY_RAWCODE_CACHE_DIR", str(cache.root))
+    fd = _held(cache.root)
+    try:
+        status = cli.main(["cache", "prune", "--max-size", "1K"])
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err
+    assert status not in (0, None) and "another process holds its prune lock" in err, err
+    assert "Traceback" not in err
 
 
 def test_a_forked_child_never_keeps_its_parents_prune_lock(cache, monkeypatch):

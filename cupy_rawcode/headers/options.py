@@ -164,10 +164,6 @@ def _split(name: str, items: list[str], i: int) -> tuple[str, str | None, int]:
     if head in _VALUED:  # -I=DIR is DIR, -D=X the macro X, -U=X: NVRTC 12.9 reads them so
         if eq:
             return head, tail, i + 1
-        if _VALUED[head] == "std":  # NVRTC refuses ('-std', 'c++14')
-            raise RawcodeValueError(
-                f"option {item!r} takes its standard after '=' ({head}=c++17), as NVRTC reads it"
-            )
         if i + 1 >= len(items):
             if _VALUED[head] == "include":
                 return head, "", i + 1  # NVRTC takes a last -I alone: no directory

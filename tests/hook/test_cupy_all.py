@@ -278,6 +278,7 @@ APART = [
     ("-rdc with a blank links none either", (" -rdc=true",), ("-rdc=true",)),
     ("CuPy's Jitify flag bare or valued", ("-DCUPY_USE_JITIFY",), ("-DCUPY_USE_JITIFY=1",)),
     ("an earlier -arch's suffix", ("-arch=sm_90a", "-arch=sm_90"), ("-arch=sm_90",)),
+    ("-std apart, which NVRTC refuses", ("-std", "c++14"), ("-std=c++14",)),
     ("an option of Jitify's, which NVRTC refuses", ("-remove-unused-globals",), ()),
 ]
 

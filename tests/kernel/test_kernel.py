@@ -76,7 +76,7 @@ NUL_SOURCE = 'extern "C" __global__ void scale() {}\n// \0\n'
 COMPILE_ERRORS = [
     (lambda m: m.RawKernel(SCALE, "scale", backend="hiprtc"), ValueError, "backend='hiprtc'"),
     (lambda m: m.RawKernel(SCALE, "scale", backend=None), ValueError, "backend=None"),
-    (lambda m: m.RawKernel(SCALE, "scale", options=("-I",)), ValueError, "'-I' needs a value"),
+    (lambda m: m.RawKernel(SCALE, "scale", options=("-D",)), ValueError, "'-D' needs a value"),
     (lambda m: m.RawKernel(SCALE, "scale", options=("-std=c++99",)), ValueError, "c\\+\\+99"),
     (lambda m: m.RawKernel(SCALE, "scale", options=("-x", "cu")), ValueError, "'cu' does not"),
     (lambda m: m.RawKernel(SCALE, "scale", options=(1,)), TypeError, "tuple of str"),
@@ -87,7 +87,7 @@ COMPILE_ERRORS = [
     (lambda m: m.RawKernel(NUL_SOURCE, "scale"), ValueError, "<source>:2:4: NUL"),
     (lambda m: m.RawKernel(SCALE, "sc\0ale"), ValueError, "kernel name 'sc"),
     (lambda m: m.RawKernel(SCALE, "scale", options=("-DX=\0",)), ValueError, "options\\[0\\]"),
-    (lambda m: m.RawModule(code=SCALE, options=("-I",)), ValueError, "'-I' needs a value"),
+    (lambda m: m.RawModule(code=SCALE, options=("-D",)), ValueError, "'-D' needs a value"),
     (lambda m: m.RawModule(code=SCALE, backend="nvrt"), ValueError, "backend='nvrt'"),
     (lambda m: m.RawModule(code=SCALE, name_expressions=[1]), ValueError, "name expression 1"),
     (lambda m: m.RawModule(code=SCALE, name_expressions=["f<\0>"]), ValueError, "NUL"),

@@ -33,8 +33,8 @@ def entry(key: str) -> bytes:
 
 class SlowProxy:
     """A TCP proxy on loopback to ``port``: once its n-th connection has asked a GETRANGE or an
-    MGET (its handshake is done), the answers on it are held back ``delays[n]`` seconds each (a
-    slow path for that connection alone)."""
+    MGET (its handshake is done), its next answer is held back ``delays[n]`` seconds (a slow
+    path for that connection alone; once, however many reads the answer takes)."""
 
     def __init__(self, port: int, delays: list[float]):
         self.port_to, self.delays, self.count = port, delays, 0
@@ -61,13 +61,15 @@ class SlowProxy:
 
 def _pipe(source: socket.socket, sink: socket.socket, delay: float, asked: threading.Event) -> None:
     """Bytes from ``source`` to ``sink``: the client's side sets ``asked`` at its first GETRANGE
-    or MGET, the server's side holds each answer back ``delay`` seconds from then on."""
+    or MGET, the server's side holds the next answer back ``delay`` seconds."""
+    held = False
     try:
         while data := source.recv(65536):
             if b"GETRANGE" in data.upper() or b"MGET" in data.upper():
                 asked.set()
-            if asked.is_set():
+            if asked.is_set() and not held:
                 time.sleep(delay)
+                held = True
             sink.sendall(data)
     except OSError:
         pass

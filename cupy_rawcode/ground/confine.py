@@ -26,13 +26,21 @@ PATH_OPTIONS: dict[str, bool] = {
     "-include": True,
     "--pre-include": True,
     "--pch-dir": False,
+    "-pch-dir": False,
     "--use-pch": False,
+    "-use-pch": False,
     "--create-pch": False,
+    "-create-pch": False,
+    "--time": False,  # the files NVRTC writes (headers/options.py FILE_OPTIONS)
+    "-time": False,
+    "--fdevice-time-trace": False,
+    "-fdevice-time-trace": False,
     "--use-bundled-headers": False,
     "--options-file": False,
     "-optf": False,
 }
 _JOINED = ("-isystem", "-I")  # may be glued to their value: -Idir (longest first)
+_WHITESPACE = " \t\n\r\v\f"  # what NVRTC trims from each option (headers/options.py)
 
 
 class EscapeError(RawcodeError, ValueError):
@@ -80,13 +88,15 @@ def header_name_escapes(value: str) -> bool:
 
 def split(options: Sequence[str], i: int) -> tuple[str | None, str | None, int]:
     """(path option spelling, its value, next index) for item i; (None, None, i + 1) when the
-    item is no path option. A value given as the next item is taken from there."""
-    item = options[i]
+    item is no path option. A value given as the next item is taken from there. Each item is
+    read without the blanks around it, as parse_options and NVRTC read it."""
+    item = options[i].strip(_WHITESPACE)
     head, eq, tail = item.partition("=")
     if head in PATH_OPTIONS and eq:  # -I=DIR is DIR, as parse_options and NVRTC read it
         return head, tail, i + 1
     if item in PATH_OPTIONS:
-        return item, options[i + 1] if i + 1 < len(options) else None, i + 2
+        value = options[i + 1].strip(_WHITESPACE) if i + 1 < len(options) else None
+        return item, value, i + 2
     for prefix in _JOINED:
         if item.startswith(prefix) and len(item) > len(prefix):
             return prefix, item[len(prefix) :], i + 1

@@ -29,7 +29,7 @@ import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..ground import config, deferred
-from ..ground.errors import MissingHeaderError
+from ..ground.errors import ResolveError, UnreadableHeaderError
 
 # the store, the key and the loader: a served or compiled call's, never the reading of a call
 # (call_from), which every wrapped CuPy compile does whatever the scope
@@ -156,7 +156,9 @@ def cached(call: Call) -> bool:
     """Whether the store holds this call's payload."""
     try:
         return cupy_key.readable(call.options) and payloads.stored(key_of(call)) is not None
-    except MissingHeaderError:
+    except ResolveError as e:  # a header missing, or one the key cannot read
+        if isinstance(e, UnreadableHeaderError):
+            raise
         return False
 
 
@@ -171,8 +173,10 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         return original(*args, **kwargs)  # uncached, as NVRTC takes it or refuses it
     try:
         key = key_of(call)
-    except MissingHeaderError:
-        return original(*args, **kwargs)  # CuPy's own error, in CuPy's words
+    except ResolveError as e:  # a header missing (CuPy's own error, in CuPy's words), or one the
+        if isinstance(e, UnreadableHeaderError):  # key cannot scan (a Latin-1 comment): CuPy's
+            raise  # compile, uncached; but never NVRTC on a FIFO, which would block forever
+        return original(*args, **kwargs)
     return payloads.serve(
         key,
         str(call.arch),

@@ -38,8 +38,11 @@ confinement = deferred("cupy_rawcode.ground.confine")
 
 SCHEMA = 1
 _PLACE = "{record}"
+# spellings whose value is a path: glued, after '=', or as the next item (the '=' forms first)
 _PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-include")
-_HEADER_NAMES = ("--pre-include=", "-include")  # a relative value is a header's name
+_APART = ("--include-path", "--pre-include")  # also take the next item, as NVRTC reads them
+_HEADER_NAMES = ("--pre-include=", "--pre-include", "-include")  # a relative value: a name
+_WHITESPACE = " \t\n\r\v\f"  # what NVRTC trims from each option (headers/options.py)
 
 
 class RecordWarning(RawcodeWarning, RuntimeWarning):
@@ -135,23 +138,25 @@ def portable_options(options: tuple[str, ...], base: str) -> list[str]:
     directory is taken from the current one, as NVRTC takes it; a pre-included header given
     by name stays a name; an empty -I, which names no directory, stays empty)."""
     out, take_next = [], ""
-    for o in options:
+    for given in options:
+        o = given.strip(_WHITESPACE)  # as NVRTC reads each option
         if take_next:
             out.append(_portable_path(o, base, take_next in _HEADER_NAMES))
             take_next = ""
             continue
-        if o in _PATH_OPTIONS:
+        if o in _PATH_OPTIONS or o in _APART:
             out.append(o)
             take_next = "" if o.endswith("=") else o  # '--include-path=': empty, complete
             continue
         for flag in _PATH_OPTIONS:
             if o.startswith(flag) and len(o) > len(flag):
                 value = o[len(flag) :]
-                eq = "=" if flag == "-I" and value.startswith("=") else ""  # -I=DIR is DIR
+                eq = "=" if not flag.endswith("=") and value.startswith("=") else ""  # -I=D: D
                 value = value[len(eq) :]
-                o = flag + eq + _portable_path(value, base, flag in _HEADER_NAMES)
+                out.append(flag + eq + _portable_path(value, base, flag in _HEADER_NAMES))
                 break
-        out.append(o)
+        else:
+            out.append(given)  # no path: as given (CuPy tests some options by their text)
     return out
 
 

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..ground import deferred, digest_fields
-from ..ground.errors import ConfigError, RawcodeValueError
+from ..ground.errors import RawcodeValueError
 from ..ground.stamps import first_changed
 from ..headers.options import NotAnOptionError, parse_options
 from ..headers.search import make_context
@@ -98,16 +98,22 @@ def _skeleton(source: str) -> str:
 _READINGS = ("nvrtc", "skipped", "joined")
 
 
+_readable: dict[tuple[str, ...], bool] = {}  # options -> whether parse_options takes them
+
+
 def readable(options: tuple[str, ...]) -> bool:
     """Whether the key can read CuPy's ``options`` as NVRTC does: False for one the parser
-    refuses (``-maxrregcount=``, ``('-std', 'c++14')``), which CuPy then compiles itself."""
-    try:
-        _context(options)
-    except (RawcodeValueError, NotAnOptionError) as e:
-        if isinstance(e, ConfigError):  # the environment's, not the call's: the user's to fix
-            raise
-        return False
-    return True
+    refuses (``-maxrregcount=``), which CuPy then compiles itself. Only the options are read
+    here: the toolchain's and the environment's errors are raised where the key needs them."""
+    found = _readable.get(options)
+    if found is None:
+        try:
+            parse_options(options)
+            found = True
+        except (RawcodeValueError, NotAnOptionError):
+            found = False
+        _readable[options] = found
+    return found
 
 
 def _context(options: tuple[str, ...]):

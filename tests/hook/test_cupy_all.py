@@ -327,6 +327,32 @@ def test_a_bad_configuration_is_raised_not_compiled_around(scope_all, monkeypatc
         cupy_compile(PLAIN)
 
 
+def test_a_header_the_key_cannot_scan_is_compiled_by_cupy_uncached(scope_all, tmp_path):
+    """A Latin-1 byte in a header's comment: NVRTC compiles it, so CuPy does, uncached."""
+    (tmp_path / "latin.h").write_bytes(b"// caf\xe9\n#define LATIN 1\n")
+    source = '#include "latin.h"\n' + PLAIN
+    for _ in range(2):
+        assert cupy_compile(source, options=(f"-I{tmp_path}",)) is not None
+    assert counts() == (0, 0)
+
+
+def test_a_header_that_is_a_fifo_is_our_error_never_a_hang(scope_all, tmp_path):
+    from cupy_rawcode.ground.errors import UnreadableHeaderError
+
+    os.mkfifo(tmp_path / "pipe.h")
+    with pytest.raises(UnreadableHeaderError, match="pipe.h"):
+        cupy_compile('#include "pipe.h"\n' + PLAIN, options=(f"-I{tmp_path}",))
+
+
+def test_a_bad_header_source_setting_is_raised_not_compiled_around(scope_all, monkeypatch):
+    from cupy_rawcode.ground.errors import RawcodeError
+
+    monkeypatch.setenv("CUPY_RAWCODE_HEADER_SOURCES", "cccl=/nonexistent")
+    monkeypatch.setattr(cupy_key, "_contexts", {})  # the toolchain found again, as in a new process
+    with pytest.raises(RawcodeError, match="HEADER_SOURCES|nonexistent"):
+        cupy_compile(PLAIN)
+
+
 def test_an_option_nvrtc_refuses_is_refused_every_time(scope_all):
     """('-std', 'c++14') is no -std=c++14 to NVRTC: CuPy's error, even with the other cached."""
     cupy_compile(PLAIN, options=("-std=c++14",))

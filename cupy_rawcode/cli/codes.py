@@ -32,7 +32,8 @@ EXIT_CODES = (
     (
         EXIT_ERROR,
         "a file that cannot be read: missing, no permission, not a regular file (a FIFO, a "
-        "device); a broken bundle; an internal error",
+        "device); a cache file another process holds locked; a broken bundle; an internal "
+        "error",
     ),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (

@@ -36,12 +36,18 @@ def _made(code: bytes) -> str:
         ("sm_90a", "sm_90", "sm_90a"),  # an arch-specific suffix of either stays
         ("sm_90a", "sm_100", "sm_100a"),
         ("sm_100f", "sm_100", "sm_100f"),
-        ("sm_90a", "compute_90", "compute_90a"),
-        ("sm_80", "compute_90", "compute_90"),
+        ("sm_90a", "compute_90", "sm_90a"),  # a real kind, once given, stays
+        ("sm_80", "compute_90", "sm_90"),
+        ("compute_80", "compute_90", "compute_90"),
     ],
 )
 def test_merged_arch_is_what_nvrtc_makes_of_two(given, appended, nvrtc):
+    from conftest import bare_nvrtc
+
     assert merged_arch(given, appended) == nvrtc
+    both = bare_nvrtc("", (f"-arch={appended}",), arch=given, kind="cubin").output or b""
+    alone = bare_nvrtc("", (), arch=nvrtc, kind="cubin").output or b""
+    assert both[0x30:0x34] == alone[0x30:0x34]  # the same machine's cubin, or none for both
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,9 @@ def _lock(root: Path, wait: bool):
     except OSError:
         locks.release(fd)
         return _BUSY
+    except BaseException:  # Ctrl-C while waiting: no fd left behind
+        locks.release(fd)
+        raise
     return fd
 
 

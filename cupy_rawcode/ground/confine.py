@@ -13,7 +13,7 @@ Symbolic links are resolved before the check. Pure functions: no file is opened 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .errors import RawcodeError
 
@@ -40,7 +40,7 @@ PATH_OPTIONS: dict[str, bool] = {
     "-optf": False,
 }
 _JOINED = ("-isystem", "-I")  # may be glued to their value: -Idir (longest first)
-_WHITESPACE = " \t\n\r\v\f"  # what NVRTC trims from each option (headers/options.py)
+WHITESPACE = " \t\n\r\v\f"  # what NVRTC trims from each option (headers/options.py reads so)
 
 
 class EscapeError(RawcodeError, ValueError):
@@ -90,12 +90,12 @@ def split(options: Sequence[str], i: int) -> tuple[str | None, str | None, int]:
     """(path option spelling, its value, next index) for item i; (None, None, i + 1) when the
     item is no path option. A value given as the next item is taken from there. Each item is
     read without the blanks around it, as parse_options and NVRTC read it."""
-    item = options[i].strip(_WHITESPACE)
+    item = options[i].strip(WHITESPACE)
     head, eq, tail = item.partition("=")
     if head in PATH_OPTIONS and eq:  # -I=DIR is DIR, as parse_options and NVRTC read it
         return head, tail, i + 1
     if item in PATH_OPTIONS:
-        value = options[i + 1].strip(_WHITESPACE) if i + 1 < len(options) else None
+        value = options[i + 1].strip(WHITESPACE) if i + 1 < len(options) else None
         return item, value, i + 2
     for prefix in _JOINED:
         if item.startswith(prefix) and len(item) > len(prefix):
@@ -103,7 +103,17 @@ def split(options: Sequence[str], i: int) -> tuple[str | None, str | None, int]:
     return None, None, i + 1
 
 
-def _spelled(flag: str, path: str) -> list[str]:
+def pieces(options: Sequence[str]) -> Iterator[tuple[str | None, str | None, list[str]]]:
+    """(path option spelling or None, its value, the items given for it) for each option in
+    turn, as split() reads them: one walk for confine_options, a record's and CuPy's keys."""
+    i = 0
+    while i < len(options):
+        flag, value, nxt = split(options, i)
+        yield flag, value, list(options[i:nxt])
+        i = nxt
+
+
+def spelled(flag: str, path: str) -> list[str]:
     """A path option as NVRTC and parse_options read it: -I/dir, --flag=/dir or -flag /dir."""
     if flag in _JOINED:
         return [flag + path]
@@ -116,22 +126,19 @@ def confine_options(
     """The options with every path made real and absolute (EscapeError for one outside ``base``
     and ``roots``, as confine() says); a header name given to a pre-include stays a name."""
     out: list[str] = []
-    i = 0
-    while i < len(options):
-        flag, value, nxt = split(options, i)
+    for flag, value, given in pieces(options):
         if flag is None or not value:  # no path option, or an empty -I: no directory
-            out += options[i:nxt]
+            out += given
+            continue
+        what = f"option {' '.join(given)}"
+        if PATH_OPTIONS[flag] and not value.startswith(PLACE) and not os.path.isabs(value):
+            if header_name_escapes(value):
+                raise EscapeError(
+                    f"{where}: {what} climbs out of the include directories (name the "
+                    "header by a path inside the directory of the record or a --root DIR)"
+                )
+            path = value  # a header name: searched in the (confined) include directories
         else:
-            what = f"option {' '.join(options[i:nxt])}"
-            if PATH_OPTIONS[flag] and not value.startswith(PLACE) and not os.path.isabs(value):
-                if header_name_escapes(value):
-                    raise EscapeError(
-                        f"{where}: {what} climbs out of the include directories (name the "
-                        "header by a path inside the directory of the record or a --root DIR)"
-                    )
-                path = value  # a header name: searched in the (confined) include directories
-            else:
-                path = confine(value, base, roots, what, where, record=record)
-            out += _spelled(flag, path)
-        i = nxt
+            path = confine(value, base, roots, what, where, record=record)
+        out += spelled(flag, path)
     return tuple(out)

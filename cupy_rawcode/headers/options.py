@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..ground import config, kind_of
+from ..ground.confine import WHITESPACE
 from ..ground.errors import BadInputError, RawcodeError, RawcodeValueError
 from ..ground.inputs import check_option
 from .paths import has_dotdot, physical
@@ -77,8 +78,7 @@ JITIFY_ONLY = frozenset(
 )
 
 
-# NVRTC trims these from both ends of every option: " -D N=1" (ArrayFire's spelling) is -DN=1
-_WHITESPACE = " \t\n\r\v\f"
+# NVRTC trims WHITESPACE from both ends of every option: " -D N=1" (ArrayFire's) is -DN=1
 
 
 class NotAnOptionError(RawcodeError, ValueError):
@@ -225,7 +225,7 @@ def parse_options(
             raise RawcodeValueError(f"option {o!r} is not a string")
         if "\0" in o or not o.isascii():  # NVRTC would cut the option at a NUL
             check_option(o, i)
-    given, items = items, [o.strip(_WHITESPACE) for o in items]  # as NVRTC reads each option
+    given, items = items, [o.strip(WHITESPACE) for o in items]  # as NVRTC reads each option
     base = cwd or os.getcwd()
     include: list[str] = []
     isystem: list[str] = []

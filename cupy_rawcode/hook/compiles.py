@@ -152,14 +152,25 @@ def load(call: Call, payload: bytes):
     return loading.load_bytes(cubin, mapping, module)
 
 
-def cached(call: Call) -> bool:
-    """Whether the store holds this call's payload."""
+def _served_key(call: Call) -> str | None:
+    """The call's key, or None where CuPy compiles it itself, uncached: an option our parser
+    refuses (NVRTC takes it or refuses it), a header missing (CuPy's own error, in CuPy's
+    words), or one the key cannot scan (a Latin-1 comment). A header NVRTC would block on (a
+    FIFO) stays our error."""
+    if not cupy_key.readable(call.options):
+        return None
     try:
-        return cupy_key.readable(call.options) and payloads.stored(key_of(call)) is not None
-    except ResolveError as e:  # a header missing, or one the key cannot read
+        return key_of(call)
+    except ResolveError as e:
         if isinstance(e, UnreadableHeaderError):
             raise
-        return False
+        return None
+
+
+def cached(call: Call) -> bool:
+    """Whether the store holds this call's payload."""
+    key = _served_key(call)
+    return key is not None and payloads.stored(key) is not None
 
 
 def compile_module(original, args: tuple, kwargs: dict, call: Call):
@@ -169,13 +180,8 @@ def compile_module(original, args: tuple, kwargs: dict, call: Call):
         from cupy.cuda import compiler
 
         call = call._replace(arch=str(compiler._get_arch()))
-    if not cupy_key.readable(call.options):  # an option our parser refuses: CuPy's own compile,
-        return original(*args, **kwargs)  # uncached, as NVRTC takes it or refuses it
-    try:
-        key = key_of(call)
-    except ResolveError as e:  # a header missing (CuPy's own error, in CuPy's words), or one the
-        if isinstance(e, UnreadableHeaderError):  # key cannot scan (a Latin-1 comment): CuPy's
-            raise  # compile, uncached; but never NVRTC on a FIFO, which would block forever
+    key = _served_key(call)
+    if key is None:
         return original(*args, **kwargs)
     return payloads.serve(
         key,

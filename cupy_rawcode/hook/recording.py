@@ -37,12 +37,7 @@ schema = deferred("cupy_rawcode.ground.schema")  # reading a record (prebuild, w
 confinement = deferred("cupy_rawcode.ground.confine")
 
 SCHEMA = 1
-_PLACE = "{record}"
-# spellings whose value is a path: glued, after '=', or as the next item (the '=' forms first)
-_PATH_OPTIONS = ("-isystem", "-I", "--include-path=", "--pre-include=", "-include")
-_APART = ("--include-path", "--pre-include")  # also take the next item, as NVRTC reads them
-_HEADER_NAMES = ("--pre-include=", "--pre-include", "-include")  # a relative value: a name
-_WHITESPACE = " \t\n\r\v\f"  # what NVRTC trims from each option (headers/options.py)
+_PLACE = "{record}"  # confine.PLACE: where a record's paths are counted from
 
 
 class RecordWarning(RawcodeWarning, RuntimeWarning):
@@ -136,27 +131,15 @@ def entry_id(entry: dict) -> str:
 def portable_options(options: tuple[str, ...], base: str) -> list[str]:
     """The options with every path written relative to ``base`` as {record}/... (a relative
     directory is taken from the current one, as NVRTC takes it; a pre-included header given
-    by name stays a name; an empty -I, which names no directory, stays empty)."""
-    out, take_next = [], ""
-    for given in options:
-        o = given.strip(_WHITESPACE)  # as NVRTC reads each option
-        if take_next:
-            out.append(_portable_path(o, base, take_next in _HEADER_NAMES))
-            take_next = ""
-            continue
-        if o in _PATH_OPTIONS or o in _APART:
-            out.append(o)
-            take_next = "" if o.endswith("=") else o  # '--include-path=': empty, complete
-            continue
-        for flag in _PATH_OPTIONS:
-            if o.startswith(flag) and len(o) > len(flag):
-                value = o[len(flag) :]
-                eq = "=" if not flag.endswith("=") and value.startswith("=") else ""  # -I=D: D
-                value = value[len(eq) :]
-                out.append(flag + eq + _portable_path(value, base, flag in _HEADER_NAMES))
-                break
+    by name stays a name; an empty -I, which names no directory, stays empty). Options are
+    read as a manifest's are (confine.pieces: every spelling NVRTC takes)."""
+    out: list[str] = []
+    for flag, value, given in confinement.pieces(options):
+        if flag is None or not value:  # no path (as given: CuPy tests some by their text)
+            out += given
         else:
-            out.append(given)  # no path: as given (CuPy tests some options by their text)
+            name = confinement.PATH_OPTIONS[flag]  # a relative value is a header's name
+            out += confinement.spelled(flag, _portable_path(value, base, name))
     return out
 
 

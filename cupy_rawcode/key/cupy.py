@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ..ground import deferred, digest_fields
+from ..ground.confine import pieces
 from ..ground.errors import RawcodeValueError
 from ..ground.stamps import first_changed
 from ..headers.options import NotAnOptionError, parse_options
@@ -98,22 +99,24 @@ def _skeleton(source: str) -> str:
 _READINGS = ("nvrtc", "skipped", "joined")
 
 
-_readable: dict[tuple[str, ...], bool] = {}  # options -> whether parse_options takes them
+_parsed: dict[tuple[str, ...], Any] = {}  # options -> their Options, or None: refused
+
+
+def _options(options: tuple[str, ...]):
+    """CuPy's ``options`` as parse_options reads them, None when it refuses them. Memoized."""
+    if options not in _parsed:
+        try:
+            _parsed[options] = parse_options(options)
+        except (RawcodeValueError, NotAnOptionError):
+            _parsed[options] = None
+    return _parsed[options]
 
 
 def readable(options: tuple[str, ...]) -> bool:
     """Whether the key can read CuPy's ``options`` as NVRTC does: False for one the parser
     refuses (``-maxrregcount=``), which CuPy then compiles itself. Only the options are read
     here: the toolchain's and the environment's errors are raised where the key needs them."""
-    found = _readable.get(options)
-    if found is None:
-        try:
-            parse_options(options)
-            found = True
-        except (RawcodeValueError, NotAnOptionError):
-            found = False
-        _readable[options] = found
-    return found
+    return _options(options) is not None
 
 
 def _context(options: tuple[str, ...]):
@@ -121,7 +124,9 @@ def _context(options: tuple[str, ...]):
     no root of ours (CuPy does not search them). Memoized per options."""
     found = _contexts.get(options)
     if found is None:
-        opts = parse_options(options)
+        opts = _options(options)
+        if opts is None:
+            opts = parse_options(options)  # raises the parser's error, naming the option
         ctx = make_context(opts)
         ctx = ctx._replace(dirs=tuple(d for d in ctx.dirs if d.origin == "user"))
         found = _contexts[options] = (opts, ctx)
@@ -166,27 +171,21 @@ def changed_header(source: str, options: tuple[str, ...]) -> str | None:
     return path
 
 
-_DIRECTORY = ("-I", "--include-path", "-isystem")  # headers/options.py's spellings of a directory
+_SEARCHED = ("-I", "--include-path", "-isystem")  # confine.split's spellings of a directory
 
 
 def as_given(options: tuple[str, ...]) -> list[str]:
     """CuPy's options exactly as it hands them to NVRTC and tests them itself (by exact string:
     '-rdc=true' links the device runtime, ('-rdc', 'true') does not; '-DCUPY_USE_JITIFY' goes
     through Jitify), each directory replaced by its kind: its place in the search is keyed as a
-    tag and what it holds through the closure, never its path (CuPy's own is an install path)."""
+    tag and what it holds through the closure, never its path (CuPy's own is an install path).
+    Options are split as a record's are (confine.pieces: every spelling NVRTC takes)."""
     out: list[str] = []
-    apart = False  # the item is the directory of the option before it
-    for item in options:
-        if apart:
-            apart = False
-            continue
-        head = item.strip(" \t\n\r\f\v")
-        spelled = next((d for d in _DIRECTORY if head.startswith(d)), None)
-        if spelled is None:
-            out.append(item)
-            continue
-        apart = head == spelled  # -I DIR, --include-path DIR: one directory, however spelled
-        out.append("-isystem <directory>" if spelled == "-isystem" else "-I <directory>")
+    for flag, _, given in pieces(options):
+        if flag in _SEARCHED:  # -I DIR, --include-path DIR: one directory, however spelled
+            out.append("-isystem <directory>" if flag == "-isystem" else "-I <directory>")
+        else:
+            out += given
     return out
 
 

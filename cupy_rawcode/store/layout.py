@@ -40,18 +40,12 @@ KEPT = ("stats", "nvrtc-headers")  # kind directories, counted and never evicted
 TOP_FILES = (MARKER, "prebuilt.keys")  # the cache's files at its top: counted, never evicted
 SHARDED = ("entries", "manifests", "index")  # <kind>/<first 2 chars of the name>/<name>
 STATS_FILES = ("hits", "misses", "counts", "size", ".hits.fold", ".misses.fold")
-_FILE = {  # a kind's file names
-    "entries": r"[0-9a-f]{64}",
-    "manifests": r"[0-9a-f]{64}\.json",
-    "index": r"[0-9a-f]{64}\.json",
-    "toolchain": r"[0-9a-f]{32}\.json",
-}
-_NAME = {
+_NAME = {  # a kind's file names: (lower-case hex digits, suffix)
     "entries": (64, ""),
     "manifests": (64, ".json"),
     "index": (64, ".json"),
     "toolchain": (32, ".json"),
-}  # _FILE as (lower-case hex digits, suffix)
+}
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -177,11 +171,17 @@ _owned: set[str] = set()  # cache directories known to be marked, in this proces
 def _temp_pattern(kind: str):
     """The compiled pattern of a writer's temp files of a kind's files (fsutil.atomic_write's:
     .<name>.<8 chars>.tmp)."""
-    return re.compile(rf"\.({_FILE[kind]})\.[a-z0-9_]{{8}}\.tmp")
+    return re.compile(rf"\.({file_pattern(kind)})\.[a-z0-9_]{{8}}\.tmp")
+
+
+def file_pattern(kind: str) -> str:
+    """The regular expression of a kind's file names (``_NAME``)."""
+    digits, suffix = _NAME[kind]
+    return f"[0-9a-f]{{{digits}}}" + re.escape(suffix)
 
 
 def _own_name(kind: str, name: str) -> bool:
-    """Whether ``name`` is of the form of the kind's files (``_FILE``), matched without a regular
+    """Whether ``name`` is of the form of the kind's files (``_NAME``), matched without a regular
     expression: a warm hit checks one key, and compiling the pattern would cost it 60-100 us."""
     digits, suffix = _NAME[kind]
     return (

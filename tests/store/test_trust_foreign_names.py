@@ -293,14 +293,14 @@ FORMS = [
 @pytest.mark.parametrize("kind, name, own", FORMS)
 def test_a_name_is_the_layouts_exactly_when_it_fits_its_kinds_pattern(kind, name, own):
     """layout.is_own reads names without a regular expression (a warm hit checks one key):
-    it agrees with the kind's pattern (``_FILE``) on each name of the table."""
+    it agrees with the kind's pattern (``file_pattern``) on each name of the table."""
     import re
 
     from cupy_rawcode.store import layout
 
     shard = name[:2] if kind in layout.SHARDED else None
     assert layout.is_own(kind, name, shard) is own
-    assert (re.fullmatch(layout._FILE[kind], name) is not None) is own
+    assert (re.fullmatch(layout.file_pattern(kind), name) is not None) is own
 
 
 def test_a_file_where_a_shard_directory_belongs_is_left_alone(tmp_path, caplog):

@@ -316,12 +316,26 @@ def _adopt(root) -> bool:
 
 
 def foreign_message(root) -> str:
-    """Why ``root`` is not used as a cache, and what to do."""
+    """Why ``root`` is not used as a cache (its marker missing, or something else in its place),
+    and what to do."""
     return (
-        f"{root} is not a cupy-rawcode cache directory: it is not empty and has no {MARKER}; "
+        f"{root} is not a cupy-rawcode cache directory: it is not empty and {_marker_state(root)}; "
         "cupy-rawcode neither writes, reads nor removes anything there. Point "
         "CUPY_RAWCODE_CACHE_DIR at a new or empty directory"
     )
+
+
+def _marker_state(root) -> str:
+    """What stands at ``root``'s marker, for a message: nothing, or what is not cupy-rawcode's."""
+    try:
+        mode = os.lstat(os.path.join(root, MARKER)).st_mode
+    except FileNotFoundError:
+        return f"has no {MARKER}"
+    except OSError as e:
+        return f"its {MARKER} cannot be read ({e.strerror})"
+    if not stat.S_ISREG(mode):
+        return f"its {MARKER} is no regular file (a link, FIFO, device or directory)"
+    return f"its {MARKER} is not cupy-rawcode's (another tool's tag, or unreadable)"
 
 
 def linked_message(path) -> str:

@@ -448,3 +448,46 @@ def test_json_nested_deeper_than_json_reads_in_each_record_is_a_miss_not_a_crash
     assert done.stderr == ""  # no RecursionError, no traceback at exit, no warning
     for path in replaced:  # each written again, whole
         assert isinstance(json.loads(path.read_bytes()), dict), path
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link(path: Path) -> None:
+    path.symlink_to(path.parent.parent / "elsewhere.tag")
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _theirs(path: Path) -> None:
+    path.write_bytes(SIGNATURE + b"\n# created by ccache.\n")
+
+
+# what stands at the marker -> what the refusal says of it (never "has no" when something does)
+MARKER_STATES = [
+    (None, "has no CACHEDIR.TAG"),
+    (_fifo, "its CACHEDIR.TAG is no regular file"),
+    (_link, "its CACHEDIR.TAG is no regular file"),
+    (_directory, "its CACHEDIR.TAG is no regular file"),
+    (_theirs, "its CACHEDIR.TAG is not cupy-rawcode's"),
+]
+
+
+@pytest.mark.parametrize("make, said", MARKER_STATES)
+def test_a_refused_directory_says_what_stands_at_its_marker(tmp_path, make, said):
+    """A directory refused as foreign names what is at its CACHEDIR.TAG: a FIFO, a link or
+    another tool's tag there is not "missing"; the marker and the user's file stay as they are."""
+    (tmp_path / "elsewhere.tag").write_text("not the cache's")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "notes.txt").write_text("mine")
+    if make is not None:
+        make(cache / "CACHEDIR.TAG")
+    again = _use(cache)
+    assert again.returncode == 2 and "not a cupy-rawcode cache" in again.stderr
+    assert said in again.stderr, again.stderr
+    assert (cache / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "elsewhere.tag").read_text() == "not the cache's"

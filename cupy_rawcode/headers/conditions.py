@@ -39,9 +39,10 @@ def _parenthesized(tokens: list, start: int) -> tuple[int, int]:
 class _Pcpp(pcpp.Preprocessor):
     """pcpp for macro definitions and #if evaluation only, with its defects fixed."""
 
-    def __init__(self, has_include):
+    def __init__(self, has_include, probes: tuple[str, ...] = _HAS_INCLUDE):
         super().__init__()
         self.has_include = has_include  # (name, angled, next) -> bool
+        self.probes = probes  # the operators this NVRTC has (predefined.probe_operators)
         self.errors: list[str] = []
         self._va_opt: dict = {}
         self.where = ("", 0)
@@ -53,9 +54,11 @@ class _Pcpp(pcpp.Preprocessor):
         return 0
 
     def on_unknown_macro_in_defined_expr(self, tok):
-        return tok.value in _HAS_INCLUDE
+        return tok.value in self.probes
 
     def on_unknown_macro_function_in_expr(self, ident):
+        if ident in _HAS_INCLUDE:  # an operator this NVRTC lacks: its compile fails there
+            self.on_error("", 0, f"this NVRTC has no {ident} (its #if is an error)")
         return lambda *args: 0
 
     # fix: x ## __VA_ARGS__ (and any ## operand) with leading/trailing whitespace in the argument
@@ -86,7 +89,7 @@ class _Pcpp(pcpp.Preprocessor):
     def evalexpr(self, tokens):
         tokens = self._replace_operators(tokens, ("defined",), self._defined)
         tokens = self.expand_macros(tokens)
-        tokens = self._replace_operators(tokens, _HAS_INCLUDE, self._has_include_value)
+        tokens = self._replace_operators(tokens, self.probes, self._has_include_value)
         tokens = self._fix_literals(tokens)
         return super().evalexpr(tokens)
 
@@ -125,7 +128,7 @@ class _Pcpp(pcpp.Preprocessor):
         if not (j < len(tokens) and tokens[j].type == self.t_ID):
             return None
         name = tokens[j].value
-        val = name in self.macros or name in _HAS_INCLUDE
+        val = name in self.macros or name in self.probes
         if paren:
             j += 1
             while j < len(tokens) and tokens[j].value != ")":

@@ -21,10 +21,10 @@ from .closure import (
     Step,
     UnreadableHeaderError,
 )
-from .conditions import _HAS_INCLUDE, _Pcpp
+from .conditions import _Pcpp
 from .directives import _file_directives
 from .lexical import directives, header_name
-from .predefined import nvrtc_macros
+from .predefined import nvrtc_macros, probe_operators
 from .search import Context, Found, find, searched
 
 MAX_DEPTH = 200
@@ -33,7 +33,7 @@ MAX_DEPTH = 200
 class _Walker:
     def __init__(self, ctx: Context, arch: str):
         self.ctx = ctx
-        self.pp = _Pcpp(self._has_include)
+        self.pp = _Pcpp(self._has_include, probe_operators(ctx.toolchain.nvrtc_version))
         for name, value in nvrtc_macros(arch, ctx.opts.std, ctx.toolchain.nvrtc_version).items():
             self.pp.define(f"{name} {value}")
         for macro, body in ctx.opts.macros:
@@ -124,7 +124,7 @@ class _Walker:
     def _cond(self, d: str, rest: str) -> bool:
         if d in ("ifdef", "ifndef", "def", "ndef"):
             ident = rest.split()[0] if rest.split() else ""
-            defined = ident in self.pp.macros or ident in _HAS_INCLUDE
+            defined = ident in self.pp.macros or ident in self.pp.probes
             return defined if d in ("ifdef", "def") else not defined
         value, _ = self.pp.evalexpr(self.pp.tokenize(rest))
         return bool(value)

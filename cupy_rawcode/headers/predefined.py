@@ -16,6 +16,18 @@ STD_CPLUSPLUS = {
 }
 
 
+# the first NVRTC without ``__has_include_next`` (12.9 has it; 13.5 neither defines it nor reads
+# ``__has_include_next(<h>)`` in an #if: "function call is not allowed in a constant expression")
+NO_INCLUDE_NEXT_PROBE = (13, 5)
+
+
+def probe_operators(nvrtc_version: tuple[int, int]) -> tuple[str, ...]:
+    """The ``__has_include`` operators this NVRTC defines (``defined`` is true for them)."""
+    if tuple(nvrtc_version) >= NO_INCLUDE_NEXT_PROBE:
+        return ("__has_include",)
+    return ("__has_include", "__has_include_next")
+
+
 def nvrtc_macros(arch: str, std: str, nvrtc_version: tuple[int, int]) -> dict[str, str]:
     """The macros NVRTC predefines for a device compile (facts.md), plus the execution-space
     keywords its built-in cuda_runtime.h defines."""

@@ -53,15 +53,27 @@ PROBES = {
 }
 
 
+def _nvrtc_has(operator: str) -> bool:
+    """Whether this NVRTC defines ``operator`` (NVRTC 13.5 has no ``__has_include_next``)."""
+    return "YES" in bare_nvrtc(f'#ifdef {operator}\nstatic_assert(false, "YES");\n#endif\n').log
+
+
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_the_key_changes_when_a_probed_header_appears_or_goes(name, tree):
+    """Keyed as a probe whatever this NVRTC makes of it: where it has no
+    ``__has_include_next``, its #if is an error either way, and a key that changes costs a
+    compile, never a wrong kernel."""
     root = tree({"i/h.h": "// here\n"})
     source = PROBES[name] + TAIL
     options = (f"-I{root / 'i'}",)
-    assert "THERE" in bare_nvrtc(source, options).log
+    lacking = "__has_include_next" in source and not _nvrtc_has("__has_include_next")
+    said = "function call is not allowed" if lacking else "THERE"
+    assert said in bare_nvrtc(source, options).log
     there = cupy_rawcode.cache_key(source, arch="sm_90", options=options)
     (root / "i" / "h.h").unlink()
-    assert "GONE" in bare_nvrtc(source, options).log
+    assert ("function call is not allowed" if lacking else "GONE") in bare_nvrtc(
+        source, options
+    ).log
     gone = cupy_rawcode.cache_key(source, arch="sm_90", options=options)
     assert there != gone
     (root / "i" / "h.h").write_text("// here\n")
@@ -98,3 +110,30 @@ def test_a_stringized_va_args_keeps_its_arguments_as_written(spelled, tree):
     assert "READ" in bare_nvrtc(source, options).log
     closure = cupy_rawcode.resolve(source, options)
     assert [h.path for h in closure.headers] == [str(root / "i" / spelled)]
+
+
+# a condition on the probe operators themselves -> the branch NVRTC takes is the one exact mode
+# takes (whatever this NVRTC defines)
+OPERATOR_CONDITIONS = [
+    "#ifdef __has_include_next",
+    "#if defined(__has_include_next)",
+    "#ifndef __has_include_next",
+    "#ifdef __has_include",
+    '#if __has_include_next("h.h")',
+    '#if __has_include("h.h")',
+]
+
+
+@pytest.mark.parametrize("condition", OPERATOR_CONDITIONS)
+def test_exact_mode_takes_the_branch_nvrtc_takes_on_the_probe_operators(condition, tree):
+    root = tree({"i/h.h": "// here\n", "i/a.h": "// a\n", "i/b.h": "// b\n"})
+    options = (f"-I{root / 'i'}",)
+    marked = f'{condition}\nstatic_assert(false, "FIRST");\n#else\nstatic_assert(false, "SECOND");\n#endif\n'
+    log = bare_nvrtc(marked, options).log
+    first = "FIRST" in log
+    assert first != ("SECOND" in log), log
+    source = f'{condition}\n#include "a.h"\n#else\n#include "b.h"\n#endif\n'
+    closure = cupy_rawcode.resolve(source, options, exact=True)
+    assert [h.path.rsplit("/", 1)[-1] for h in closure.headers] == ["a.h" if first else "b.h"]
+    failed = "function call is not allowed" in log
+    assert any("has no __has_include_next" in e for e in closure.errors) == failed

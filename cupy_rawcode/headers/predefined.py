@@ -16,8 +16,9 @@ STD_CPLUSPLUS = {
 }
 
 
-# the first NVRTC without ``__has_include_next`` (12.9 has it; 13.5 neither defines it nor reads
-# ``__has_include_next(<h>)`` in an #if: "function call is not allowed in a constant expression")
+# the first NVRTC without ``__has_include_next``: 12.9 and 13.0 define it; 13.5 neither defines it
+# nor reads ``__has_include_next(<h>)`` in an #if ("function call is not allowed in a constant
+# expression"); 13.1-13.4 unmeasured. Keys see every probe either way (fast mode: a superset).
 NO_INCLUDE_NEXT_PROBE = (13, 5)
 
 

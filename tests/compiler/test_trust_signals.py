@@ -246,8 +246,9 @@ try:
         sig._write(signal.{name}, bytes(nvrtc))
         os.kill(os.getpid(), signal.{name})
         t = time.monotonic()
-        while time.monotonic() - t < 10:  # Python work, as a header scan is
-            pass
+        while True:  # Python work, as a header scan is (not a bare "while cond: pass": CPython
+            if time.monotonic() - t > 10:  # 3.13 may raise in its condition past the except,
+                break  # python/cpython#130279)
         print("NOT INTERRUPTED", flush=True)
 except KeyboardInterrupt:
     print("INTERRUPTED", flush=True)

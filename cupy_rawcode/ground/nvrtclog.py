@@ -32,6 +32,7 @@ _TOO_OLD = r"error[^\n]*requires at least C\+\+ ?(\d\d)"
 # 'incomplete type "T [48][32]" (aka "float16 [48][32]") is not allowed': the aka spelling wins
 _INCOMPLETE = r'incomplete type "([^"]*)"(?: \(aka "([^"]*)"\))?'
 _UNDEFINED = r'identifier "(\w+)" is undefined'
+_UNOPENED = r'cannot open source file "([^"\n]*)"'  # a missing header, as its include spells it
 
 _OPTION_PREFIX, _OPTION_SUFFIX = "nvrtc: error: ", " found"
 
@@ -118,6 +119,11 @@ def incomplete_types(log: str) -> list[str]:
 def undefined_identifiers(log: str) -> list[str]:
     """The identifiers NVRTC's errors call undefined, in log order (repeats kept)."""
     return [name for text in error_texts(log) for name in re.findall(_UNDEFINED, text)]
+
+
+def unopened_files(log: str) -> list[str]:
+    """The headers NVRTC's errors say it cannot open, as their includes spell them, in order."""
+    return [name for text in error_texts(log) for name in re.findall(_UNOPENED, text)]
 
 
 def errors_inside(log: str, directory: str) -> bool:

@@ -19,13 +19,14 @@ from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarn
 from ..ground.stamps import absent, changed_since, first_changed, take
 from ..headers.options import file_options
 from ..key import closure_digest, manifest
-from ..key.request import Request, compute_key, context
+from ..key.request import Request, compute_key, context, request_closure
 from ..store import Levels, default_store
 from ..store.entry import CLOSURE_RECORD, encode, entry_log
 from ..store.layout import using_cache_dir
 from . import failures
 
 fast = deferred("cupy_rawcode.headers.fast")  # a miss whose key a manifest gave only
+nvrtclog = deferred("cupy_rawcode.ground.nvrtclog")  # a failed compile's log only
 
 
 class Result:
@@ -181,11 +182,12 @@ def compile_request(
 
     Failures raise errors.CompileError (CuPy's CompileException), dumped to stderr as CuPy does
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
-    its include chain) as errors.MissingHeaderCompileError, never by NVRTC: a compile started
-    early is abandoned when resolution fails or the store has the entry. Everything the compile
-    writes goes to the directory of the store's disk layer (using_cache_dir). Ctrl-C and
-    SIGTERM reach Python's handler while the headers are scanned beside an early compile
-    (compiler/signals.py: taken_by_keeper, around the keying only)."""
+    its include chain) as errors.MissingHeaderCompileError: before NVRTC runs (a compile started
+    early is abandoned when resolution fails or the store has the entry), or, for an include
+    inside an #if the scan cannot decide, when NVRTC says it cannot open it (_unopened).
+    Everything the compile writes goes to the directory of the store's disk layer
+    (using_cache_dir). Ctrl-C and SIGTERM reach Python's handler while the headers are scanned
+    beside an early compile (compiler/signals.py: taken_by_keeper, around the keying only)."""
     store = store if store is not None else default_store()
     try:
         with using_cache_dir(store_dir(store)):
@@ -203,13 +205,36 @@ def store_dir(store: Levels) -> str | None:
     return None if root is None else str(root)
 
 
-def _missing_header(e, req: Request, ctx):
-    """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise."""
+def _missing_header(e, req: Request, ctx, log: str | None = None):
+    """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise
+    (``log``: NVRTC's, when NVRTC ran)."""
     flags = _nvrtc().nvrtc_flags(req, ctx)  # a failed key: NVRTC's flags for the message
     msg = e.args[0] if e.args else str(e)
     return errors.MissingHeaderCompileError(
-        msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ())
+        msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ()), log=log
     )
+
+
+def _unopened(e: Exception, req: Request, ctx, keyed):
+    """NVRTC's "cannot open source file" for includes the resolver left to it (inside an #if
+    that a scan cannot decide) as the resolver's MissingHeaderCompileError: their include
+    chains, the directories searched, and so the answers a retry has (flow._retrying: a moved
+    header's new name, jitify=True's dropped includes). None for any other failure."""
+    if not isinstance(e, errors.CompileError) or isinstance(e, MissingHeaderError):
+        return None
+    names = set(nvrtclog.unopened_files(getattr(e, "log", "") or ""))
+    closure = keyed.closure
+    if names and closure is None:  # keyed by a manifest: the closure is resolved again
+        try:
+            closure = request_closure(req)
+        except Exception:  # what changed since is NVRTC's error to tell
+            return None
+    found = {m.name: m for m in (closure.missing if names else ()) if m.name in names}
+    if not found:
+        return None
+    missing = tuple(found.values())
+    said = MissingHeaderError("\n".join(m.message() for m in missing), missing)
+    return _missing_header(said, req, ctx, getattr(e, "log", None))
 
 
 def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool = False) -> Result:
@@ -270,6 +295,9 @@ def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool
             try:
                 made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
             except Exception as e:
+                unopened = _unopened(e, req, ctx, keyed)
+                if unopened is not None:
+                    raise unopened from None
                 if cacheable:
                     _keep_failure(e, store, key, req, keyed, ctx, search)
                 raise

@@ -91,7 +91,7 @@ def _retrying(
     (relocated.py); with ``jitify_mode``, includes in headers that match no file are answered
     by empty ones after a warning (jitify.py), and a failure after that names them first."""
     tried: set[str] = set()  # the answers already looked for
-    dropped = None  # the error whose includes were dropped
+    dropped: dict[str, object] = {}  # name -> the Missing of each include dropped so far
     retried = False
     while True:
         try:
@@ -102,14 +102,16 @@ def _retrying(
             if "moved" not in tried:
                 tried.add("moved")
                 again = forwarded(req, missing)
-            if again is None and jitify_mode and "dropped" not in tried and missing:
+            # dropped again for each new name: NVRTC names the includes inside an #if one at a
+            # time, as it meets them (Jitify dropped those too, one compile each)
+            new = [m for m in missing if m.name not in dropped]
+            if again is None and jitify_mode and new:
                 if isinstance(e, errors.MissingHeaderCompileError):
-                    tried.add("dropped")
-                    dropped = e
                     again = _with_isystem(req, jitify.dropping(e))  # raises e for the source's own
+                    dropped.update((m.name, m) for m in new)
             if again is None:
-                if dropped is not None:
-                    jitify.annotate(e, dropped)
+                if dropped:
+                    jitify.annotate(e, tuple(dropped.values()))
                 raise
         req, retried = again, True
 

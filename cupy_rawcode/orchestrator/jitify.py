@@ -71,13 +71,13 @@ def dropping(error) -> str:
     return _stub_dir(m.name for m in missing)
 
 
-def annotate(e: BaseException, error) -> None:
-    """A compile that failed after ``error``'s includes were dropped: its message (NVRTC's)
-    names the dropped includes first."""
+def annotate(e: BaseException, missing: tuple) -> None:
+    """A compile that failed after the includes of ``missing`` were dropped: its message
+    (NVRTC's) names the dropped includes first."""
     if hasattr(e, "_msg"):
         e._msg = (
             "cupy-rawcode dropped include(s) that match no file, as Jitify did:\n"
-            f"{dropped_message(error.missing)}\nand then NVRTC failed:\n{e._msg}"
+            f"{dropped_message(missing)}\nand then NVRTC failed:\n{e._msg}"
         )
 
 

@@ -1,10 +1,7 @@
-"""Headers that moved: an include of an old location is answered by a header that includes the
-new one, with one warning saying what to write instead.
-
-CuPy 8-12 shipped CUB inside its own include directory, so code of that era includes
-``<cupy/cub/cub/block/block_load.cuh>``; CuPy 13 dropped that copy for CCCL, where the same
-header is ``<cub/block/block_load.cuh>``. Such code compiled with CuPy 12, with or without
-``jitify=True``; here it compiles too, against the CUB the search finds.
+"""Headers that moved (headers/moved.py): an include of an old location is answered by a header
+that includes the new one, with one warning saying what to write instead. Code of CuPy 12's
+era compiled with or without ``jitify=True``; here it compiles too, against the CUB the search
+finds.
 """
 
 from __future__ import annotations
@@ -13,21 +10,11 @@ import warnings
 
 from ..ground.errors import RawcodeWarning
 from ..ground.fsutil import process_header_dir
-
-# old prefix -> new prefix
-MOVES = (("cupy/cub/cub/", "cub/"), ("cupy/cub/", "cub/"))
+from ..headers.moved import new_name
 
 
 class RelocatedIncludeWarning(RawcodeWarning, UserWarning):
     """An include named a header's old location; it was answered by the new one."""
-
-
-def new_name(name: str) -> str | None:
-    """Where header ``name`` lives now, or None when it did not move."""
-    for old, new in MOVES:
-        if name.startswith(old):
-            return new + name[len(old) :]
-    return None
 
 
 def forwarding_dir(missing) -> str | None:

@@ -28,7 +28,7 @@ def forwarding_dir(missing) -> str | None:
         f"cupy-rawcode: CuPy 13 and later have no <cupy/cub/...> headers (CuPy 12's copy of "
         f"CUB): answered {listed}; include the latter to silence this",
         RelocatedIncludeWarning,
-        stacklevel=5,
+        stacklevel=6,
     )
     forwarding = {
         old: f"// cupy-rawcode: <{old}> moved to <{new}>\n#include <{new}>\n"

@@ -121,9 +121,15 @@ def undefined_identifiers(log: str) -> list[str]:
     return [name for text in error_texts(log) for name in re.findall(_UNDEFINED, text)]
 
 
-def unopened_files(log: str) -> list[str]:
-    """The headers NVRTC's errors say it cannot open, as their includes spell them, in order."""
-    return [name for text in error_texts(log) for name in re.findall(_UNOPENED, text)]
+def unopened_files(log: str) -> list[tuple[str, int, str]]:
+    """(includer as NVRTC names it, line, header as the include spells it) of each header
+    NVRTC's errors say it cannot open, in order."""
+    return [
+        (d.file, d.line, name)
+        for d in diagnostics(log)
+        if d.is_error
+        for name in re.findall(_UNOPENED, d.message)
+    ]
 
 
 def errors_inside(log: str, directory: str) -> bool:

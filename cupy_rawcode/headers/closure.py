@@ -18,6 +18,7 @@ from ..ground.errors import ResolveError as ResolveError
 from ..ground.errors import UnreadableHeaderError as UnreadableHeaderError
 from ..toolkit.cudaheaders import missing_hint
 from ..toolkit.discovery import SearchDir
+from .moved import new_name
 from .standard import NO_FLOOR, Floor
 
 header_search = deferred("cupy_rawcode.headers.search")  # the toolchain: a message only
@@ -116,6 +117,12 @@ class Closure:
         return sorted((h.logical, h.digest) for h in self.headers)
 
     def raise_for_missing(self) -> None:
+        """MissingHeaderError for the includes NVRTC will meet that match no file; with them,
+        or alone, those of moved headers (moved.py) inside an #if: answered by their new names
+        before NVRTC runs, whether or not it reaches them (a compile that fails on one each time
+        would cost every call)."""
         live = [m for m in self.missing if not m.conditional]
+        if all(new_name(m.name) is not None for m in live):
+            live += [m for m in self.missing if m.conditional and new_name(m.name) is not None]
         if live:
             raise MissingHeaderError("\n".join(m.message() for m in live), tuple(live))

@@ -57,8 +57,6 @@ class _Pcpp(pcpp.Preprocessor):
         return tok.value in self.probes
 
     def on_unknown_macro_function_in_expr(self, ident):
-        if ident in _HAS_INCLUDE:  # an operator this NVRTC lacks: its compile fails there
-            self.on_error("", 0, f"this NVRTC has no {ident} (its #if is an error)")
         return lambda *args: 0
 
     # fix: x ## __VA_ARGS__ (and any ## operand) with leading/trailing whitespace in the argument
@@ -90,6 +88,8 @@ class _Pcpp(pcpp.Preprocessor):
         tokens = self._replace_operators(tokens, ("defined",), self._defined)
         tokens = self.expand_macros(tokens)
         tokens = self._replace_operators(tokens, self.probes, self._has_include_value)
+        lacking = tuple(p for p in _HAS_INCLUDE if p not in self.probes)
+        tokens = self._replace_operators(tokens, lacking, self._lacking_value)
         tokens = self._fix_literals(tokens)
         return super().evalexpr(tokens)
 
@@ -142,6 +142,12 @@ class _Pcpp(pcpp.Preprocessor):
         name, angled = header_name(text)
         nxt = tokens[i].value.endswith("next")
         return int(name is not None and self.has_include(name, angled, nxt)), k + 1
+
+    def _lacking_value(self, tokens, i: int) -> tuple[int, int]:
+        """A probe operator this NVRTC lacks, at ``i``, with its operand: 0, and the error
+        NVRTC gives there (its compile fails)."""
+        self.on_error("", 0, f"this NVRTC has no {tokens[i].value} (its #if is an error)")
+        return 0, _parenthesized(tokens, i + 1)[1] + 1
 
     def _fix_literals(self, tokens):
         """true/false -> 1/0; integer suffixes dropped (pcpp lexes 1ULL as '1UL' 'L')."""

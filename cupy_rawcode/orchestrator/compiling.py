@@ -14,19 +14,18 @@ from ..compiler import early
 from ..compiler.early import STEP as WAIT_STEP
 from ..compiler.early import Early
 from ..compiler.signals import taken_by_keeper
-from ..ground import config, deferred, errors  # errors' CuPy-based classes are built on first use
+from ..ground import config, deferred
 from ..ground.errors import MissingHeaderError, RawcodeRuntimeError, RawcodeWarning
 from ..ground.stamps import absent, changed_since, first_changed, take
 from ..headers.options import file_options
 from ..key import closure_digest, manifest
-from ..key.request import Request, compute_key, context, request_closure
+from ..key.request import Request, compute_key, context
 from ..store import Levels, default_store
 from ..store.entry import CLOSURE_RECORD, encode, entry_log
 from ..store.layout import using_cache_dir
-from . import failures
+from . import failures, missing
 
 fast = deferred("cupy_rawcode.headers.fast")  # a miss whose key a manifest gave only
-nvrtclog = deferred("cupy_rawcode.ground.nvrtclog")  # a failed compile's log only
 
 
 class Result:
@@ -184,7 +183,7 @@ def compile_request(
     when CUPY_DUMP_CUDA_SOURCE_ON_ERROR=1. A missing header is reported by the resolver (with
     its include chain) as errors.MissingHeaderCompileError: before NVRTC runs (a compile started
     early is abandoned when resolution fails or the store has the entry), or, for an include
-    inside an #if the scan cannot decide, when NVRTC says it cannot open it (_unopened).
+    inside an #if the scan cannot decide, when NVRTC says it cannot open it (missing.py).
     Everything the compile writes goes to the directory of the store's disk layer
     (using_cache_dir). Ctrl-C and SIGTERM reach Python's handler while the headers are scanned
     beside an early compile (compiler/signals.py: taken_by_keeper, around the keying only)."""
@@ -205,38 +204,6 @@ def store_dir(store: Levels) -> str | None:
     return None if root is None else str(root)
 
 
-def _missing_header(e, req: Request, ctx, log: str | None = None):
-    """The resolver's MissingHeaderError as the CompileException NVRTC's failure would raise
-    (``log``: NVRTC's, when NVRTC ran)."""
-    flags = _nvrtc().nvrtc_flags(req, ctx)  # a failed key: NVRTC's flags for the message
-    msg = e.args[0] if e.args else str(e)
-    return errors.MissingHeaderCompileError(
-        msg, req.source, req.program_name, flags, missing=getattr(e, "missing", ()), log=log
-    )
-
-
-def _unopened(e: Exception, req: Request, ctx, keyed):
-    """NVRTC's "cannot open source file" for includes the resolver left to it (inside an #if
-    that a scan cannot decide) as the resolver's MissingHeaderCompileError: their include
-    chains, the directories searched, and so the answers a retry has (flow._retrying: a moved
-    header's new name, jitify=True's dropped includes). None for any other failure."""
-    if not isinstance(e, errors.CompileError) or isinstance(e, MissingHeaderError):
-        return None
-    names = set(nvrtclog.unopened_files(getattr(e, "log", "") or ""))
-    closure = keyed.closure
-    if names and closure is None:  # keyed by a manifest: the closure is resolved again
-        try:
-            closure = request_closure(req)
-        except Exception:  # what changed since is NVRTC's error to tell
-            return None
-    found = {m.name: m for m in (closure.missing if names else ()) if m.name in names}
-    if not found:
-        return None
-    missing = tuple(found.values())
-    said = MissingHeaderError("\n".join(m.message() for m in missing), missing)
-    return _missing_header(said, req, ctx, getattr(e, "log", None))
-
-
 def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool = False) -> Result:
     """compile_request's work; ``fresh``: key from a resolve now, no manifest or closure record
     (theirs named a header shadowed since: _search_stamps)."""
@@ -255,7 +222,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool
     except BaseException as e:
         _forget(req, early)
         if isinstance(e, MissingHeaderError):
-            raise _missing_header(e, req, ctx) from None
+            raise missing.as_compile_error(e, req, ctx) from None
         raise
     key, count, ctx = keyed.key, keyed.count, keyed.context
     # an include the key cannot name, or a file NVRTC writes or reads besides the headers
@@ -295,7 +262,7 @@ def _compile_request(req: Request, store: Levels, dump: bool | None, fresh: bool
             try:
                 made = early.result() if early is not None else _nvrtc_compile(req, ctx, dump)
             except Exception as e:
-                unopened = _unopened(e, req, ctx, keyed)
+                unopened = missing.unopened(e, req, ctx, keyed)
                 if unopened is not None:
                     raise unopened from None
                 if cacheable:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..compiler import relocated
 from ..ground import config, errors
+from ..headers.moved import new_name
 from ..headers.options import Options, normalize_arch
 from ..key import index_save
 from ..key.request import Request, make_request
@@ -86,34 +87,46 @@ def compile_for(
 def _retrying(
     req: Request, store: Levels, dump: bool | None, jitify_mode: bool
 ) -> tuple[Request, Result, bool]:
-    """(request, result, whether it was retried): compile_request, and on a missing header
-    once more for each answer that applies: a header that moved is found by its new name
+    """(request, result, whether it was retried): compile_request, and on a missing header once
+    more with an answer for each new name: a header that moved is found by its new name
     (relocated.py); with ``jitify_mode``, includes in headers that match no file are answered
-    by empty ones after a warning (jitify.py), and a failure after that names them first."""
-    tried: set[str] = set()  # the answers already looked for
-    dropped: dict[str, object] = {}  # name -> the Missing of each include dropped so far
+    by empty ones after a warning (jitify.py), and a failure after that names them first.
+    NVRTC names the includes inside an #if one at a time, as it meets them: one more compile
+    for each (Jitify found them so too)."""
+    answered: set[str] = set()  # the names answered so far
+    dropped: dict[str, Any] = {}  # name -> the Missing of each include dropped so far
     retried = False
     while True:
         try:
             return req, compile_request(req, store=store, dump=dump), retried
         except Exception as e:
-            missing = getattr(e, "missing", ())
-            again = None
-            if "moved" not in tried:
-                tried.add("moved")
-                again = forwarded(req, missing)
-            # dropped again for each new name: NVRTC names the includes inside an #if one at a
-            # time, as it meets them (Jitify dropped those too, one compile each)
-            new = [m for m in missing if m.name not in dropped]
-            if again is None and jitify_mode and new:
-                if isinstance(e, errors.MissingHeaderCompileError):
-                    again = _with_isystem(req, jitify.dropping(e))  # raises e for the source's own
-                    dropped.update((m.name, m) for m in new)
+            new = [m for m in getattr(e, "missing", ()) if m.name not in answered]
+            again = _answered(req, e, new, jitify_mode, dropped) if new else None
             if again is None:
                 if dropped:
                     jitify.annotate(e, tuple(dropped.values()))
                 raise
+            answered.update(m.name for m in new)
         req, retried = again, True
+
+
+def _answered(req: Request, e: Exception, new: list, jitify_mode: bool, dropped: dict):
+    """``req`` with an answer for each of the ``new`` missing includes (moved headers forwarded
+    to their new names; with ``jitify_mode``, the others dropped: ``dropped`` gains them), or
+    None when one has none (an include of the source's own is never dropped)."""
+    moved = [m for m in new if new_name(m.name) is not None]
+    rest = [m for m in new if new_name(m.name) is None]
+    if rest and not (jitify_mode and isinstance(e, errors.MissingHeaderCompileError)):
+        return None
+    stubs = jitify.dropping(rest) if rest else None
+    if rest and stubs is None:
+        return None
+    if moved:
+        req = forwarded(req, moved) or req
+    if stubs is not None:
+        dropped.update((m.name, m) for m in rest)
+        req = _with_isystem(req, stubs)
+    return req
 
 
 def forwarded(req: Request, missing) -> Request | None:

@@ -55,18 +55,18 @@ def spelled(m) -> str:
     return f"<{m.name}>" if m.angled else f'"{m.name}"'
 
 
-def dropping(error) -> str:
-    """Jitify's leniency: the includes in headers that match no file, answered by empty headers
-    in a directory searched after the user's (returned), after one warning naming them. A
-    missing include in the source itself is the user's own mistake: ``error`` is raised."""
-    missing = tuple(error.missing)
+def dropping(missing) -> str | None:
+    """Jitify's leniency: the includes in headers that match no file (``missing``), answered by
+    empty headers in a directory searched after the user's (returned), after one warning naming
+    them. A missing include in the source itself is the user's own mistake: None."""
+    missing = tuple(missing)
     if not missing or any(_by_source(m) for m in missing):
-        raise error
+        return None
     warnings.warn(
         "cupy-rawcode: dropped include(s) that match no file, as Jitify did:\n"
         + dropped_message(missing),
         DroppedIncludeWarning,
-        stacklevel=7,
+        stacklevel=8,
     )
     return _stub_dir(m.name for m in missing)
 
@@ -88,6 +88,16 @@ def _by_source(missing) -> bool:
 
 
 def _stub_dir(names) -> str:
-    """A directory of empty headers under the given names, for this process."""
-    stub = "// cupy-rawcode: an include that matched no file (jitify=True leniency)\n"
-    return process_header_dir(dict.fromkeys(names, stub), "cupy-rawcode-dropped-")
+    """A directory of empty headers under the given names, for this process. Each is empty for
+    an include in a header only: the source's own include of the same name (``__INCLUDE_LEVEL__``
+    1, NVRTC's as GCC's) still fails, as NVRTC says it, since Jitify dropped the header's."""
+    return process_header_dir({n: _stub(n) for n in names}, "cupy-rawcode-dropped-")
+
+
+def _stub(name: str) -> str:
+    return (
+        "// cupy-rawcode: an include that matched no file (jitify=True leniency)\n"
+        "#if __INCLUDE_LEVEL__ <= 1\n"
+        f'#error cannot open source file "{name}" (included by the source itself)\n'
+        "#endif\n"
+    )

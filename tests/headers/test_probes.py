@@ -120,6 +120,7 @@ OPERATOR_CONDITIONS = [
     "#ifndef __has_include_next",
     "#ifdef __has_include",
     '#if __has_include_next("h.h")',
+    "#if __has_include_next(<h.h>)",
     '#if __has_include("h.h")',
 ]
 

@@ -2,7 +2,7 @@
 branch, so NVRTC is left to open it. When NVRTC then says "cannot open source file", the error
 is the resolver's, as for an include outside every #if: a MissingHeaderError with the include
 chain and the directories searched (CLI exit 3), a moved header answered by its new name, and
-jitify=True's dropped includes (compiling._unopened, flow._retrying)."""
+jitify=True's dropped includes (orchestrator/missing.py, flow._retrying)."""
 
 import subprocess
 import sys
@@ -140,3 +140,89 @@ def test_jitify_keeps_the_error_for_the_sources_own_include_inside_an_if():
     source = "#if 1\n#include <no_such_header.h>\n#endif\n" + VALUE + KERNEL
     with pytest.raises(cupy_rawcode.MissingHeaderError, match="no_such_header.h"):
         cupy_rawcode.RawModule(code=source, jitify=True).compile(arch="sm_90")
+
+
+MOVED_TWO = (
+    "#include <cupy/cub/cub/block/block_load.cuh>\n#include <cupy/cub/cub/block/block_store.cuh>\n"
+)
+MOVED_TWO_USE = (
+    'extern "C" __global__ void k(float* x) {\n  float v[2];\n'
+    "  cub::LoadDirectBlocked(threadIdx.x, x, v); cub::StoreDirectBlocked(threadIdx.x, x, v);\n}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "where", ["#if 1", "#ifdef __HIPCC__\n#include <hipcub/hipcub.hpp>\n#else"]
+)
+def test_every_moved_header_inside_an_if_is_answered_before_nvrtc_runs(where, monkeypatch):
+    """All at once, as outside an #if: no compile fails on one first (which every later call
+    would pay again: the failure is never kept)."""
+    from cupy_rawcode.orchestrator import compiling
+
+    runs = []
+    real = compiling._nvrtc_compile
+    monkeypatch.setattr(compiling, "_nvrtc_compile", lambda *a: runs.append(1) or real(*a))
+    monkeypatch.setenv("CUPY_RAWCODE_OVERLAP", "0")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cupy_rawcode.compile(f"{where}\n{MOVED_TWO}#endif\n{MOVED_TWO_USE}", arch="sm_90")
+    assert len(runs) == 1
+    (said,) = [str(x.message) for x in w if x.category is RelocatedIncludeWarning]
+    assert "block_load.cuh" in said and "block_store.cuh" in said
+
+
+@pytest.mark.parametrize("moved_first", [True, False])
+def test_jitify_answers_a_moved_header_by_its_new_name_beside_a_dropped_one(tree, moved_first):
+    blocks = ["#if 1\n#include <gone_a.h>\n#endif\n", "#if 1\n" + MOVED + "#endif\n"]
+    root = tree({"i/h.h": "#pragma once\n" + "".join(blocks[::-1] if moved_first else blocks)})
+    source = '#include "h.h"\n' + MOVED_USE
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        mod = cupy_rawcode.RawModule(code=source, options=(f"-I{root / 'i'}",), jitify=True)
+        mod.compile(arch="sm_90")
+    kinds = sorted(x.category.__name__ for x in w)
+    assert kinds == ["DroppedIncludeWarning", "RelocatedIncludeWarning"]
+
+
+def test_the_include_nvrtc_names_is_the_one_reported_not_another_of_its_name(tree):
+    """NVRTC says which file and line could not open it: the source's own include, not an
+    include of the same name in a header's branch NVRTC never takes."""
+    root = tree({"i/untaken.h": "#pragma once\n#ifdef __HIPCC__\n#include <gone.h>\n#endif\n"})
+    source = '#include "untaken.h"\n#ifdef __CUDACC__\n#include <gone.h>\n#endif\n' + VALUE + KERNEL
+    options = (f"-I{root / 'i'}",)
+    with pytest.raises(cupy_rawcode.MissingHeaderError) as e:
+        cupy_rawcode.compile(source, arch="sm_90", options=options)
+    assert [[str(s) for s in m.chain] for m in e.value.missing] == [["<source>:3"]]
+    with pytest.raises(cupy_rawcode.MissingHeaderError):  # the source's own: never dropped
+        cupy_rawcode.RawModule(code=source, options=options, jitify=True).compile(arch="sm_90")
+
+
+def test_jitify_never_answers_the_sources_own_include_by_a_headers_dropped_one(tree):
+    """A header's include is dropped; the source's own include of the same name, met next,
+    still fails (the empty header stands in for includes of headers only)."""
+    root = tree({"i/taken.h": "#pragma once\n#ifdef __CUDACC__\n#include <gone.h>\n#endif\n"})
+    source = '#include "taken.h"\n#if 1\n#include <gone.h>\n#endif\n' + VALUE + KERNEL
+    module = cupy_rawcode.RawModule(code=source, options=(f"-I{root / 'i'}",), jitify=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedIncludeWarning)
+        with pytest.raises(cupy_rawcode.CompileError, match='cannot open source file "gone.h"'):
+            module.compile(arch="sm_90")
+
+
+def test_jitify_names_the_dropped_includes_when_the_sources_own_then_fails(tree):
+    root = tree({"i/h.h": "#pragma once\n#if 1\n#include <gone_in_header.h>\n#endif\n" + VALUE})
+    source = '#include "h.h"\n#if 1\n#include <gone_in_source.h>\n#endif\n' + KERNEL
+    module = cupy_rawcode.RawModule(code=source, options=(f"-I{root / 'i'}",), jitify=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedIncludeWarning)
+        with pytest.raises(cupy_rawcode.MissingHeaderError) as e:
+            module.compile(arch="sm_90")
+    assert "gone_in_header.h" in str(e.value) and "gone_in_source.h" in str(e.value)
+
+
+def test_a_dumped_source_is_named_by_the_missing_header_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUPY_RAWCODE_DUMP_SOURCE", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with pytest.raises(cupy_rawcode.MissingHeaderError) as e:
+        cupy_rawcode.compile("#if 1\n#include <no_such_header.h>\n#endif\n" + KERNEL, arch="sm_90")
+    assert e.value.dump_path and f"written to {e.value.dump_path}" in str(e.value)

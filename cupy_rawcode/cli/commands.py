@@ -11,7 +11,7 @@ import time
 
 from ..ground import deferred, kind_of
 from ..ground.config import check_workers
-from ..ground.errors import EntryError
+from ..ground.errors import EntryError, MissingHeaderError
 from ..ground.inputs import read_source
 from ..headers.options import file_options
 from ..key import portable
@@ -32,6 +32,7 @@ header_options = deferred("cupy_rawcode.headers.options")
 search = deferred("cupy_rawcode.headers.search")
 toolrecord = deferred("cupy_rawcode.toolkit.record")
 compiling = deferred("cupy_rawcode.orchestrator.compiling")
+flow = deferred("cupy_rawcode.orchestrator.flow")  # deps of a source with a moved header
 prebuilding = deferred("cupy_rawcode.parallel.prebuild")
 
 
@@ -64,11 +65,17 @@ def _cmd_deps(args, options) -> int:
     if arch is None:  # an -arch option, else sm_90
         arch = header_options.parse_options(options).arch or "sm_90"
     # the request compile makes (its pre-include and CuPy's defaults): the same header count
-    closure = request.request_closure(
-        _request(args, options, arch=arch, target="ptx"), exact=args.exact
-    )
+    req = _request(args, options, arch=arch, target="ptx")
+    closure = request.request_closure(req, exact=args.exact)
     if not args.exact:
-        closure.raise_for_missing()
+        try:
+            closure.raise_for_missing()
+        except MissingHeaderError as e:  # a moved header: as a compile answers it (flow.py)
+            again = flow.forwarded(req, e.missing)
+            if again is None:
+                raise
+            closure = request.request_closure(again)
+            closure.raise_for_missing()
     print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
     for h in closure.headers:
         rel = h.logical.split(":", 1)[1]

@@ -294,3 +294,23 @@ def test_prebuild_with_an_option_that_names_a_file_nvrtc_writes_is_a_usage_error
     code, _, err = run(capsys, "prebuild", str(tmp_path / "k.cu"), "--arch", "sm_90", option)
     assert code == 2 and option in err and "nothing to prebuild" in err
     assert not named.exists()  # not written by the check of the options either
+
+
+# where CuPy 12's CUB include stands -> deps lists the closure with CCCL's CUB, as compile builds
+MOVED_INCLUDE = "#include <cupy/cub/cub/block/block_load.cuh>\n"
+MOVED_PLACES = {
+    "outside any #if": MOVED_INCLUDE,
+    "a HIP/CUDA split": "#ifdef __HIPCC__\n#include <hipcub/hipcub.hpp>\n#else\n"
+    + MOVED_INCLUDE
+    + "#endif\n",
+}
+
+
+@pytest.mark.parametrize("place", sorted(MOVED_PLACES))
+def test_deps_answers_a_moved_header_as_a_compile_does(capsys, tmp_path, place):
+    path = tmp_path / "k.cu"
+    path.write_text(MOVED_PLACES[place] + "__global__ void k() {}\n")
+    with pytest.warns(UserWarning, match="cupy/cub"):
+        rc, out, err = run(capsys, "deps", str(path))
+    assert rc == cli.EXIT_OK, err
+    assert "cub/block/block_load.cuh" in out and "(fast mode)" in out

@@ -214,6 +214,14 @@ def hung_nvrtc(tmp_path):
 # ------------------------------------------------------------------ Redis
 
 
+def nvrtc_defines(name: str, options: tuple[str, ...] = ()) -> bool:
+    """Whether this NVRTC, given ``options``, defines the macro or operator ``name`` (NVRTC 13.5
+    has no ``__has_include_next``)."""
+    done = bare_nvrtc(f"#ifdef {name}\n#error defined\n#endif\n", options)
+    assert not done.refused_options, options
+    return not done.ok
+
+
 def free_port() -> int:
     """A TCP port nothing listens on now, on loopback."""
     with socket.socket() as s:

@@ -11,7 +11,7 @@ import time
 
 from ..ground import deferred, kind_of
 from ..ground.config import check_workers
-from ..ground.errors import EntryError, MissingHeaderError
+from ..ground.errors import EntryError
 from ..ground.inputs import read_source
 from ..headers.options import file_options
 from ..key import portable
@@ -60,22 +60,23 @@ def _request(args, options, *, arch=None, target: str = "cubin", name_expression
     )
 
 
+def _checked_closure(req):
+    """The request's fast closure; MissingHeaderError for what NVRTC would not find."""
+    closure = request.request_closure(req)
+    closure.raise_for_missing()
+    return closure
+
+
 def _cmd_deps(args, options) -> int:
     arch = args.arch
     if arch is None:  # an -arch option, else sm_90
         arch = header_options.parse_options(options).arch or "sm_90"
     # the request compile makes (its pre-include and CuPy's defaults): the same header count
     req = _request(args, options, arch=arch, target="ptx")
-    closure = request.request_closure(req, exact=args.exact)
-    if not args.exact:
-        try:
-            closure.raise_for_missing()
-        except MissingHeaderError as e:  # a moved header: as a compile answers it (flow.py)
-            again = flow.forwarded(req, e.missing)
-            if again is None:
-                raise
-            closure = request.request_closure(again)
-            closure.raise_for_missing()
+    if args.exact:
+        closure = request.request_closure(req, exact=True)
+    else:  # a moved header answered by its new name, as a compile does
+        closure = flow.moved_answered(req, _checked_closure)
     print(f"{args.file}: {len(closure.headers)} headers ({closure.mode} mode)")
     for h in closure.headers:
         rel = h.logical.split(":", 1)[1]

@@ -43,6 +43,7 @@ class _Pcpp(pcpp.Preprocessor):
         super().__init__()
         self.has_include = has_include  # (name, angled, next) -> bool
         self.probes = probes  # the operators this NVRTC has (predefined.probe_operators)
+        self.lacking = tuple(p for p in _HAS_INCLUDE if p not in probes)  # an error in an #if
         self.errors: list[str] = []
         self._va_opt: dict = {}
         self.where = ("", 0)
@@ -88,8 +89,7 @@ class _Pcpp(pcpp.Preprocessor):
         tokens = self._replace_operators(tokens, ("defined",), self._defined)
         tokens = self.expand_macros(tokens)
         tokens = self._replace_operators(tokens, self.probes, self._has_include_value)
-        lacking = tuple(p for p in _HAS_INCLUDE if p not in self.probes)
-        tokens = self._replace_operators(tokens, lacking, self._lacking_value)
+        tokens = self._replace_operators(tokens, self.lacking, self._lacking_value)
         tokens = self._fix_literals(tokens)
         return super().evalexpr(tokens)
 

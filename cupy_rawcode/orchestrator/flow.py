@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..compiler import relocated
 from ..ground import config, errors
+from ..ground.errors import MissingHeaderError
 from ..headers.moved import new_name
 from ..headers.options import Options, normalize_arch
 from ..key import index_save
@@ -21,6 +23,8 @@ from ..toolkit.discovery import choose_arch
 from ..toolkit.record import supported_archs
 from . import jitify
 from .compiling import Result, compile_request, store_dir
+
+T = TypeVar("T")
 
 _RECORDING = __name__.rsplit(".", 2)[0] + ".hook.recording"  # sys.modules key: never imported
 
@@ -115,18 +119,29 @@ def _answered(req: Request, e: Exception, new: list, jitify_mode: bool, dropped:
     to their new names; with ``jitify_mode``, the others dropped: ``dropped`` gains them), or
     None when one has none (an include of the source's own is never dropped)."""
     moved = [m for m in new if new_name(m.name) is not None]
-    rest = [m for m in new if new_name(m.name) is None]
-    if rest and not (jitify_mode and isinstance(e, errors.MissingHeaderCompileError)):
-        return None
-    stubs = jitify.dropping(rest) if rest else None
-    if rest and stubs is None:
-        return None
-    if moved:
-        req = forwarded(req, moved) or req
-    if stubs is not None:
+    rest = [m for m in new if m not in moved]
+    if rest:
+        if not (jitify_mode and isinstance(e, errors.MissingHeaderCompileError)):
+            return None
+        stubs = jitify.dropping(rest)
+        if stubs is None:
+            return None
         dropped.update((m.name, m) for m in rest)
         req = _with_isystem(req, stubs)
-    return req
+    return forwarded(req, moved) if moved else req
+
+
+def moved_answered(req: Request, use: Callable[[Request], T]) -> T:
+    """``use(req)``, or, when it raises MissingHeaderError for moved headers only, ``use`` of
+    ``req`` with them answered by their new names (forwarded): what a compile's retry does,
+    for what resolves or keys a request without compiling (deps, a record's keys)."""
+    try:
+        return use(req)
+    except MissingHeaderError as e:
+        again = forwarded(req, e.missing)
+        if again is None:
+            raise
+    return use(again)
 
 
 def forwarded(req: Request, missing) -> Request | None:

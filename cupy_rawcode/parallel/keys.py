@@ -51,13 +51,7 @@ def key_of_job(job: Job) -> str:
         return compiles.key_of(compiles.call_for(job))
     req = request_of(task_for(job))
     with using_cache_dir(store_dir(default_store())):
-        try:
-            return compute_key(req).key
-        except MissingHeaderError as e:
-            again = flow.forwarded(req, e.missing)
-            if again is None:
-                raise
-        return compute_key(again).key
+        return flow.moved_answered(req, lambda r: compute_key(r).key)
 
 
 def keys_of_jobs(jobs: Iterable[Job]) -> RecordKeys:

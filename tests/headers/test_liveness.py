@@ -6,7 +6,7 @@ import re
 import warnings
 
 import pytest
-from conftest import bare_nvrtc
+from conftest import bare_nvrtc, nvrtc_defines
 
 import cupy_rawcode
 from cupy_rawcode.headers.lexical import directives
@@ -259,19 +259,13 @@ def _nvrtc_takes(source: str, std: str = "c++17") -> set[str]:
     return set(re.findall(r'static assertion failed with "(\w+)"', log))
 
 
-def _nvrtc_defines(name: str, options: tuple[str, ...]) -> bool:
-    done = bare_nvrtc(f"#ifdef {name}\n#error defined\n#endif\n", options)
-    assert not done.refused_options, options
-    return not done.ok
-
-
 OPTION_SETS = [(), ("-G",), ("-rdc=true",), ("-std=c++11",), ("-use_fast_math",)]
 
 
 @pytest.mark.parametrize("options", OPTION_SETS)
 def test_nvrtc_defines_what_is_always_defined_and_none_of_the_others(options):
-    assert all(_nvrtc_defines(n, options) for n in ALWAYS_DEFINED)
-    assert not any(_nvrtc_defines(n, options) for n in NEVER_PREDEFINED)
+    assert all(nvrtc_defines(n, options) for n in ALWAYS_DEFINED)
+    assert not any(nvrtc_defines(n, options) for n in NEVER_PREDEFINED)
 
 
 def test_always_defined_names_are_in_nvrtcs_predefined_table():

@@ -2,7 +2,7 @@
 what NVRTC compiles, so the key changes when it appears or goes (checked against NVRTC)."""
 
 import pytest
-from conftest import bare_nvrtc
+from conftest import bare_nvrtc, nvrtc_defines
 
 import cupy_rawcode
 
@@ -53,11 +53,6 @@ PROBES = {
 }
 
 
-def _nvrtc_has(operator: str) -> bool:
-    """Whether this NVRTC defines ``operator`` (NVRTC 13.5 has no ``__has_include_next``)."""
-    return "YES" in bare_nvrtc(f'#ifdef {operator}\nstatic_assert(false, "YES");\n#endif\n').log
-
-
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_the_key_changes_when_a_probed_header_appears_or_goes(name, tree):
     """Keyed as a probe whatever this NVRTC makes of it: where it has no
@@ -66,7 +61,7 @@ def test_the_key_changes_when_a_probed_header_appears_or_goes(name, tree):
     root = tree({"i/h.h": "// here\n"})
     source = PROBES[name] + TAIL
     options = (f"-I{root / 'i'}",)
-    lacking = "__has_include_next" in source and not _nvrtc_has("__has_include_next")
+    lacking = "__has_include_next" in source and not nvrtc_defines("__has_include_next")
     said = "function call is not allowed" if lacking else "THERE"
     assert said in bare_nvrtc(source, options).log
     there = cupy_rawcode.cache_key(source, arch="sm_90", options=options)

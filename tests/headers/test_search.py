@@ -5,6 +5,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import nvrtc_defines
 
 from cupy_rawcode.headers.closure import MissingHeaderError
 from cupy_rawcode.headers.resolver import resolve
@@ -176,20 +177,13 @@ def test_exact_rule(tree, name):
     files, main, inc, isys, expected = EXACT_CASES[name]
     root = _setup(tree, files, main)
     ours = expected
-    if "__has_include_next" in name and not _nvrtc_has_include_next():
+    if "__has_include_next" in name and not nvrtc_defines("__has_include_next"):
         ours = {"i1/h.h"}  # this NVRTC (13.5) has no __has_include_next: GCC's rule is not its
     assert _ours(root, main, inc, isys, True) == ours
     if GCC:
         assert _gcc(root, inc, isys) == expected
     # fast mode is a superset: it follows every branch
     assert _ours(root, main, inc, isys, False) >= expected
-
-
-def _nvrtc_has_include_next() -> bool:
-    from cupy_rawcode.headers.predefined import probe_operators
-    from cupy_rawcode.toolkit.record import toolchain
-
-    return "__has_include_next" in probe_operators(toolchain().nvrtc_version)
 
 
 def test_no_source_dir_means_no_own_directory_for_main(tree):
